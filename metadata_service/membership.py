@@ -1,0 +1,135 @@
+"""The membership store: tables, partitions, GSI partitions and which node holds each.
+
+A node's membership is the list of partitions assigned to it, one entry per partition of a
+table or of one of its Global Secondary Indexes. GSI-heavy tables live on ~15% of the fleet
+(every rack has its share), so when customers adopt GSIs those nodes' memberships grow
+several times larger while everyone else's stay small: the margin erosion of 2015.
+
+Pure data: no I/O. Encoded membership payloads are cached per node and rebuilt only when
+the store changes, so answering a renewal costs the real process almost nothing.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from services.common.fleet import node_id
+from services.common.settings import LabSettings
+
+# Ordinary tables, among them the control-plane state of the services that cascaded in 2015.
+PLAIN_TABLES = ("orders", "carts", "sessions", "queue-metadata", "scaling-groups", "metric-groups")
+# Large tables whose customers adopted GSIs: queried by alternate keys.
+GSI_HEAVY_TABLES = ("catalog", "clickstream")
+GSI_KEYS = ("by-brand", "by-price", "by-user", "by-time", "by-region", "by-status")
+MAX_GSIS = 20
+HASH_SPACE = 2**32
+
+
+class UnknownTable(KeyError):
+    pass
+
+
+class TooManyGsis(ValueError):
+    pass
+
+
+@dataclass
+class Table:
+    name: str
+    owners: list[str]  # owners[p] holds partition p of the table and of each of its GSIs
+    gsis: list[str] = field(default_factory=list)
+
+    @property
+    def partitions(self) -> int:
+        return len(self.owners)
+
+
+class MembershipStore:
+    def __init__(self, tables: list[Table], nodes: list[str]) -> None:
+        self.tables = {t.name: t for t in tables}
+        self.nodes = list(nodes)
+        self.version = 1
+        self._entries: dict[str, list[dict]] = {}
+        self._encoded: dict[str, bytes] = {}
+        self._map: bytes | None = None
+        self._rebuild()
+
+    @classmethod
+    def for_fleet(cls, settings: LabSettings) -> "MembershipStore":
+        nodes, big = [], []
+        for rack in range(settings.racks):
+            for index in range(settings.nodes_per_rack):
+                g = rack * settings.nodes_per_rack + index
+                (big if g % settings.big_every < settings.big_per_every else nodes).append(node_id(rack, index))
+        small = nodes
+        tables = _spread(PLAIN_TABLES, small, settings.small_entries)
+        heavy = _spread(GSI_HEAVY_TABLES, big, settings.big_base_entries)
+        if settings.gsi_growth:
+            for table in heavy:
+                table.gsis = [f"{table.name}-{key}" for key in GSI_KEYS[: settings.big_gsis]]
+        everyone = sorted(small + big)
+        return cls(tables + heavy, everyone)
+
+    def has_node(self, node: str) -> bool:
+        return node in self._entries
+
+    def entries(self, node: str) -> int:
+        return len(self._entries[node])
+
+    def membership(self, node: str) -> bytes:
+        """The node's membership as the JSON bytes sent on the wire (encoded once per version)."""
+        payload = self._encoded.get(node)
+        if payload is None:
+            body = {"node": node, "version": self.version, "entries": self._entries[node]}
+            payload = self._encoded[node] = json.dumps(body, separators=(",", ":")).encode()
+        return payload
+
+    def partition_map(self) -> bytes:
+        """Routing for customers: who holds each partition (GSI partitions sit with their table's)."""
+        if self._map is None:
+            body = {
+                "version": self.version,
+                "tables": {t.name: {"owners": t.owners, "gsis": t.gsis} for t in self.tables.values()},
+            }
+            self._map = json.dumps(body, separators=(",", ":")).encode()
+        return self._map
+
+    def add_gsis(self, table: str, count: int) -> int:
+        """Customers adopt ``count`` more GSIs on ``table``; returns the table's GSI count."""
+        t = self.tables.get(table)
+        if t is None:
+            raise UnknownTable(table)
+        if len(t.gsis) + count > MAX_GSIS:
+            raise TooManyGsis(f"{table} would have {len(t.gsis) + count} GSIs; the limit is {MAX_GSIS}")
+        start = len(t.gsis)
+        t.gsis.extend(f"{table}-gsi-{start + i + 1}" for i in range(count))
+        self.version += 1
+        self._rebuild()
+        return len(t.gsis)
+
+    def size_distribution(self) -> dict[int, int]:
+        """Membership entries -> number of nodes with that many (the dimension AWS did not monitor)."""
+        return dict(sorted(Counter(len(e) for e in self._entries.values()).items()))
+
+    def _rebuild(self) -> None:
+        entries: dict[str, list[dict]] = {n: [] for n in self.nodes}
+        for t in self.tables.values():
+            width = HASH_SPACE // max(1, t.partitions)
+            for index in [None, *t.gsis]:
+                for p, owner in enumerate(t.owners):
+                    entries[owner].append(
+                        {"table": t.name, "index": index, "partition": p, "range": [p * width, (p + 1) * width - 1]}
+                    )
+        self._entries = entries
+        self._encoded.clear()
+        self._map = None
+
+
+def _spread(names: tuple[str, ...], nodes: list[str], per_node: int) -> list[Table]:
+    """Deal ``per_node`` partitions to every node, round robin over the tables."""
+    total = len(nodes) * per_node
+    owners: dict[str, list[str]] = {name: [] for name in names}
+    for slot in range(total):
+        owners[names[slot % len(names)]].append(nodes[slot % len(nodes)])
+    return [Table(name, owned) for name, owned in owners.items() if owned]

@@ -1,0 +1,25 @@
+"""Names of racks and nodes, shared by every component."""
+from __future__ import annotations
+
+import re
+
+_NODE = re.compile(r"^r(\d{2,})n(\d{3,})$")
+
+
+def node_id(rack: int, index: int) -> str:
+    return f"r{rack:02d}n{index:03d}"
+
+
+def rack_of(node: str) -> int:
+    match = _NODE.match(node)
+    if not match:
+        raise ValueError(f"not a node id: {node!r}")
+    return int(match.group(1))
+
+
+def is_node_id(text: str) -> bool:
+    return bool(_NODE.match(text))
+
+
+def fleet_index(rack: int, index: int, nodes_per_rack: int) -> int:
+    return rack * nodes_per_rack + index

@@ -1,0 +1,141 @@
+"""Lab settings: one frozen dataclass, loaded from ``STORMLAB_*`` variables and CLI flags.
+
+Every duration is a setting, so a profile can be sped up or slowed down as a whole. The
+defaults are the calibrated ``dynamodb-2015`` profile (DESIGN.md §5): time runs about 50x
+faster than on 20 September 2015.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+ENV_PREFIX = "STORMLAB_"
+RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
+ABANDONED_WORK = ("cancel", "continue")
+
+
+class SettingsError(ValueError):
+    """A setting has a value the lab cannot run with."""
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    racks: int = field(default=10, metadata={"doc": "racks (one OS process each)", "min": 1, "max": 64})
+    nodes_per_rack: int = field(default=100, metadata={"doc": "virtual storage nodes per rack", "min": 1, "max": 1000})
+    small_entries: int = field(default=20, metadata={"doc": "membership entries of an ordinary node", "min": 1, "max": 10_000})
+    big_base_entries: int = field(default=46, metadata={"doc": "base-table entries of a node holding GSI-heavy tables", "min": 1, "max": 10_000})
+    big_gsis: int = field(default=2, metadata={"doc": "GSIs per GSI-heavy table when gsi_growth is on (each as large as its table)", "min": 0, "max": 20})
+    big_every: int = field(default=20, metadata={"doc": "out of every big_every nodes ...", "min": 1, "max": 1000})
+    big_per_every: int = field(default=3, metadata={"doc": "... this many hold GSI-heavy tables (3/20 = 15%)", "min": 0, "max": 1000})
+    gsi_growth: bool = field(default=True, metadata={"doc": "start with the GSIs customers adopted in 2015 (off: pre-GSI sizes)"})
+    renewal_period_s: float = field(default=10.0, metadata={"doc": "fixed-rate membership renewal period", "min": 0.05, "max": 3600})
+    renewal_jitter: float = field(default=0.05, metadata={"doc": "+/- fraction of the period each renewal slot moves (does not accumulate)", "min": 0, "max": 0.5})
+    allowance_s: float = field(default=1.0, metadata={"doc": "renewal timeout: a node without its membership by then disqualifies itself", "min": 0.01, "max": 600})
+    capacity_cores: float = field(default=40.0, metadata={"doc": "metadata virtual cores (processor sharing)", "min": 0.1, "max": 100_000})
+    cost_base_s: float = field(default=0.005, metadata={"doc": "core-seconds per membership request", "min": 0, "max": 60})
+    cost_per_entry_s: float = field(default=0.0045, metadata={"doc": "core-seconds per membership entry", "min": 0, "max": 60})
+    admin_cost_s: float = field(default=0.5, metadata={"doc": "core-seconds per admin request on the shared path", "min": 0, "max": 600})
+    abandoned_work: str = field(default="cancel", metadata={"doc": "cancel or continue the work of a request whose client gave up", "choices": ABANDONED_WORK})
+    retry_policy: str = field(default="immediate", metadata={"doc": "immediate, exponential, full-jitter, decorrelated-jitter; append +budget for a retry budget"})
+    retry_base_s: float = field(default=0.5, metadata={"doc": "first backoff step of the backoff policies", "min": 0, "max": 600})
+    retry_cap_s: float = field(default=10.0, metadata={"doc": "longest backoff of the backoff policies", "min": 0, "max": 3600})
+    budget_tokens: float = field(default=10.0, metadata={"doc": "retry budget: bucket size per rack (gRPC retry throttling)", "min": 1, "max": 1e6})
+    budget_ratio: float = field(default=0.1, metadata={"doc": "retry budget: tokens a success puts back", "min": 0, "max": 1e6})
+    probe_interval_s: float = field(default=0.2, metadata={"doc": "how often a rack probes its link to the metadata service", "min": 0.01, "max": 60})
+    probe_timeout_s: float = field(default=0.5, metadata={"doc": "a probe slower than this counts as a failure", "min": 0.01, "max": 60})
+    probe_failures: int = field(default=2, metadata={"doc": "consecutive failed probes that mean the link is down", "min": 1, "max": 100})
+    customer_rate: float = field(default=200.0, metadata={"doc": "customer requests per second from loadgen", "min": 0, "max": 100_000})
+    customer_timeout_s: float = field(default=1.0, metadata={"doc": "customer request timeout", "min": 0.01, "max": 600})
+    seed: int = field(default=2015, metadata={"doc": "seed for every random choice (jitter, traffic)", "min": 0, "max": 2**63})
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            lo, hi = f.metadata.get("min"), f.metadata.get("max")
+            if lo is not None and not lo <= value <= hi:
+                raise SettingsError(f"{f.name} must be between {lo} and {hi}, got {value}")
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                raise SettingsError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
+        base = self.retry_policy.removesuffix("+budget")
+        if base not in RETRY_POLICIES and self.retry_policy != "budget":
+            raise SettingsError(f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget), got {self.retry_policy!r}")
+        if self.big_per_every > self.big_every:
+            raise SettingsError("big_per_every cannot exceed big_every")
+
+    @property
+    def nodes_total(self) -> int:
+        return self.racks * self.nodes_per_rack
+
+    def replace(self, **changes: Any) -> "LabSettings":
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as ``STORMLAB_*`` variables, the way child processes and compose get them."""
+        return {ENV_PREFIX + f.name.upper(): _format(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "LabSettings":
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = environ.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = parse_value(f, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+PROFILES: dict[str, LabSettings] = {
+    "dynamodb-2015": LabSettings(),
+}
+
+
+def profile(name: str) -> LabSettings:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise SettingsError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"5s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise SettingsError(f"not a duration: {text!r} (try 5s, 500ms, 2m)")
+    unit = match.group(2).lower() if match.group(2) else None
+    return float(match.group(1)) * _UNIT_S[unit]
+
+
+def parse_bool(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "on", "yes"):
+        return True
+    if lowered in ("0", "false", "off", "no"):
+        return False
+    raise SettingsError(f"not on/off: {text!r}")
+
+
+def parse_value(f: dataclasses.Field, raw: str) -> Any:
+    try:
+        if f.type in ("bool", bool):
+            return parse_bool(raw)
+        if f.type in ("int", int):
+            return int(raw)
+        if f.type in ("float", float):
+            return parse_duration(raw) if f.name.endswith("_s") else float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{f.name}: {exc}") from None
+    return raw
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,76 @@
+import json
+
+import pytest
+
+from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable
+from services.common.fleet import rack_of
+from services.common.settings import LabSettings
+
+
+@pytest.fixture(scope="module")
+def store_2015():
+    return MembershipStore.for_fleet(LabSettings())
+
+
+def test_2015_sizes_and_shares(store_2015):
+    sizes = store_2015.size_distribution()
+    assert sizes == {20: 850, 138: 150}
+    big_entries = 150 * 138
+    assert big_entries / (big_entries + 850 * 20) == pytest.approx(0.55, abs=0.01)
+
+
+def test_every_rack_has_its_share_of_big_nodes(store_2015):
+    per_rack = {}
+    for node in store_2015.nodes:
+        if store_2015.entries(node) == 138:
+            per_rack[rack_of(node)] = per_rack.get(rack_of(node), 0) + 1
+    assert per_rack == {rack: 15 for rack in range(10)}
+
+
+def test_pre_gsi_sizes_are_about_twice_small():
+    store = MembershipStore.for_fleet(LabSettings(gsi_growth=False))
+    assert store.size_distribution() == {20: 850, 46: 150}
+
+
+def test_membership_payload_is_the_real_list(store_2015):
+    node = next(n for n in store_2015.nodes if store_2015.entries(n) == 138)
+    body = json.loads(store_2015.membership(node))
+    assert body["node"] == node and len(body["entries"]) == 138
+    table = body["entries"][0]["table"]
+    assert {e["index"] for e in body["entries"]} == {None, f"{table}-by-brand", f"{table}-by-price"}
+    assert len(store_2015.membership(node)) > 5 * len(store_2015.membership(store_2015.nodes[5]))
+
+
+def test_payload_is_cached_until_the_store_changes():
+    store = MembershipStore.for_fleet(LabSettings(racks=1, nodes_per_rack=20))
+    node = store.nodes[0]
+    first = store.membership(node)
+    assert store.membership(node) is first
+    store.add_gsis("catalog", 1)
+    assert store.membership(node) is not first
+    assert json.loads(store.membership(node))["version"] == 2
+
+
+def test_gsi_growth_grows_only_the_holders_of_that_table():
+    store = MembershipStore.for_fleet(LabSettings(racks=1, nodes_per_rack=20, gsi_growth=False))
+    before = {n: store.entries(n) for n in store.nodes}
+    store.add_gsis("catalog", 2)
+    grown = {n for n in store.nodes if store.entries(n) > before[n]}
+    assert grown and all(before[n] > 20 for n in grown)
+    catalog_owners = set(store.tables["catalog"].owners)
+    assert grown == catalog_owners
+
+
+def test_gsi_growth_rejects_unknown_tables_and_too_many():
+    store = MembershipStore.for_fleet(LabSettings(racks=1, nodes_per_rack=20))
+    with pytest.raises(UnknownTable):
+        store.add_gsis("nope", 1)
+    with pytest.raises(TooManyGsis):
+        store.add_gsis("catalog", 100)
+    assert store.version == 1
+
+
+def test_partition_map_routes_every_partition(store_2015):
+    body = json.loads(store_2015.partition_map())
+    owners = [o for t in body["tables"].values() for o in t["owners"]]
+    assert set(owners) == set(store_2015.nodes)
