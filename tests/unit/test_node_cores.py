@@ -1,0 +1,102 @@
+import random
+
+import pytest
+from hypothesis import given, strategies as st
+
+from storage_node import retry
+from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
+from storage_node.schedule import RenewalSchedule, startup_phase
+
+
+def test_refusal_disqualifies_on_first_miss_and_requalifies_on_first_success():
+    node = Refusal(now=0.0)
+    assert node.state is NodeState.STARTING and not node.serving
+    assert node.handle(RenewalSucceeded(at=1.0, entries=20)) is NodeState.SERVING
+    assert node.handle(RenewalMissed(at=11.0, reason="timeout")) is NodeState.DISQUALIFIED
+    assert node.reason == "membership renewal missed (timeout)" and node.since == 11.0
+    assert node.handle(RenewalMissed(at=12.0, reason="timeout")) is NodeState.DISQUALIFIED
+    assert node.since == 11.0 and node.disqualifications == 1
+    assert node.handle(RenewalSucceeded(at=13.0, entries=20)) is NodeState.SERVING
+    assert node.serving and node.since == 13.0
+
+
+def test_a_node_that_never_got_its_membership_is_disqualified_on_its_first_miss():
+    node = Refusal(now=0.0)
+    node.handle(RenewalMissed(at=1.0, reason="unreachable"))
+    assert node.state is NodeState.DISQUALIFIED and node.disqualifications == 1
+
+
+def schedule_of(policy, misses=6, seed=1):
+    rng, delays, last = random.Random(seed), [], 0.0
+    for n in range(1, misses + 1):
+        last = policy.next_delay(n, last, rng)
+        delays.append(last)
+    return delays
+
+
+def test_immediate_never_waits():
+    assert schedule_of(retry.Immediate()) == [0.0] * 6
+
+
+def test_exponential_doubles_up_to_the_cap():
+    assert schedule_of(retry.Exponential(0.5, 4.0)) == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+
+
+def test_full_jitter_stays_under_the_exponential_ceiling_and_differs_between_nodes():
+    a = schedule_of(retry.FullJitter(0.5, 4.0), seed=1)
+    b = schedule_of(retry.FullJitter(0.5, 4.0), seed=2)
+    for delay, ceiling in zip(a, [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]):
+        assert 0.0 <= delay <= ceiling
+    assert a != b
+
+
+@given(st.integers(1, 10_000), st.integers(1, 200))
+def test_decorrelated_jitter_is_bounded(seed, misses):
+    policy = retry.DecorrelatedJitter(0.5, 10.0)
+    for delay in schedule_of(policy, misses=misses, seed=seed):
+        assert 0.5 <= delay <= 10.0
+
+
+def test_budget_stops_retries_below_half_and_refills_on_success():
+    budget = retry.RetryBudget(retry.Immediate(), max_tokens=10, ratio=1.0)
+    rng = random.Random(0)
+    allowed = []
+    for _ in range(8):
+        budget.record(False)
+        allowed.append(budget.next_delay(1, 0.0, rng) is not None)
+    assert allowed == [True, True, True, True, False, False, False, False]
+    for _ in range(3):
+        budget.record(True)
+    assert budget.next_delay(1, 0.0, rng) is None  # 2 + 3 = 5 tokens: still at half
+    budget.record(True)
+    assert budget.next_delay(1, 0.0, rng) == 0.0
+
+
+def test_build_names():
+    assert isinstance(retry.build("immediate", 0.5, 10, 10, 0.1), retry.Immediate)
+    wrapped = retry.build("full-jitter+budget", 0.5, 10, 10, 0.1)
+    assert isinstance(wrapped, retry.RetryBudget) and isinstance(wrapped.inner, retry.FullJitter)
+    assert isinstance(retry.build("budget", 0.5, 10, 10, 0.1).inner, retry.Immediate)
+    with pytest.raises(ValueError):
+        retry.build("forever", 0.5, 10, 10, 0.1)
+
+
+def test_schedule_is_fixed_rate_and_jitter_does_not_accumulate():
+    sched = RenewalSchedule(phase=3.0, period=10.0, jitter=0.05, rng=random.Random(7))
+    slots, now = [], 0.0
+    for _ in range(1000):
+        now = sched.next_after(now)
+        slots.append(now)
+    for k, slot in enumerate(slots):
+        assert abs(slot - (3.0 + 10.0 * k)) <= 0.5 + 1e-9
+
+
+def test_schedule_skips_slots_missed_while_busy():
+    sched = RenewalSchedule(phase=0.0, period=10.0, jitter=0.0, rng=random.Random(0))
+    assert sched.next_after(0.0) == 10.0
+    assert sched.next_after(35.0) == 40.0  # renewing for 25 s skipped slots 20 and 30
+
+
+def test_startup_phases_are_spread_evenly():
+    phases = [startup_phase(g, 1000, 10.0) for g in range(1000)]
+    assert phases[0] == 0.0 and phases[500] == 5.0 and max(phases) < 10.0
