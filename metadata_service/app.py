@@ -1,0 +1,173 @@
+"""The metadata service: answers membership renewals through the virtual CPU.
+
+Routes:
+  GET  /membership/{node}          a node's membership list (costs base + per_entry x entries)
+  GET  /partition-map              who holds each partition, for customer routing (free)
+  POST /admin/pause | /admin/resume  stop or readmit membership requests (the front door: free)
+  POST /admin/capacity {"cores": n}             add or remove virtual cores (shared path)
+  POST /admin/tables/{table}/gsis {"add": n}    customers adopt n more GSIs (shared path)
+  GET  /status, /metrics, /healthz
+Admin requests that change the service go through the same overloaded virtual CPU as the
+renewals: the shared-fate path on which capacity could not be added in 2015.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from metadata_service.cpu_driver import CpuScheduler
+from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable, MAX_GSIS
+from metadata_service.metrics import MetadataMetrics
+from metadata_service.vcpu import VirtualCpu
+from services.common.settings import LabSettings
+from services.common.web import LoopLag, base_app, json_error, number, read_object
+from services.common.window import Window
+
+SETTINGS = web.AppKey("settings", LabSettings)
+STORE = web.AppKey("store", MembershipStore)
+METRICS = web.AppKey("metrics", MetadataMetrics)
+LAG = web.AppKey("lag", LoopLag)
+STATE = web.AppKey("state", "ServiceState")
+
+
+class ServiceState:
+    def __init__(self, settings: LabSettings) -> None:
+        self.settings = settings
+        self.paused = False
+        self.cpu = VirtualCpu(settings.capacity_cores)
+        self.scheduler: CpuScheduler | None = None
+        self.latency = Window(span_s=10.0)
+        self._busy_reported = 0.0
+        self._wasted_reported = 0.0
+
+    def sync_metrics(self, metrics: MetadataMetrics) -> None:
+        """Bring counters up to the model's totals (called before each scrape and status)."""
+        if self.scheduler is not None:
+            self.scheduler.poll()
+        busy, wasted = self.cpu.busy_core_seconds, self.scheduler.wasted_s if self.scheduler else 0.0
+        metrics.busy.inc(busy - self._busy_reported)
+        metrics.wasted.inc(wasted - self._wasted_reported)
+        self._busy_reported, self._wasted_reported = busy, wasted
+        metrics.inflight.set(self.cpu.inflight)
+        metrics.cores.set(self.cpu.cores)
+        metrics.paused.set(1 if self.paused else 0)
+
+
+def create_app(settings: LabSettings) -> web.Application:
+    metrics = MetadataMetrics.create()
+    lag = LoopLag(metrics.registry)
+    state = ServiceState(settings)
+    store = MembershipStore.for_fleet(settings)
+    app = base_app(metrics.registry, lag, refresh=lambda: state.sync_metrics(metrics))
+    app[SETTINGS], app[STORE], app[METRICS], app[LAG], app[STATE] = settings, store, metrics, lag, state
+    metrics.version.set(store.version)
+    app.cleanup_ctx.append(_scheduler_ctx)
+    app.router.add_get("/membership/{node}", membership)
+    app.router.add_get("/partition-map", partition_map)
+    app.router.add_get("/status", status)
+    app.router.add_post("/admin/pause", pause)
+    app.router.add_post("/admin/resume", resume)
+    app.router.add_post("/admin/capacity", capacity)
+    app.router.add_post("/admin/tables/{table}/gsis", grow_gsis)
+    return app
+
+
+async def _scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    state.scheduler = CpuScheduler(state.cpu, app[SETTINGS].abandoned_work)
+    yield
+
+
+async def _on_cpu(request: web.Request, kind: str, work_s: float) -> None:
+    """Serve ``work_s`` on the virtual CPU, counting the request as abandoned if its client leaves."""
+    state, metrics = request.app[STATE], request.app[METRICS]
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await state.scheduler.run(work_s)
+    except asyncio.CancelledError:
+        metrics.requests.labels(kind, "abandoned").inc()
+        raise
+    elapsed = loop.time() - started
+    metrics.processing.labels(kind).observe(elapsed)
+    metrics.requests.labels(kind, "ok").inc()
+    if kind == "membership":
+        state.latency.add(loop.time(), elapsed)
+
+
+async def membership(request: web.Request) -> web.Response:
+    store, state, settings, metrics = request.app[STORE], request.app[STATE], request.app[SETTINGS], request.app[METRICS]
+    node = request.match_info["node"]
+    if not store.has_node(node):
+        metrics.requests.labels("membership", "rejected").inc()
+        return json_error(404, "unknown_node", f"no storage node {node!r} in this cell")
+    if state.paused:
+        metrics.requests.labels("membership", "paused").inc()
+        return json_error(503, "paused", "membership requests are paused by an operator")
+    entries = store.entries(node)
+    await _on_cpu(request, "membership", settings.cost_base_s + settings.cost_per_entry_s * entries)
+    metrics.entries.observe(entries)
+    return web.Response(body=store.membership(node), content_type="application/json")
+
+
+async def partition_map(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[STORE].partition_map(), content_type="application/json")
+
+
+async def pause(request: web.Request) -> web.Response:
+    request.app[STATE].paused = True
+    request.app[METRICS].paused.set(1)
+    return web.json_response({"paused": True})
+
+
+async def resume(request: web.Request) -> web.Response:
+    request.app[STATE].paused = False
+    request.app[METRICS].paused.set(0)
+    return web.json_response({"paused": False})
+
+
+async def capacity(request: web.Request) -> web.Response:
+    cores = number(await read_object(request), "cores", 0.1, 100_000)
+    await _on_cpu(request, "admin", request.app[SETTINGS].admin_cost_s)
+    request.app[STATE].scheduler.set_cores(cores)
+    return web.json_response({"cores": cores})
+
+
+async def grow_gsis(request: web.Request) -> web.Response:
+    store = request.app[STORE]
+    table = request.match_info["table"]
+    add = int(number(await read_object(request), "add", 1, MAX_GSIS, integer=True))
+    if table not in store.tables:
+        return json_error(404, "unknown_table", f"no table {table!r}; tables: {', '.join(store.tables)}")
+    if len(store.tables[table].gsis) + add > MAX_GSIS:
+        return json_error(400, "too_many_gsis", f"{table} would exceed {MAX_GSIS} GSIs")
+    await _on_cpu(request, "admin", request.app[SETTINGS].admin_cost_s)
+    try:
+        gsis = store.add_gsis(table, add)
+    except (UnknownTable, TooManyGsis) as exc:  # changed while this request waited for the CPU
+        return json_error(409, "conflict", str(exc))
+    request.app[METRICS].version.set(store.version)
+    return web.json_response({"table": table, "gsis": gsis, "version": store.version,
+                              "sizes": store.size_distribution()})
+
+
+async def status(request: web.Request) -> web.Response:
+    state, store, metrics = request.app[STATE], request.app[STORE], request.app[METRICS]
+    state.sync_metrics(metrics)
+    now = asyncio.get_running_loop().time()
+    return web.json_response({
+        "component": "metadata",
+        "paused": state.paused,
+        "cores": state.cpu.cores,
+        "inflight": state.cpu.inflight,
+        "busy_cores": state.cpu.busy_cores,
+        "abandoned_work": state.scheduler.abandoned_work if state.scheduler else None,
+        "wasted_work_s": state.scheduler.wasted_s if state.scheduler else 0.0,
+        "membership_version": store.version,
+        "membership_sizes": {str(k): v for k, v in store.size_distribution().items()},
+        "processing_p99_s": state.latency.quantile(0.99, now),
+        "allowance_s": request.app[SETTINGS].allowance_s,
+        "loop_lag_p99_s": request.app[LAG].p99(),
+    })

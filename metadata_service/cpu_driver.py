@@ -1,0 +1,66 @@
+"""Runs requests on the virtual CPU in real (event-loop) time.
+
+The pure :class:`VirtualCpu` decides; this binding only keeps one timer set for the next
+finish and wakes the awaiting handlers. A handler cancelled because its client went away
+either cancels its work (``abandoned_work=cancel``) or leaves it running to completion as
+wasted work (``continue``).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from metadata_service.vcpu import VirtualCpu
+
+
+class CpuScheduler:
+    def __init__(self, cpu: VirtualCpu, abandoned_work: str) -> None:
+        self.cpu = cpu
+        self.abandoned_work = abandoned_work
+        self.wasted_s = 0.0
+        self._ids = itertools.count()
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._abandoned: dict[int, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
+
+    async def run(self, work_s: float) -> None:
+        """Return once ``work_s`` core-seconds have been served to this request."""
+        job = next(self._ids)
+        done = self._waiting[job] = self._loop.create_future()
+        self._settle(self.cpu.submit(job, work_s, self._loop.time()))
+        try:
+            await done
+        except asyncio.CancelledError:
+            self._waiting.pop(job, None)
+            if self.abandoned_work == "cancel":
+                wasted, finished = self.cpu.cancel(job, self._loop.time())
+                self.wasted_s += wasted
+                self._settle(finished)
+            else:
+                self._abandoned[job] = work_s
+            raise
+
+    def set_cores(self, cores: float) -> None:
+        self._settle(self.cpu.set_cores(cores, self._loop.time()))
+
+    def _settle(self, finished: list) -> None:
+        for job in finished:
+            future = self._waiting.pop(job, None)
+            if future is not None and not future.done():
+                future.set_result(None)
+            self.wasted_s += self._abandoned.pop(job, 0.0)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        at = self.cpu.next_completion()
+        if at is not None:
+            self._timer = self._loop.call_at(at, self._tick)
+
+    def poll(self) -> None:
+        """Bring the model up to now (finishing whatever is due)."""
+        self._settle(self.cpu.advance(self._loop.time()))
+
+    def _tick(self) -> None:
+        self._timer = None
+        self.poll()

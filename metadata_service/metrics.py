@@ -1,0 +1,51 @@
+"""The metadata service's metrics, in its own registry."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+ENTRY_BUCKETS = (10, 20, 30, 40, 60, 80, 100, 120, 140, 160, 200, 300, 500, 1000)
+KINDS = ("membership", "admin")
+OUTCOMES = ("ok", "abandoned", "paused", "rejected")
+
+
+@dataclass
+class MetadataMetrics:
+    registry: CollectorRegistry
+    requests: Counter
+    processing: Histogram
+    entries: Histogram
+    inflight: Gauge
+    cores: Gauge
+    busy: Counter
+    wasted: Counter
+    paused: Gauge
+    version: Gauge
+
+    @classmethod
+    def create(cls) -> "MetadataMetrics":
+        r = CollectorRegistry()
+        m = cls(
+            registry=r,
+            requests=Counter("stormlab_metadata_requests_total", "Requests to the metadata service by kind and outcome",
+                             ["kind", "outcome"], registry=r),
+            processing=Histogram("stormlab_metadata_processing_seconds",
+                                 "Time from arrival to answer of completed requests (compare with the allowance)",
+                                 ["kind"], buckets=LATENCY_BUCKETS, registry=r),
+            entries=Histogram("stormlab_membership_entries", "Entries in each membership list served",
+                              buckets=ENTRY_BUCKETS, registry=r),
+            inflight=Gauge("stormlab_metadata_inflight", "Requests sharing the virtual CPU now", registry=r),
+            cores=Gauge("stormlab_metadata_cpu_cores", "Virtual cores of the metadata service", registry=r),
+            busy=Counter("stormlab_metadata_cpu_busy_seconds", "Virtual core-seconds of work done", registry=r),
+            wasted=Counter("stormlab_metadata_wasted_work_seconds",
+                           "Virtual core-seconds spent on requests whose client had given up", registry=r),
+            paused=Gauge("stormlab_metadata_paused", "1 while membership requests are paused", registry=r),
+            version=Gauge("stormlab_membership_version", "Version of the membership store", registry=r),
+        )
+        for kind in KINDS:
+            m.processing.labels(kind)
+            for outcome in OUTCOMES:
+                m.requests.labels(kind, outcome)
+        return m

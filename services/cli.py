@@ -1,0 +1,113 @@
+"""The `stormlab` command: up, status, down, demo, chaos."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+import aiohttp
+
+from chaos import cli as chaos_cli
+from services import launcher, observe
+from services.common.settings import SettingsError, parse_bool, parse_duration, profile
+from services.launcher import LabError
+
+
+def lab_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="dynamodb-2015", help="calibrated settings to start from (default dynamodb-2015)")
+    p.add_argument("--racks", type=int, help="racks (processes); default 10")
+    p.add_argument("--nodes-per-rack", type=int, help="virtual storage nodes per rack; default 100")
+    p.add_argument("--retry-policy", help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget")
+    p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
+    p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
+    p.add_argument("--abandoned-work", choices=("cancel", "continue"), help="what the metadata service does with work whose client gave up")
+    p.add_argument("--capacity", type=float, help="metadata virtual cores; default 40")
+    p.add_argument("--renewal-period", help="renewal period, e.g. 10s")
+    p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
+    p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
+
+
+def settings_from(args: argparse.Namespace):
+    base = profile(args.profile)
+    changes = {
+        "racks": args.racks, "nodes_per_rack": args.nodes_per_rack, "retry_policy": args.retry_policy,
+        "allowance_s": parse_duration(args.allowance) if args.allowance else None,
+        "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
+        "abandoned_work": args.abandoned_work, "capacity_cores": args.capacity,
+        "renewal_period_s": parse_duration(args.renewal_period) if args.renewal_period else None,
+        "customer_rate": args.customer_rate,
+    }
+    return base.replace(**{k: v for k, v in changes.items() if v is not None})
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    print(f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, "
+          "the link proxy and loadgen …", flush=True)
+    state = launcher.up(settings, args.base_port)
+    for name, comp in state["components"].items():
+        print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
+    print("nodes come up spread over one renewal period; watch with `stormlab status`")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = launcher.running()
+    if not state:
+        raise LabError("no lab is up: start one with `stormlab up`")
+
+    async def read() -> dict:
+        async with aiohttp.ClientSession() as session:
+            return await observe.snapshot(session, state)
+
+    snap = asyncio.run(read())
+    snap.pop("racks")
+    print(json.dumps(snap, indent=1) if args.json else observe.render(snap))
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    print("stopped the lab" if launcher.down() else "no lab was up")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from services import demo
+
+    parser = argparse.ArgumentParser(prog="stormlab", description=(
+        "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
+        "nodes exchanging membership over HTTP on loopback."))
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the lab as local processes and return")
+    lab_flags(up)
+    up.set_defaults(func=cmd_up)
+    st = sub.add_parser("status", help="nodes serving/disqualified, customer errors, metadata load, margin")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=cmd_status)
+    sub.add_parser("down", help="stop exactly what `up` started").set_defaults(func=cmd_down)
+    d = sub.add_parser("demo", help="the whole story: settle, show the margin, blip, watch the storm hold, report")
+    lab_flags(d)
+    demo.add_flags(d)
+    d.set_defaults(func=demo.run)
+    chaos_cli.add_parser(sub)
+    sub.choices["chaos"].set_defaults(func=chaos_cli.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except chaos_cli.ChaosError as exc:
+        print(f"stormlab: {exc}", file=sys.stderr)
+        return 2
+    except (SettingsError, LabError) as exc:
+        print(f"stormlab: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, SettingsError) else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""What every stormlab process shares: JSON errors, body parsing, event-loop lag, serving."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, AsyncIterator, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+
+from services.common.window import Window
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 64 * 1024
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class BadRequest(web.HTTPBadRequest):
+    def __init__(self, message: str) -> None:
+        super().__init__(text=json.dumps({"error": "bad_request", "message": message}),
+                         content_type="application/json")
+
+
+def json_error(status: int, error: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": error, "message": message, **extra}, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Every error answer is JSON, including aiohttp's own 404/405/413."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        reason = exc.reason.lower().replace(" ", "_")
+        return json_error(exc.status, reason, exc.text or exc.reason)
+
+
+async def read_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 that says what is wrong with it."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY_BYTES, actual_size=request.content_length)
+    raw = await request.content.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY_BYTES, actual_size=len(raw))
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    return body
+
+
+def number(body: dict[str, Any], key: str, lo: float, hi: float, *, integer: bool = False) -> float:
+    """A numeric field within [lo, hi]; booleans and strings are refused."""
+    value = body.get(key)
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise BadRequest(f"{key} must be {'an integer' if integer else 'a number'}")
+    if not lo <= value <= hi:
+        raise BadRequest(f"{key} must be between {lo} and {hi}")
+    return value
+
+
+def metrics_route(registry: CollectorRegistry, refresh: Callable[[], None] | None = None) -> Callable:
+    async def metrics(request: web.Request) -> web.Response:
+        if refresh is not None:
+            refresh()
+        resp = web.Response(body=generate_latest(registry))
+        resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return resp
+    return metrics
+
+
+class LoopLag:
+    """Measures how late the event loop wakes up: the lab is only valid while this stays small."""
+
+    def __init__(self, registry: CollectorRegistry, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.window = Window(span_s=10.0)
+        self.seen = Window(span_s=1e9)  # whole-run maximum for the demo summary
+        self.histogram = Histogram("stormlab_event_loop_lag_seconds",
+                                   "How late this process's event loop ran a timer", buckets=LAG_BUCKETS,
+                                   registry=registry)
+
+    def p99(self) -> float:
+        loop = asyncio.get_running_loop()
+        return self.window.quantile(0.99, loop.time()) or 0.0
+
+    async def ctx(self, app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._run())
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(self.interval_s)
+            lag = max(0.0, loop.time() - start - self.interval_s)
+            self.window.add(loop.time(), lag)
+            self.histogram.observe(lag)
+
+
+def base_app(registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None) -> web.Application:
+    """An app with JSON errors, ``/metrics`` (``refresh`` runs before each scrape) and ``/healthz``."""
+    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+    app.router.add_get("/metrics", metrics_route(registry, refresh))
+    app.router.add_get("/healthz", healthz)
+    app.cleanup_ctx.append(lag.ctx)
+    return app
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+def serve(app: web.Application, host: str, port: int) -> None:
+    """Run until SIGTERM/SIGINT; handlers are cancelled when their client goes away."""
+    try:
+        import uvloop
+        loop = uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - platforms without uvloop
+        loop = asyncio.new_event_loop()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None,
+                backlog=4096, loop=loop)

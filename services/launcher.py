@@ -1,0 +1,166 @@
+"""The local launcher: the lab as OS processes on loopback, tracked by pid.
+
+``up`` writes a plan (which process, which port, which settings) into the state directory
+and starts a supervisor in its own session; the supervisor starts every component, restarts
+one that dies, and stops them all on SIGTERM. Children die with the supervisor (Linux
+parent-death signal), so ``down`` (or a killed supervisor) leaves nothing behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.common.settings import LabSettings
+
+HOST = "127.0.0.1"
+DEFAULT_BASE_PORT = 8700
+
+
+class LabError(RuntimeError):
+    """Something the user should read: the lab is already up, not up, or did not start."""
+
+
+def state_dir() -> Path:
+    default = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "stormlab"
+    return Path(os.environ.get("STORMLAB_STATE_DIR", default)).resolve()
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    module: str
+    port: int
+    env: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Component]:
+    """Every process of the lab with its port and environment."""
+    n = settings.racks
+    if base_port == 0:
+        ports = _free_ports(3 + 2 * n)
+    else:
+        if not 1024 <= base_port <= 65535 - 300:
+            raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
+        ports = [base_port, base_port + 1, base_port + 2] + [base_port + 10 + r for r in range(n)] + \
+                [base_port + 100 + r for r in range(n)]
+    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3:3 + n], ports[3 + n:]
+    common = settings.to_env()
+    rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
+    comps = [
+        Component("metadata", "metadata_service", meta, {}),
+        Component("linkproxy", "chaos", proxy, {"STORMLAB_METADATA_PORT": str(meta),
+                                                "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)})}),
+    ]
+    comps += [Component(f"rack-{r:02d}", "storage_node", racks[r],
+                        {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{links[r]}",
+                         "STORMLAB_DATA_DIR": str(data_dir)}) for r in range(n)]
+    comps.append(Component("loadgen", "services.loadgen", loadgen,
+                           {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}))
+    return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port),
+                                                 "STORMLAB_HOST": HOST}) for c in comps]
+
+
+def read_state(directory: Path | None = None) -> dict | None:
+    path = (directory or state_dir()) / "state.json"
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _is_supervisor(pid: int, directory: Path) -> bool:
+    """Only signal the process we started: check its command line, not just the pid."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"services.supervisor" in cmdline and str(directory).encode() in cmdline
+
+
+def running(directory: Path | None = None) -> dict | None:
+    directory = directory or state_dir()
+    state = read_state(directory)
+    if state and _is_supervisor(state["supervisor_pid"], directory):
+        return state
+    return None
+
+
+def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float = 60.0,
+       directory: Path | None = None) -> dict:
+    directory = directory or state_dir()
+    if running(directory):
+        raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "logs").mkdir(exist_ok=True)
+    (directory / "state.json").unlink(missing_ok=True)
+    data_dir = directory / "data"
+    components = plan(settings, base_port, data_dir)
+    (directory / "plan.json").write_text(json.dumps(
+        {"settings": settings.to_env(), "components": [c.__dict__ | {"url": c.url} for c in components]}, indent=1))
+    log = open(directory / "logs" / "supervisor.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + wait_s
+    pending = {c.name: c.url for c in components}
+    while pending:
+        if proc.poll() is not None:
+            raise LabError(f"the supervisor exited ({proc.returncode}); see {directory / 'logs'}")
+        if time.monotonic() > deadline:
+            down(directory)
+            raise LabError(f"not healthy after {wait_s:.0f}s: {', '.join(sorted(pending))}; see {directory / 'logs'}")
+        for name, url in list(pending.items()):
+            if _healthy(url):
+                del pending[name]
+        time.sleep(0.2)
+    return read_state(directory) or {}
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=1.0) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
+    """Stop exactly what ``up`` started; returns False if nothing was up."""
+    directory = directory or state_dir()
+    state = read_state(directory)
+    if not state or not _is_supervisor(state["supervisor_pid"], directory):
+        (directory / "state.json").unlink(missing_ok=True)
+        return False
+    pid = state["supervisor_pid"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while _is_supervisor(pid, directory) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _is_supervisor(pid, directory):
+        os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
+    (directory / "state.json").unlink(missing_ok=True)
+    return True

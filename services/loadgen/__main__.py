@@ -1,0 +1,11 @@
+import os
+
+from services.common.settings import LabSettings
+from services.common.web import serve
+from services.loadgen.app import create_app
+
+serve(
+    create_app(LabSettings.from_env(), os.environ["STORMLAB_METADATA_URL"], os.environ["STORMLAB_RACK_URLS"].split(",")),
+    os.environ.get("STORMLAB_HOST", "127.0.0.1"),
+    int(os.environ["STORMLAB_PORT"]),
+)

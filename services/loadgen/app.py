@@ -1,0 +1,153 @@
+"""loadgen: the customers. Sends reads and writes at a set rate, routed by the partition map.
+
+  GET /status   customer error ratio over the last 10 s, total and per table
+  GET /metrics, /healthz
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from services.common.settings import LabSettings
+from services.common.web import LoopLag, base_app
+from services.common.window import Window
+from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
+
+log = logging.getLogger(__name__)
+GEN = web.AppKey("generator", "Generator")
+LAG = web.AppKey("lag", LoopLag)
+MAX_INFLIGHT = 5000
+MAP_REFRESH_S = 30.0
+
+
+class Generator:
+    def __init__(self, settings: LabSettings, metadata_url: str, rack_urls: list[str], registry: CollectorRegistry) -> None:
+        self.settings, self.metadata_url, self.rack_urls = settings, metadata_url.rstrip("/"), rack_urls
+        self.rng = random.Random(settings.seed)
+        self.routes: Routes | None = None
+        self.window = Window(span_s=10.0)
+        self.table_windows: dict[str, Window] = {}
+        self.inflight = 0
+        self.sent = self.failed = 0
+        self.requests = Counter("stormlab_customer_requests_total", "Customer requests by table and outcome",
+                                ["table", "outcome"], registry=registry)
+        self.latency = Histogram("stormlab_customer_request_seconds", "Customer request latency",
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5), registry=registry)
+        self.timeout = aiohttp.ClientTimeout(total=settings.customer_timeout_s)
+        self._tasks: set[asyncio.Task] = set()
+
+    async def run(self, session: aiohttp.ClientSession) -> None:
+        loop = asyncio.get_running_loop()
+        await self._load_routes(session)
+        started, sent, refreshed = loop.time(), 0, loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            if now - refreshed > MAP_REFRESH_S:
+                refreshed = now
+                self._spawn(self._load_routes(session, once=True))
+            for _ in range(due(self.settings.customer_rate, now - started, sent)):
+                sent += 1
+                if self.inflight < MAX_INFLIGHT:
+                    self._spawn(self._send(session, self.routes.pick(self.rng)))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _load_routes(self, session: aiohttp.ClientSession, once: bool = False) -> None:
+        while True:
+            try:
+                async with session.get(f"{self.metadata_url}/partition-map", timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                    resp.raise_for_status()
+                    routes = Routes(await resp.json())
+                if routes.targets:
+                    self.routes = routes
+                    for table in routes.tables:
+                        self.table_windows.setdefault(table, Window(span_s=10.0))
+                        for o in OUTCOMES:
+                            self.requests.labels(table, o)
+                return
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+                log.warning("partition map not loaded: %s", exc)
+                if once:
+                    return
+            await asyncio.sleep(1.0)
+
+    async def _send(self, session: aiohttp.ClientSession, req: Request) -> None:
+        loop = asyncio.get_running_loop()
+        url = (f"{self.rack_urls[req.rack]}/nodes/{req.node}/tables/{req.table}"
+               f"/partitions/{req.partition}/items/{req.key}")
+        params = {"index": req.index} if req.index else None
+        started = loop.time()
+        self.inflight += 1
+        try:
+            kwargs = {"json": {"value": {"at": started}}} if req.method == "PUT" else {}
+            async with session.request(req.method, url, params=params, timeout=self.timeout, **kwargs) as resp:
+                body = await resp.json(content_type=None) if resp.status != 200 else await resp.read()
+                result = outcome(resp.status, body.get("error") if isinstance(body, dict) else None)
+        except asyncio.TimeoutError:
+            result = "timeout"
+        except (aiohttp.ClientError, OSError, ValueError):
+            result = "error"
+        finally:
+            self.inflight -= 1
+        now = loop.time()
+        self.latency.observe(now - started)
+        self.requests.labels(req.table, result).inc()
+        failed = 1.0 if result in FAILURES else 0.0
+        self.sent += 1
+        self.failed += int(failed)
+        self.window.add(now, failed)
+        self.table_windows[req.table].add(now, failed)
+
+    def status(self) -> dict:
+        now = asyncio.get_running_loop().time()
+        return {
+            "component": "loadgen",
+            "rate_per_s": self.settings.customer_rate,
+            "requests_last_10s": len(self.window.values(now)),
+            "customer_error_ratio": self.window.mean(now),
+            "table_error_ratio": {t: w.mean(now) for t, w in sorted(self.table_windows.items())},
+            "requests_total": self.sent,
+            "failures_total": self.failed,
+            "inflight": self.inflight,
+            "routes_version": self.routes.version if self.routes else None,
+        }
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
+    registry = CollectorRegistry()
+    lag = LoopLag(registry)
+    app = base_app(registry, lag)
+    gen = app[GEN] = Generator(settings, metadata_url, rack_urls, registry)
+    app[LAG] = lag
+
+    async def traffic_ctx(app: web.Application) -> AsyncIterator[None]:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        task = asyncio.create_task(gen.run(session))
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await gen.stop()
+        await session.close()
+
+    app.cleanup_ctx.append(traffic_ctx)
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({**gen.status(), "loop_lag_p99_s": lag.p99()})
+
+    app.router.add_get("/status", status)
+    return app

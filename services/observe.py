@@ -1,0 +1,83 @@
+"""Reads the running lab's /status endpoints and sums them up: what `status` and the demo show."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+TIMEOUT = aiohttp.ClientTimeout(total=2.0)
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> dict | None:
+    try:
+        async with session.get(url, timeout=TIMEOUT) as resp:
+            return await resp.json() if resp.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return None
+
+
+async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = False) -> dict[str, Any]:
+    """One reading of the whole lab; missing components show as unreachable."""
+    comps = state["components"]
+    names = list(comps)
+    suffix = "?nodes=1" if nodes else ""
+    replies = await asyncio.gather(*(_get(session, f"{comps[n]['url']}/status{suffix if n.startswith('rack') else ''}")
+                                     for n in names))
+    by_name = dict(zip(names, replies))
+    racks = {n: r for n, r in by_name.items() if n.startswith("rack-")}
+    meta, loadgen = by_name.get("metadata") or {}, by_name.get("loadgen") or {}
+    live_racks = [r for r in racks.values() if r]
+    renewal = [r["renewal_p99_s"] for r in live_racks if r.get("renewal_p99_s") is not None]
+    lags = [r.get("loop_lag_p99_s") or 0.0 for r in by_name.values() if r]
+    return {
+        "endpoints": {n: c["url"] for n, c in comps.items()},
+        "unreachable": sorted(n for n, r in by_name.items() if r is None),
+        "nodes_total": sum(r["nodes_total"] for r in live_racks),
+        "nodes_serving": sum(r["nodes_serving"] for r in live_racks),
+        "nodes_disqualified": sum(r["nodes_disqualified"] for r in live_racks),
+        "nodes_starting": sum(r["nodes_starting"] for r in live_racks),
+        "racks_link_down": sorted(r["rack"] for r in live_racks if not r["link_up"]),
+        "customer_error_ratio": loadgen.get("customer_error_ratio"),
+        "table_error_ratio": loadgen.get("table_error_ratio", {}),
+        "customer_requests_total": loadgen.get("requests_total"),
+        "customer_failures_total": loadgen.get("failures_total"),
+        "metadata_inflight": meta.get("inflight"),
+        "metadata_cores": meta.get("cores"),
+        "metadata_paused": meta.get("paused"),
+        "metadata_processing_p99_s": meta.get("processing_p99_s"),
+        "membership_sizes": meta.get("membership_sizes", {}),
+        "renewal_p99_s": max(renewal) if renewal else None,
+        "allowance_s": float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
+        "loop_lag_p99_s": max(lags) if lags else None,
+        "faults": (by_name.get("linkproxy") or {}).get("faults", []),
+        "racks": {r["rack"]: r for r in live_racks} if nodes else None,
+    }
+
+
+def render(snap: dict[str, Any]) -> str:
+    """The human view of a snapshot."""
+    def pct(x: float | None) -> str:
+        return "  n/a" if x is None else f"{100 * x:5.1f}%"
+
+    def sec(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}s"
+
+    lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap["endpoints"].items()]
+    if snap["unreachable"]:
+        lines.append(f"unreachable: {', '.join(snap['unreachable'])}")
+    lines += [
+        f"nodes:      {snap['nodes_serving']} serving, {snap['nodes_disqualified']} disqualified, "
+        f"{snap['nodes_starting']} starting (of {snap['nodes_total']})",
+        f"customers:  {pct(snap['customer_error_ratio'])} of requests failing (last 10 s)",
+        f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
+        f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
+        f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
+        f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} "
+        f"({'ok' if (snap['loop_lag_p99_s'] or 0) < 0.05 * snap['allowance_s'] else 'TOO HIGH: the host, not the model, is shaping the run'})",
+    ]
+    if snap["racks_link_down"]:
+        lines.append(f"links down: racks {snap['racks_link_down']}")
+    for f in snap["faults"]:
+        lines.append(f"fault:      {f['fault']} #{f['id']} on racks {f['racks']}, {f['left_s']:.1f}s left")
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""A rack's HTTP face: the customer item API of its nodes, /status, /metrics, /healthz.
+
+  GET /nodes/{node}/tables/{table}/partitions/{partition}/items/{key}[?index=GSI]
+  PUT /nodes/{node}/tables/{table}/partitions/{partition}/items/{key}   {"value": …}
+
+A node that has disqualified itself answers 503 with the reason; a node asked for a
+partition it does not hold answers 409 ``wrong_owner``; an unknown node 404.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from services.common.settings import LabSettings
+from services.common.web import BadRequest, LoopLag, base_app, json_error, read_object
+from storage_node.metrics import RackMetrics
+from storage_node.rack import Node, Rack
+from storage_node.store import ItemStore
+
+SETTINGS = web.AppKey("settings", LabSettings)
+RACK = web.AppKey("rack", Rack)
+STORE = web.AppKey("store", ItemStore)
+METRICS = web.AppKey("metrics", RackMetrics)
+LAG = web.AppKey("lag", LoopLag)
+MAX_KEY = 256
+MAX_VALUE_BYTES = 4096
+
+
+def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) -> web.Application:
+    metrics = RackMetrics.create(rack)
+    lag = LoopLag(metrics.registry)
+    holder: dict[str, Rack] = {}
+    app = base_app(metrics.registry, lag, refresh=lambda: holder["rack"].sync_metrics() if holder else None)
+    app[SETTINGS], app[METRICS], app[LAG] = settings, metrics, lag
+
+    async def rack_ctx(app: web.Application) -> AsyncIterator[None]:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        app[STORE] = ItemStore(data_dir / f"rack-{rack:02d}.sqlite3")
+        app[RACK] = holder["rack"] = Rack(settings, rack, link_url, metrics)
+        app[RACK].start()
+        yield
+        await app[RACK].stop()
+        app[STORE].close()
+
+    app.cleanup_ctx.append(rack_ctx)
+    item = "/nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"
+    app.router.add_get(item, get_item)
+    app.router.add_put(item, put_item)
+    app.router.add_get("/status", status)
+    return app
+
+
+def _target(request: web.Request) -> tuple[Node, str, int, str] | web.Response:
+    """The node, table, partition and key of an item request, or the refusal to answer it."""
+    rack, metrics = request.app[RACK], request.app[METRICS]
+    m = request.match_info
+    node = rack.nodes.get(m["node"])
+    if node is None:
+        metrics.served.labels(rack.label, "bad_request").inc()
+        return json_error(404, "unknown_node", f"no node {m['node']!r} in rack {rack.index}")
+    try:
+        partition = int(m["partition"])
+    except ValueError:
+        partition = -1
+    if partition < 0 or len(m["key"]) > MAX_KEY:
+        metrics.served.labels(rack.label, "bad_request").inc()
+        return json_error(400, "bad_request", f"partition must be a non-negative integer, key at most {MAX_KEY} chars")
+    if not node.refusal.serving:
+        metrics.served.labels(rack.label, "refused").inc()
+        return json_error(503, "disqualified", f"node {node.id} refuses requests: {node.refusal.reason}",
+                          node=node.id, state=node.refusal.state.value)
+    index = request.query.get("index")
+    if not node.owns(m["table"], index, partition):
+        metrics.served.labels(rack.label, "wrong_owner").inc()
+        return json_error(409, "wrong_owner", f"node {node.id} does not hold {m['table']}/{index or 'base'}/{partition}")
+    return node, m["table"], partition, m["key"]
+
+
+async def get_item(request: web.Request) -> web.Response:
+    target = _target(request)
+    if isinstance(target, web.Response):
+        return target
+    node, table, partition, key = target
+    rack, store, metrics = request.app[RACK], request.app[STORE], request.app[METRICS]
+    if "index" in request.query:
+        metrics.served.labels(rack.label, "ok").inc()
+        return web.json_response({"node": node.id, "index": request.query["index"], "items": store.query(table, key)})
+    found, value = store.get(table, partition, key)
+    if not found:
+        metrics.served.labels(rack.label, "not_found").inc()
+        return json_error(404, "not_found", f"no item {key!r} in {table}/{partition}")
+    metrics.served.labels(rack.label, "ok").inc()
+    return web.json_response({"node": node.id, "key": key, "value": value})
+
+
+async def put_item(request: web.Request) -> web.Response:
+    rack, metrics = request.app[RACK], request.app[METRICS]
+    if "index" in request.query:
+        metrics.served.labels(rack.label, "bad_request").inc()
+        return json_error(400, "bad_request", "GSI partitions are read-only: write to the table")
+    body = await read_object(request)
+    if "value" not in body or len(repr(body["value"])) > MAX_VALUE_BYTES:
+        metrics.served.labels(rack.label, "bad_request").inc()
+        raise BadRequest(f"body must be {{\"value\": …}} of at most {MAX_VALUE_BYTES} bytes")
+    target = _target(request)
+    if isinstance(target, web.Response):
+        return target
+    node, table, partition, key = target
+    request.app[STORE].put(table, partition, key, body["value"])  # committed before we acknowledge
+    metrics.served.labels(rack.label, "ok").inc()
+    return web.json_response({"node": node.id, "key": key, "stored": True})
+
+
+async def status(request: web.Request) -> web.Response:
+    rack = request.app[RACK]
+    counts = rack.count()
+    return web.json_response({
+        "component": "rack",
+        "rack": rack.index,
+        "pid": os.getpid(),
+        "link_up": rack.link_up,
+        "nodes_total": len(rack.nodes),
+        "nodes_serving": counts["serving"],
+        "nodes_disqualified": counts["disqualified"],
+        "nodes_starting": counts["starting"],
+        "renewal_p99_s": rack.renewal_latency.quantile(0.99, rack.now()),
+        "allowance_s": request.app[SETTINGS].allowance_s,
+        "loop_lag_p99_s": request.app[LAG].p99(),
+        **({"nodes": [n.status() for n in rack.nodes.values()]} if request.query.get("nodes") == "1" else {}),
+    })
