@@ -1,5 +1,172 @@
-"""placeholder"""
-def add_flags(p):
-    pass
-def run(args):
+"""`stormlab demo`: the 2015 story in one command.
+
+Starts the lab, waits for every node to serve, watches the healthy baseline, shows the margin
+(how much of the allowance the biggest renewals use), blips the chosen racks, watches the
+storm form and hold (or heal), then prints a summary and writes a PNG chart and the samples.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+from chaos.cli import parse_racks
+from services import launcher, observe
+from services.common.settings import parse_duration
+from services.story import Sample, rolling, summarize
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--blip-racks", default="3", help="racks to blip: a count (3 = racks 0,1,2) or a list (2,5,7)")
+    p.add_argument("--blip", default="5s", help="how long the blip lasts (default 5s)")
+    p.add_argument("--settle", default="30s", help="healthy baseline to watch before the blip (default 30s)")
+    p.add_argument("--watch", default="240s", help="how long to watch after the blip ends (default 240s)")
+    p.add_argument("--out", default="reports", help="directory for the PNG chart and the samples (default reports/)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (progress goes to stderr)")
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace, state: dict, out) -> None:
+        self.args, self.state, self.out = args, state, out
+        self.samples: list[Sample] = []
+        self.t0 = time.monotonic()
+        self.allowance_s = float(state["settings"]["STORMLAB_ALLOWANCE_S"])
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    async def sample(self, session: aiohttp.ClientSession) -> dict:
+        snap = await observe.snapshot(session, self.state)
+        self.samples.append(Sample(
+            self.now(), snap["customer_requests_total"] or 0, snap["customer_failures_total"] or 0,
+            snap["nodes_disqualified"], snap["metadata_inflight"] or 0, snap["renewal_p99_s"],
+            snap["metadata_processing_p99_s"], snap["loop_lag_p99_s"] or 0.0))
+        return snap
+
+    def live_line(self, snap: dict, origin: float, label: str) -> None:
+        recent = rolling(self.samples[-8:], 4.0)
+        err = recent[-1][1] if recent else 0.0
+        bar = "#" * round(30 * err)
+        renewal = snap["renewal_p99_s"] or 0.0
+        self.say(f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
+                 f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
+                 f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap['loop_lag_p99_s'] or 0):.0f}ms")
+
+    async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> dict:
+        end, tick, snap = self.now() + seconds, 0, {}
+        while self.now() < end:
+            snap = await self.sample(session)
+            if tick % every == 0:
+                self.live_line(snap, origin, label)
+            tick += 1
+            await asyncio.sleep(max(0.0, self.samples[-1].t + 1.0 - self.now()))
+        return snap
+
+    async def wait_serving(self, session: aiohttp.ClientSession, limit_s: float) -> None:
+        deadline = self.now() + limit_s
+        while self.now() < deadline:
+            snap = await observe.snapshot(session, self.state)
+            if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
+                self.say(f"all {snap['nodes_total']} nodes serving after {self.now():.0f}s")
+                return
+            self.say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
+            await asyncio.sleep(2.0)
+        raise launcher.LabError(f"not every node was serving after {limit_s:.0f}s")
+
+    async def per_node(self, session: aiohttp.ClientSession) -> dict[str, int]:
+        snap = await observe.snapshot(session, self.state, nodes=True)
+        return {n["id"]: n["disqualifications"] for r in snap["racks"].values() for n in r["nodes"]}
+
+    async def run(self) -> dict:
+        a = self.args
+        settle, blip, watch = parse_duration(a.settle), parse_duration(a.blip), parse_duration(a.watch)
+        racks = parse_racks(a.blip_racks, int(self.state["settings"]["STORMLAB_RACKS"]))
+        period = float(self.state["settings"]["STORMLAB_RENEWAL_PERIOD_S"])
+        async with aiohttp.ClientSession() as session:
+            await self.wait_serving(session, 3 * period + 30)
+            settle_start = self.now()
+            self.say(f"watching the healthy lab for {settle:.0f}s (the baseline) …")
+            snap = await self.watch(session, settle, settle_start, "baseline", every=5)
+            self.say(self.margin(snap))
+            before = await self.per_node(session)
+            proxy = self.state["components"]["linkproxy"]["url"]
+            blip_start = self.now()
+            async with session.post(f"{proxy}/faults", json={"fault": "blip", "racks": racks, "duration_s": blip}) as resp:
+                resp.raise_for_status()
+            self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
+            await self.watch(session, blip + watch, blip_start, "storm", every=2)
+            after = await self.per_node(session)
+        from services.common.fleet import rack_of
+        outside = sum(1 for n, count in after.items() if count > before.get(n, 0) and rack_of(n) not in racks)
+        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s)
+        summary["disqualified_outside_blip"] = outside
+        summary["blip_racks"] = racks
+        summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
+        return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}
+
+    def margin(self, snap: dict) -> str:
+        sizes = snap["membership_sizes"]
+        p99 = snap["metadata_processing_p99_s"] or 0.0
+        return (f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
+                f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "
+                "and nobody was watching membership size")
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.cli import settings_from
+
+    settings = settings_from(args)
+    out = sys.stderr if args.json else sys.stdout
+    print(f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
+          f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
+          f"abandoned work {settings.abandoned_work}", file=out, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    state = launcher.up(settings, args.base_port)
+    try:
+        demo = Demo(args, state, out)
+        result = asyncio.run(demo.run())
+    finally:
+        launcher.down()
+    times = result.pop("_times")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    from services.chart import write_chart
+    chart = write_chart(demo.samples, times, demo.allowance_s, out_dir / f"demo-{stamp}.png", result)
+    (out_dir / f"demo-{stamp}.json").write_text(json.dumps(
+        {"summary": result, "times": times, "samples": [s.__dict__ for s in demo.samples]}, indent=1))
+    result["chart"] = str(chart)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(render_summary(result))
     return 0
+
+
+def render_summary(r: dict) -> str:
+    def pct(x):
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+    onset = "n/a" if r["onset_s"] is None else f"{r['onset_s']:.0f}s"
+    recovery = "never" if r["recovery_s"] is None else f"{r['recovery_s']:.0f}s"
+    verdict = ("THE STORM HOLDS: a metastable failure, long after the blip is gone" if r["storm_holds"]
+               else "the lab healed by itself")
+    return "\n".join([
+        "", verdict,
+        f"  baseline customer error     {pct(r['baseline_error_ratio'])}",
+        f"  peak customer error         {pct(r['peak_error_ratio'])}",
+        f"  plateau (last 60 s)         {pct(r['plateau_error_ratio'])}   (2015: about 55%)",
+        f"  onset (blip to plateau)     {onset}",
+        f"  back under 1% after         {recovery}",
+        f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
+        f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms ({'valid run' if r['valid'] else 'INVALID: host overloaded'})",
+        f"  chart                       {r['chart']}",
+    ])

@@ -15,7 +15,7 @@ import random
 
 import aiohttp
 
-from services.common.fleet import fleet_index, node_id
+from services.common.fleet import node_id, renewal_order
 from services.common.settings import LabSettings
 from services.common.window import Window
 from storage_node import retry
@@ -31,7 +31,7 @@ class Node:
     def __init__(self, rack: "Rack", index: int, now: float) -> None:
         s = rack.settings
         self.rack, self.id = rack, node_id(rack.index, index)
-        g = fleet_index(rack.index, index, s.nodes_per_rack)
+        g = renewal_order(rack.index, index, s.racks)
         self.rng = random.Random(f"{s.seed}/{self.id}")
         self.start_at = now + startup_phase(g, s.nodes_total, s.renewal_period_s)
         self.schedule = RenewalSchedule(self.start_at, s.renewal_period_s, s.renewal_jitter, self.rng)

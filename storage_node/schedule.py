@@ -27,6 +27,6 @@ class RenewalSchedule:
         return self._slot
 
 
-def startup_phase(fleet_index: int, fleet_size: int, period: float) -> float:
-    """Phases spread evenly over the fleet: node g starts at ``g / N`` of a period."""
-    return period * fleet_index / max(1, fleet_size)
+def startup_phase(order: int, fleet_size: int, period: float) -> float:
+    """Phases spread evenly over the fleet: the node renewing ``order``-th starts at ``order / N`` of a period."""
+    return period * order / max(1, fleet_size)

@@ -21,5 +21,7 @@ def is_node_id(text: str) -> bool:
     return bool(_NODE.match(text))
 
 
-def fleet_index(rack: int, index: int, nodes_per_rack: int) -> int:
-    return rack * nodes_per_rack + index
+def renewal_order(rack: int, index: int, racks: int) -> int:
+    """A node's place in the fleet's renewal cycle: racks interleave, so every rack renews
+    evenly over the whole period rather than all in one burst."""
+    return index * racks + rack

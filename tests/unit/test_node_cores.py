@@ -100,3 +100,12 @@ def test_schedule_skips_slots_missed_while_busy():
 def test_startup_phases_are_spread_evenly():
     phases = [startup_phase(g, 1000, 10.0) for g in range(1000)]
     assert phases[0] == 0.0 and phases[500] == 5.0 and max(phases) < 10.0
+
+
+def test_every_rack_renews_evenly_over_the_period():
+    from services.common.fleet import renewal_order
+    racks, per_rack = 10, 100
+    orders = sorted(renewal_order(r, i, racks) for r in range(racks) for i in range(per_rack))
+    assert orders == list(range(racks * per_rack))
+    rack0 = [startup_phase(renewal_order(0, i, racks), 1000, 10.0) for i in range(per_rack)]
+    assert min(rack0) == 0.0 and max(rack0) >= 9.9

@@ -1,0 +1,52 @@
+import pytest
+
+from services.story import Sample, ratio_between, rolling, summarize
+
+
+def run_of(error_at, seconds=300, rate=200, disq=lambda t: 0):
+    """Samples of a lab that fails ``error_at(t)`` of its customer requests each second."""
+    samples, requests, failures = [], 0, 0
+    for t in range(seconds + 1):
+        samples.append(Sample(t, requests, failures, disq(t), 10, 0.63, 0.63, 0.004))
+        requests += rate
+        failures += round(rate * error_at(t))
+    return samples
+
+
+def test_ratio_between_uses_the_requests_finished_in_the_window():
+    samples = run_of(lambda t: 0.5 if t >= 100 else 0.0)
+    assert ratio_between(samples, 0, 100) == 0.0
+    assert ratio_between(samples, 100, 200) == pytest.approx(0.5)
+    assert ratio_between(samples, 400, 500) is None
+
+
+def test_rolling_needs_enough_history():
+    samples = run_of(lambda t: 0.1)
+    assert rolling(samples, 5.0)[0][0] >= 4
+    assert all(r == pytest.approx(0.1) for _, r in rolling(samples, 5.0))
+
+
+def test_a_storm_that_holds():
+    # healthy until the blip at 60 s, the plateau from ~75 s, held to the end
+    samples = run_of(lambda t: 0.0 if t < 60 else (0.3 if t < 75 else 0.55), disq=lambda t: 150 if t > 70 else 0)
+    summary = summarize(samples, settle_start=0, blip_start=60, blip_end=65, allowance_s=1.0)
+    assert summary["baseline_error_ratio"] == 0.0
+    assert summary["plateau_error_ratio"] == pytest.approx(0.55)
+    assert summary["storm_holds"] is True
+    assert 10 <= summary["onset_s"] <= 25
+    assert summary["recovery_s"] is None
+    assert summary["disqualified_peak"] == 150 and summary["valid"] is True
+
+
+def test_a_blip_that_heals():
+    samples = run_of(lambda t: 0.3 if 60 <= t < 70 else 0.0)
+    summary = summarize(samples, settle_start=0, blip_start=60, blip_end=65, allowance_s=1.0)
+    assert summary["storm_holds"] is False
+    assert summary["onset_s"] is None
+    assert summary["plateau_error_ratio"] == 0.0
+    assert 0 <= summary["recovery_s"] <= 15
+
+
+def test_a_run_on_an_overloaded_host_is_not_valid():
+    samples = [Sample(t, t * 200, 0, 0, 0, None, None, 0.08) for t in range(100)]
+    assert summarize(samples, 0, 50, 55, allowance_s=1.0)["valid"] is False
