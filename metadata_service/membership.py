@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from services.common.fleet import node_id
+from services.common.fleet import holds_gsi_heavy, node_id
 from services.common.settings import LabSettings
 
 # Ordinary tables, among them the control-plane state of the services that cascaded in 2015.
@@ -60,8 +60,7 @@ class MembershipStore:
         nodes, big = [], []
         for rack in range(settings.racks):
             for index in range(settings.nodes_per_rack):
-                g = rack * settings.nodes_per_rack + index
-                (big if g % settings.big_every < settings.big_per_every else nodes).append(node_id(rack, index))
+                (big if holds_gsi_heavy(rack, index, settings) else nodes).append(node_id(rack, index))
         small = nodes
         tables = _spread(PLAIN_TABLES, small, settings.small_entries)
         heavy = _spread(GSI_HEAVY_TABLES, big, settings.big_base_entries)

@@ -32,8 +32,12 @@ def add_flags(p: argparse.ArgumentParser) -> None:
 
 
 class Demo:
-    def __init__(self, args: argparse.Namespace, state: dict, out) -> None:
-        self.args, self.state, self.out = args, state, out
+    """Drives one story against a running lab and keeps its samples."""
+
+    def __init__(self, state: dict, out, settle_s: float, blip_s: float, watch_s: float, blip_racks: str) -> None:
+        self.state, self.out = state, out
+        self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
+        self.racks = parse_racks(blip_racks, int(state["settings"]["STORMLAB_RACKS"]))
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
         self.allowance_s = float(state["settings"]["STORMLAB_ALLOWANCE_S"])
@@ -87,9 +91,7 @@ class Demo:
         return {n["id"]: n["disqualifications"] for r in snap["racks"].values() for n in r["nodes"]}
 
     async def run(self) -> dict:
-        a = self.args
-        settle, blip, watch = parse_duration(a.settle), parse_duration(a.blip), parse_duration(a.watch)
-        racks = parse_racks(a.blip_racks, int(self.state["settings"]["STORMLAB_RACKS"]))
+        settle, blip, watch, racks = self.settle_s, self.blip_s, self.watch_s, self.racks
         period = float(self.state["settings"]["STORMLAB_RENEWAL_PERIOD_S"])
         async with aiohttp.ClientSession() as session:
             await self.wait_serving(session, 3 * period + 30)
@@ -107,7 +109,7 @@ class Demo:
             after = await self.per_node(session)
         from services.common.fleet import rack_of
         outside = sum(1 for n, count in after.items() if count > before.get(n, 0) and rack_of(n) not in racks)
-        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s)
+        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period)
         summary["disqualified_outside_blip"] = outside
         summary["blip_racks"] = racks
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
@@ -132,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     state = launcher.up(settings, args.base_port)
     try:
-        demo = Demo(args, state, out)
+        demo = Demo(state, out, parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch),
+                    args.blip_racks)
         result = asyncio.run(demo.run())
     finally:
         launcher.down()

@@ -49,21 +49,23 @@ def rolling(samples: Sequence[Sample], span_s: float) -> list[tuple[float, float
 
 
 def summarize(samples: Sequence[Sample], settle_start: float, blip_start: float, blip_end: float,
-              allowance_s: float) -> dict[str, Any]:
-    end = samples[-1].t
-    after = [(t, r) for t, r in rolling(samples, 5.0) if t >= blip_start]
-    plateau = ratio_between(samples, max(blip_end, end - 60.0), end)
+              allowance_s: float, period_s: float = 10.0) -> dict[str, Any]:
+    """The demo's figures. Windows are in renewal periods (6 periods = 60 s in the 2015 profile),
+    so a sped-up profile is judged the same way."""
+    end, p = samples[-1].t, period_s
+    after = [(t, r) for t, r in rolling(samples, p / 2) if t >= blip_start]
+    plateau = ratio_between(samples, max(blip_end, end - 6 * p), end)
     onset = None
     if plateau is not None and plateau >= STORM_RATIO:
         onset = next((t - blip_start for t, r in after if r >= 0.9 * plateau), None)
     recovery = next((t - blip_end for t, r in after if t >= blip_end and r < RECOVERED_RATIO), None)
-    holds_at = ratio_between(samples, blip_end + 55.0, blip_end + 65.0)
+    holds_at = ratio_between(samples, blip_end + 5.5 * p, blip_end + 6.5 * p)
     lag = max((s.loop_lag_p99_s for s in samples if s.t >= settle_start), default=0.0)
     return {
         "baseline_error_ratio": ratio_between(samples, settle_start, blip_start),
         "peak_error_ratio": max((r for _, r in after), default=None),
         "plateau_error_ratio": plateau,
-        "post_blip_error_ratio": ratio_between(samples, blip_end, min(end, blip_end + 180.0)),
+        "post_blip_error_ratio": ratio_between(samples, blip_end, min(end, blip_end + 18 * p)),
         "onset_s": onset,
         "storm_holds": holds_at is not None and holds_at >= STORM_RATIO,
         "recovery_s": recovery,

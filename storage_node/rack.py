@@ -15,25 +15,24 @@ import random
 
 import aiohttp
 
-from services.common.fleet import node_id, renewal_order
+from services.common.fleet import node_id, startup_phases
 from services.common.settings import LabSettings
 from services.common.window import Window
 from storage_node import retry
 from storage_node.metrics import RackMetrics
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
-from storage_node.schedule import RenewalSchedule, startup_phase
+from storage_node.schedule import RenewalSchedule
 
 log = logging.getLogger(__name__)
 Owned = frozenset[tuple[str, str | None, int]]
 
 
 class Node:
-    def __init__(self, rack: "Rack", index: int, now: float) -> None:
+    def __init__(self, rack: "Rack", index: int, now: float, phase: float) -> None:
         s = rack.settings
         self.rack, self.id = rack, node_id(rack.index, index)
-        g = renewal_order(rack.index, index, s.racks)
         self.rng = random.Random(f"{s.seed}/{self.id}")
-        self.start_at = now + startup_phase(g, s.nodes_total, s.renewal_period_s)
+        self.start_at = now + phase * s.renewal_period_s
         self.schedule = RenewalSchedule(self.start_at, s.renewal_period_s, s.renewal_jitter, self.rng)
         self.refusal = Refusal(now)
         self.owned: Owned = frozenset()
@@ -128,8 +127,9 @@ class Rack:
         self._loop = asyncio.get_running_loop()
         self._restored = asyncio.Event()
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))
-        now = self.now()
-        self.nodes = {n.id: n for n in (Node(self, i, now) for i in range(settings.nodes_per_rack))}
+        now, phases = self.now(), startup_phases(settings)
+        nodes = (Node(self, i, now, phases[node_id(index, i)]) for i in range(settings.nodes_per_rack))
+        self.nodes = {n.id: n for n in nodes}
         self._tasks: list[asyncio.Task] = []
 
     def now(self) -> float:

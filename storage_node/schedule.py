@@ -26,7 +26,3 @@ class RenewalSchedule:
             self._slot = self._draw(self._k)
         return self._slot
 
-
-def startup_phase(order: int, fleet_size: int, period: float) -> float:
-    """Phases spread evenly over the fleet: the node renewing ``order``-th starts at ``order / N`` of a period."""
-    return period * order / max(1, fleet_size)

@@ -1,7 +1,9 @@
-"""Names of racks and nodes, shared by every component."""
+"""Names of racks and nodes, which nodes hold the GSI-heavy tables, and when each node renews."""
 from __future__ import annotations
 
 import re
+
+from services.common.settings import LabSettings
 
 _NODE = re.compile(r"^r(\d{2,})n(\d{3,})$")
 
@@ -17,11 +19,25 @@ def rack_of(node: str) -> int:
     return int(match.group(1))
 
 
-def is_node_id(text: str) -> bool:
-    return bool(_NODE.match(text))
+def holds_gsi_heavy(rack: int, index: int, s: LabSettings) -> bool:
+    """``big_per_every`` of every ``big_every`` nodes of each rack hold the GSI-heavy tables."""
+    return (rack * s.nodes_per_rack + index) % s.big_every < s.big_per_every
 
 
-def renewal_order(rack: int, index: int, racks: int) -> int:
-    """A node's place in the fleet's renewal cycle: racks interleave, so every rack renews
-    evenly over the whole period rather than all in one burst."""
-    return index * racks + rack
+def startup_phases(s: LabSettings) -> dict[str, float]:
+    """Each node's first renewal, as a fraction of a period.
+
+    Big and small memberships are each spread evenly over the period, racks interleaved, so
+    the healthy fleet's renewals never bunch: neither a rack nor the big memberships renew in
+    one burst.
+    """
+    classes: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    for index in range(s.nodes_per_rack):
+        for rack in range(s.racks):
+            classes[holds_gsi_heavy(rack, index, s)].append((rack, index))
+    phases = {}
+    for big, members in classes.items():
+        offset = 0.5 / max(1, len(members)) if big else 0.0  # bigs fall between smalls
+        for rank, (rack, index) in enumerate(members):
+            phases[node_id(rack, index)] = rank / len(members) + offset
+    return phases

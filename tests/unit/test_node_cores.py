@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 from storage_node import retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
-from storage_node.schedule import RenewalSchedule, startup_phase
+from storage_node.schedule import RenewalSchedule
 
 
 def test_refusal_disqualifies_on_first_miss_and_requalifies_on_first_success():
@@ -97,15 +97,15 @@ def test_schedule_skips_slots_missed_while_busy():
     assert sched.next_after(35.0) == 40.0  # renewing for 25 s skipped slots 20 and 30
 
 
-def test_startup_phases_are_spread_evenly():
-    phases = [startup_phase(g, 1000, 10.0) for g in range(1000)]
-    assert phases[0] == 0.0 and phases[500] == 5.0 and max(phases) < 10.0
-
-
-def test_every_rack_renews_evenly_over_the_period():
-    from services.common.fleet import renewal_order
-    racks, per_rack = 10, 100
-    orders = sorted(renewal_order(r, i, racks) for r in range(racks) for i in range(per_rack))
-    assert orders == list(range(racks * per_rack))
-    rack0 = [startup_phase(renewal_order(0, i, racks), 1000, 10.0) for i in range(per_rack)]
-    assert min(rack0) == 0.0 and max(rack0) >= 9.9
+def test_every_class_and_every_rack_renews_evenly_over_the_period():
+    from services.common.fleet import holds_gsi_heavy, startup_phases
+    from services.common.settings import LabSettings
+    s = LabSettings()
+    phases = startup_phases(s)
+    assert len(phases) == 1000 and all(0 <= p < 1 for p in phases.values())
+    big = sorted(p for n, p in phases.items() if holds_gsi_heavy(int(n[1:3]), int(n[4:]), s))
+    gaps = [b - a for a, b in zip(big, big[1:])]
+    assert len(big) == 150 and max(gaps) == pytest.approx(1 / 150)
+    for rack in range(10):
+        mine = sorted(p for n, p in phases.items() if n.startswith(f"r{rack:02d}"))
+        assert mine[0] < 0.1 and mine[-1] > 0.9  # no rack renews in one burst
