@@ -203,8 +203,11 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]]) -> we
     app.router.add_post("/faults", apply_fault)
     app.router.add_get("/faults", list_faults)
     app.router.add_delete("/faults", halt_faults)
-    app.router.add_get("/status", lambda r: web.json_response(
-        {"component": "linkproxy", "faults": proxy.describe(), "loop_lag_p99_s": lag.p99()}))
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"component": "linkproxy", "faults": proxy.describe(), "loop_lag_p99_s": lag.p99()})
+
+    app.router.add_get("/status", status)
     return app
 
 

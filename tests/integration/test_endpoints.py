@@ -1,0 +1,181 @@
+"""Every HTTP endpoint, given bad input, answers 4xx with a JSON error, changes nothing, keeps serving."""
+import asyncio
+
+import aiohttp
+import pytest
+
+from chaos.linkproxy import create_app as proxy_app
+from metadata_service.app import create_app as metadata_app
+from storage_node.app import create_app as rack_app
+from tests.conftest import eventually
+
+BAD_BODIES = [
+    (b"{not json", 400),
+    (b"[1, 2]", 400),
+    (b'"cores"', 400),
+    (b'{"cores": "many"}', 400),
+    (b'{"cores": true}', 400),
+    (b'{"cores": -1}', 400),
+    (b'{"cores": 1e12}', 400),
+    (b'{"cores": null}', 400),
+    (b"{}", 400),
+    (b'{"cores": ' + b"9" * 70_000 + b"}", 413),
+]
+
+
+async def assert_json_error(resp, status):
+    assert resp.status == status, await resp.text()
+    body = await resp.json()
+    assert isinstance(body.get("error"), str) and body.get("message")
+    return body
+
+
+@pytest.fixture
+async def metadata(aiohttp_client, tiny_settings):
+    return await aiohttp_client(metadata_app(tiny_settings))
+
+
+@pytest.mark.parametrize("body,status", BAD_BODIES)
+async def test_capacity_rejects_bad_bodies_and_changes_nothing(metadata, body, status):
+    resp = await metadata.post("/admin/capacity", data=body, headers={"Content-Type": "application/json"})
+    await assert_json_error(resp, status)
+    status_now = await (await metadata.get("/status")).json()
+    assert status_now["cores"] == 40.0
+    assert (await metadata.get("/healthz")).status == 200
+
+
+@pytest.mark.parametrize("body", [b'{"add": 0}', b'{"add": -3}', b'{"add": 1.5}', b'{"add": 999}', b'{"add": "2"}', b"{{"])
+async def test_gsi_growth_rejects_bad_bodies(metadata, body):
+    resp = await metadata.post("/admin/tables/catalog/gsis", data=body)
+    await assert_json_error(resp, 400)
+    assert (await (await metadata.get("/status")).json())["membership_version"] == 1
+
+
+async def test_metadata_unknown_things_are_404_json(metadata):
+    await assert_json_error(await metadata.get("/membership/r99n999"), 404)
+    await assert_json_error(await metadata.get("/membership/not-a-node"), 404)
+    await assert_json_error(await metadata.post("/admin/tables/nope/gsis", json={"add": 1}), 404)
+    await assert_json_error(await metadata.get("/no/such/route"), 404)
+    await assert_json_error(await metadata.delete("/admin/pause"), 405)
+
+
+async def test_metadata_answers_membership_and_admin(metadata):
+    resp = await metadata.get("/membership/r00n000")
+    assert resp.status == 200 and len((await resp.json())["entries"]) == 138
+    grown = await (await metadata.post("/admin/tables/catalog/gsis", json={"add": 1})).json()
+    assert grown["gsis"] == 3 and grown["version"] == 2
+    assert (await (await metadata.post("/admin/capacity", json={"cores": 80})).json())["cores"] == 80
+    assert (await (await metadata.post("/admin/pause")).json())["paused"] is True
+    await assert_json_error(await metadata.get("/membership/r00n000"), 503)
+    await metadata.post("/admin/resume")
+    assert (await metadata.get("/membership/r00n000")).status == 200
+
+
+@pytest.fixture
+async def lab(aiohttp_server, aiohttp_client, tiny_settings, tmp_path):
+    meta = await aiohttp_server(metadata_app(tiny_settings))
+    rack = await aiohttp_client(rack_app(tiny_settings, 0, str(meta.make_url("")), tmp_path))
+
+    async def all_serving():
+        return (await (await rack.get("/status")).json())["nodes_serving"] == 20
+
+    await eventually(all_serving)
+    return await aiohttp_client(meta), rack
+
+
+def item(node="r00n005", table=None, partition=None, key="k1"):
+    return f"/nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"
+
+
+async def test_rack_item_api_validates_and_round_trips(lab):
+    meta, rack = lab
+    routes = await (await rack.get("/status?nodes=1")).json()
+    assert routes["nodes_total"] == 20
+    pmap = await (await meta.get("/partition-map")).json()
+    table, spec = next((t, s) for t, s in pmap["tables"].items() if "r00n005" in s["owners"])
+    partition = spec["owners"].index("r00n005")
+    other = next(p for p, owner in enumerate(spec["owners"]) if owner != "r00n005")
+
+    await assert_json_error(await rack.get(item("r09n000", table, partition)), 404)
+    await assert_json_error(await rack.get(item("r00n005", table, "abc")), 400)
+    await assert_json_error(await rack.get(item("r00n005", table, "-1")), 400)
+    await assert_json_error(await rack.get(item("r00n005", table, partition, "k" * 300)), 400)
+    await assert_json_error(await rack.get(item("r00n005", table, other)), 409)
+    for body, status in [(b"{oops", 400), (b"[]", 400), (b'{"val": 1}', 400), (b"x" * 70_000, 413)]:
+        await assert_json_error(await rack.put(item("r00n005", table, partition), data=body), status)
+    await assert_json_error(await rack.put(item("r00n005", table, partition) + "?index=x", json={"value": 1}), 400)
+    await assert_json_error(await rack.get(item("r00n005", table, partition, "never-written")), 404)
+
+    resp = await rack.put(item("r00n005", table, partition), json={"value": {"n": 1}})
+    assert resp.status == 200 and (await resp.json())["stored"] is True
+    got = await (await rack.get(item("r00n005", table, partition))).json()
+    assert got["value"] == {"n": 1}
+
+
+async def test_disqualified_node_refuses_with_503_and_a_reason(lab):
+    meta, rack = lab
+    assert (await meta.post("/admin/pause")).status == 200
+
+    async def refused():
+        return (await (await rack.get("/status")).json())["nodes_disqualified"] == 20
+
+    await eventually(refused)
+    body = await assert_json_error(await rack.get(item("r00n005", "orders", 0)), 503)
+    assert body["error"] == "disqualified" and "paused" in body["message"]
+    assert (await meta.post("/admin/resume")).status == 200
+
+    async def back():
+        return (await (await rack.get("/status")).json())["nodes_serving"] == 20
+
+    await eventually(back)
+
+
+@pytest.fixture
+async def proxy(aiohttp_server, aiohttp_client, tiny_settings, unused_tcp_port_factory):
+    meta = await aiohttp_server(metadata_app(tiny_settings))
+    links = {0: ("127.0.0.1", unused_tcp_port_factory()), 1: ("127.0.0.1", unused_tcp_port_factory())}
+    client = await aiohttp_client(proxy_app(("127.0.0.1", meta.port), links))
+    return client, links
+
+
+@pytest.mark.parametrize("body", [
+    b"{bad", b"[]", b'{"racks": [0]}', b'{"racks": "0", "duration_s": 1}', b'{"racks": [], "duration_s": 1}',
+    b'{"racks": [7], "duration_s": 1}', b'{"racks": [0, 0], "duration_s": 1}', b'{"racks": [true], "duration_s": 1}',
+    b'{"racks": [0], "duration_s": -5}', b'{"racks": [0], "duration_s": 1e9}', b'{"racks": [0], "duration_s": "5s"}',
+    b'{"fault": "meteor", "racks": [0], "duration_s": 1}',
+])
+async def test_proxy_rejects_bad_faults_and_changes_nothing(proxy, body):
+    client, _ = proxy
+    await assert_json_error(await client.post("/faults", data=body), 400)
+    assert (await (await client.get("/faults")).json())["faults"] == []
+
+
+async def link_get(port, path="/healthz", timeout=0.3):
+    async with aiohttp.ClientSession() as s:
+        try:
+            async with s.get(f"http://127.0.0.1:{port}{path}", timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+                return r.status
+        except asyncio.TimeoutError:
+            return "timeout"
+
+
+async def test_blip_black_holes_only_the_chosen_racks_and_reverts_by_itself(proxy):
+    client, links = proxy
+    assert await link_get(links[0][1]) == 200 and await link_get(links[1][1]) == 200
+    resp = await client.post("/faults", json={"fault": "blip", "racks": [0], "duration_s": 1.0})
+    assert resp.status == 201
+    assert await link_get(links[0][1]) == "timeout"
+    assert await link_get(links[1][1], "/membership/r00n005") == 200
+    listed = (await (await client.get("/faults")).json())["faults"]
+    assert listed[0]["racks"] == [0] and 0 < listed[0]["left_s"] <= 1.0
+    await asyncio.sleep(1.0)
+    assert await link_get(links[0][1]) == 200
+    assert (await (await client.get("/faults")).json())["faults"] == []
+
+
+async def test_halt_reverts_at_once(proxy):
+    client, links = proxy
+    await client.post("/faults", json={"racks": [0, 1], "duration_s": 60})
+    assert await link_get(links[1][1]) == "timeout"
+    assert (await (await client.delete("/faults")).json())["halted"] == 1
+    assert await link_get(links[1][1]) == 200
