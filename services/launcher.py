@@ -22,6 +22,8 @@ from services.common.settings import LabSettings
 
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
+# Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
+_STARTED: dict[int, subprocess.Popen] = {}
 
 
 class LabError(RuntimeError):
@@ -122,9 +124,10 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
     components = plan(settings, base_port, data_dir)
     (directory / "plan.json").write_text(json.dumps(
         {"settings": settings.to_env(), "components": [c.__dict__ | {"url": c.url} for c in components]}, indent=1))
-    log = open(directory / "logs" / "supervisor.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)], stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(directory / "logs" / "supervisor.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _STARTED[proc.pid] = proc
     deadline = time.monotonic() + wait_s
     pending = {c.name: c.url for c in components}
     while pending:
@@ -162,5 +165,7 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
         time.sleep(0.1)
     if _is_supervisor(pid, directory):
         os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
+    if pid in _STARTED:
+        _STARTED.pop(pid).wait()
     (directory / "state.json").unlink(missing_ok=True)
     return True
