@@ -1,0 +1,60 @@
+"""The CLI against a real (small) lab: up, status --json, chaos blip and its refusals, down."""
+import json
+import time
+
+import pytest
+
+from services.cli import main
+
+
+@pytest.fixture
+def small_lab(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
+    capsys.readouterr()
+    yield
+    assert main(["down"]) == 0
+
+
+def status(capsys) -> dict:
+    assert main(["status", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.timeout(120)
+def test_up_status_blip_down(small_lab, capsys):
+    deadline = time.monotonic() + 20
+    while (snap := status(capsys))["nodes_serving"] < 40 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for key in ("endpoints", "nodes_total", "nodes_disqualified", "customer_error_ratio", "metadata_inflight",
+                "renewal_p99_s", "allowance_s", "loop_lag_p99_s"):
+        assert key in snap
+    assert snap["nodes_total"] == 40 and snap["nodes_serving"] == 40
+    assert set(snap["endpoints"]) == {"metadata", "linkproxy", "rack-00", "rack-01", "loadgen"}
+
+    for bad in (["--duration", "0s"], ["--duration=-5s"], ["--duration", "2h"], ["--duration", "soon"],
+                ["--racks", "5", "--duration", "1s"], ["--racks", "0,0", "--duration", "1s"]):
+        assert main(["chaos", "blip", *bad]) == 2, bad
+        assert "stormlab:" in capsys.readouterr().err
+    assert main(["chaos", "list"]) == 0
+    assert "no active faults" in capsys.readouterr().out
+
+    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s"]) == 0
+    assert "racks [0]" in capsys.readouterr().out
+    assert main(["chaos", "list"]) == 0
+    assert "racks [0]" in capsys.readouterr().out
+    deadline = time.monotonic() + 2
+    seen_down = False
+    while time.monotonic() < deadline and not seen_down:
+        seen_down = status(capsys)["racks_link_down"] == [0]
+        time.sleep(0.1)
+    assert seen_down, "rack 0's probe never saw its link go down"
+    time.sleep(2.5)
+    assert main(["chaos", "list"]) == 0
+    assert "no active faults" in capsys.readouterr().out
+    assert status(capsys)["racks_link_down"] == []
+
+
+def test_up_twice_is_refused(small_lab, capsys):
+    assert main(["up", "--racks", "1", "--nodes-per-rack", "1", "--base-port", "0"]) == 1
+    assert "already up" in capsys.readouterr().err

@@ -1,0 +1,41 @@
+"""docs/metrics.md lists exactly the metrics the code exports, with their types."""
+import re
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from chaos.linkproxy import LinkProxy
+from metadata_service.metrics import MetadataMetrics
+from services.common.settings import LabSettings
+from services.common.web import LoopLag
+from services.loadgen.app import Generator
+from storage_node.metrics import RackMetrics
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+ROW = re.compile(r"^\| `(stormlab_[a-z0-9_]+)` \| (counter|gauge|histogram) \|", re.M)
+
+
+def exported() -> dict[str, str]:
+    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry]
+    for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r),
+                 lambda r: Generator(LabSettings(), "http://x", [], r)):
+        registry = CollectorRegistry()
+        make(registry)
+        registries.append(registry)
+    names = {}
+    for registry in registries:
+        for family in registry.collect():
+            name = family.name + ("_total" if family.type == "counter" else "")
+            names[name] = family.type
+    return names
+
+
+def test_every_metric_is_documented_and_every_documented_metric_exists():
+    documented = dict(ROW.findall(DOC.read_text()))
+    assert documented == exported()
+
+
+def test_names_follow_the_contract():
+    for name, kind in exported().items():
+        assert name.startswith("stormlab_")
+        assert (kind == "counter") == name.endswith("_total")

@@ -1,0 +1,67 @@
+import pytest
+
+from services.cli import main
+from services.common.settings import LabSettings, SettingsError, parse_duration
+
+
+def test_durations():
+    assert parse_duration("5s") == 5.0
+    assert parse_duration("500ms") == 0.5
+    assert parse_duration("2m") == 120.0
+    assert parse_duration("1.5") == 1.5
+    for bad in ("", "soon", "-1s", "5 parsecs"):
+        with pytest.raises(SettingsError):
+            parse_duration(bad)
+
+
+def test_settings_round_trip_through_the_environment():
+    s = LabSettings(racks=4, allowance_s=2.0, gsi_growth=False, retry_policy="full-jitter+budget")
+    assert LabSettings.from_env(s.to_env()) == s
+
+
+@pytest.mark.parametrize("changes", [
+    {"racks": 0}, {"nodes_per_rack": 10**6}, {"allowance_s": -1.0}, {"abandoned_work": "maybe"},
+    {"retry_policy": "forever"}, {"capacity_cores": 0.0},
+])
+def test_settings_refuse_values_the_lab_cannot_run_with(changes):
+    with pytest.raises(SettingsError):
+        LabSettings(**changes)
+
+
+def test_env_values_are_validated():
+    with pytest.raises(SettingsError):
+        LabSettings.from_env({"STORMLAB_RACKS": "ten"})
+    with pytest.raises(SettingsError):
+        LabSettings.from_env({"STORMLAB_GSI_GROWTH": "perhaps"})
+
+
+def test_sped_up_divides_every_duration_and_cost():
+    fast = LabSettings().sped_up(2)
+    assert fast.renewal_period_s == 5.0 and fast.allowance_s == 0.5 and fast.cost_per_entry_s == 0.00225
+    assert fast.racks == 10 and fast.capacity_cores == 40.0
+
+
+@pytest.fixture
+def no_lab(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+
+
+def test_cli_errors_have_exit_codes_and_messages(no_lab, capsys):
+    assert main(["chaos", "blip", "--racks", "3", "--duration", "5s"]) == 2
+    assert "no lab is up" in capsys.readouterr().err
+    assert main(["status"]) == 1
+    assert "no lab is up" in capsys.readouterr().err
+    assert main(["up", "--allowance", "soon"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+    assert main(["up", "--racks", "0"]) == 2
+    assert main(["down"]) == 0
+    assert "no lab was up" in capsys.readouterr().out
+
+
+def test_rack_choice_is_validated():
+    from chaos.cli import ChaosError, parse_racks
+    assert parse_racks("3", 10) == [0, 1, 2]
+    assert parse_racks("2,5,7", 10) == [2, 5, 7]
+    for bad in ("0", "11", "1,1", "a", "3,12", "-1,2"):
+        with pytest.raises(ChaosError):
+            parse_racks(bad, 10)
