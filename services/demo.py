@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
           f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
           f"abandoned work {settings.abandoned_work}", file=out, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
     state = launcher.up(settings, args.base_port)
     try:
         demo = Demo(state, out, parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch),
@@ -153,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_summary(result))
     return 0
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def render_summary(r: dict) -> str:
