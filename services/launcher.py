@@ -60,6 +60,15 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
 def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Component]:
     """Every process of the lab with its port and environment."""
     n = settings.racks
@@ -70,6 +79,9 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
             raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
         ports = [base_port, base_port + 1, base_port + 2] + [base_port + 10 + r for r in range(n)] + \
                 [base_port + 100 + r for r in range(n)]
+        busy = [p for p in ports if not _port_free(p)]
+        if busy:
+            raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")
     meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3:3 + n], ports[3 + n:]
     common = settings.to_env()
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)

@@ -65,3 +65,12 @@ def test_rack_choice_is_validated():
     for bad in ("0", "11", "1,1", "a", "3,12", "-1,2"):
         with pytest.raises(ChaosError):
             parse_racks(bad, 10)
+
+
+def test_up_refuses_ports_in_use(no_lab, capsys):
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        port = busy.getsockname()[1]
+        assert main(["up", "--racks", "1", "--base-port", str(port)]) == 1
+    assert "in use" in capsys.readouterr().err
