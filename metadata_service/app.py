@@ -113,7 +113,11 @@ async def membership(request: web.Request) -> web.Response:
 
 
 async def partition_map(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[STORE].partition_map(), content_type="application/json")
+    store = request.app[STORE]
+    etag = f'"{store.version}"'
+    if request.headers.get("If-None-Match") == etag:
+        return web.Response(status=304, headers={"ETag": etag})  # routers poll this: unchanged costs nothing
+    return web.Response(body=store.partition_map(), content_type="application/json", headers={"ETag": etag})
 
 
 async def pause(request: web.Request) -> web.Response:

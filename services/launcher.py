@@ -62,6 +62,7 @@ def _free_ports(n: int) -> list[int]:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
         try:
             s.bind((HOST, port))
         except OSError:

@@ -65,7 +65,11 @@ class Generator:
     async def _load_routes(self, session: aiohttp.ClientSession, once: bool = False) -> None:
         while True:
             try:
-                async with session.get(f"{self.metadata_url}/partition-map", timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                known = {"If-None-Match": f'"{self.routes.version}"'} if self.routes else {}
+                async with session.get(f"{self.metadata_url}/partition-map", headers=known,
+                                       timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                    if resp.status == 304:
+                        return
                     resp.raise_for_status()
                     routes = Routes(await resp.json())
                 if routes.targets:

@@ -179,3 +179,13 @@ async def test_halt_reverts_at_once(proxy):
     assert await link_get(links[1][1]) == "timeout"
     assert (await (await client.delete("/faults")).json())["halted"] == 1
     assert await link_get(links[1][1]) == 200
+
+
+async def test_partition_map_is_only_sent_again_when_it_changed(metadata):
+    first = await metadata.get("/partition-map")
+    etag = first.headers["ETag"]
+    assert first.status == 200 and (await first.json())["version"] == 1
+    assert (await metadata.get("/partition-map", headers={"If-None-Match": etag})).status == 304
+    await metadata.post("/admin/tables/catalog/gsis", json={"add": 1})
+    again = await metadata.get("/partition-map", headers={"If-None-Match": etag})
+    assert again.status == 200 and again.headers["ETag"] != etag
