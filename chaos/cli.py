@@ -1,15 +1,26 @@
-"""`stormlab chaos …`: ask the lab's link proxy for a fault lease (it reverts by itself)."""
+"""`stormlab chaos …`: fault leases on the running lab. Every fault reverts by itself.
+
+The command only asks: the process that holds the target (the link proxy for network faults,
+the supervisor for process faults, the metadata service for its own) applies the fault and arms
+its revert in the same moment, so killing this command never leaves a fault behind.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import time
 import urllib.error
 import urllib.request
+from typing import Any
 
+from services.common.auth import ensure_token, headers
 from services.common.settings import SettingsError, parse_duration
-from services.launcher import LabError, running
+from services.launcher import LabError, running, state_dir
 
 MAX_DURATION_S = 600.0
+NETWORK = ("blip", "partition", "latency", "loss")
+PROCESS = ("pause", "kill")
+METADATA = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth")
 
 
 class ChaosError(LabError):
@@ -33,58 +44,186 @@ def parse_racks(text: str, racks_total: int) -> list[int]:
     return chosen
 
 
-def _proxy_url() -> tuple[str, int]:
-    state = running()
-    if not state:
-        raise ChaosError("no lab is up: start one with `stormlab up`")
-    return state["components"]["linkproxy"]["url"], int(state["settings"]["STORMLAB_RACKS"])
+def parse_between(a: str, b: str, racks_total: int, one_way: bool) -> tuple[list[int], str]:
+    """``racks:1,2 metadata`` (or the other way round) -> the racks and the direction cut."""
+    groups = {a, b}
+    rack_group = next((g for g in groups if g.startswith("racks:")), None)
+    if rack_group is None or groups - {rack_group} != {"metadata"}:
+        raise ChaosError("the local backend partitions racks from the metadata service: "
+                         "--between racks:1,2 metadata (other groups need the docker backend)")
+    listed = rack_group.removeprefix("racks:")
+    racks = parse_racks(listed if "," in listed else f"{listed},", racks_total)  # racks:3 names rack 3
+    if not one_way:
+        return racks, "both"
+    return racks, "to-metadata" if a == rack_group else "from-metadata"
 
 
-def _call(method: str, url: str, body: dict | None = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+def duration(text: str | None, required: bool = True) -> float | None:
+    if text is None:
+        if required:
+            raise ChaosError("--duration is required: every fault ends by itself")
+        return None
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
+        value = parse_duration(text)
+    except SettingsError as exc:
+        raise ChaosError(str(exc)) from None
+    if not 0 < value <= MAX_DURATION_S:
+        raise ChaosError(f"--duration must be more than 0 and at most {MAX_DURATION_S:.0f}s")
+    return value
+
+
+def request_for(args: argparse.Namespace, state: dict) -> tuple[str, dict[str, Any]]:
+    """The control URL and body of a fault request: pure, so --dry-run prints exactly this."""
+    racks_total = int(state["settings"]["STORMLAB_RACKS"])
+    f = args.fault
+    comps = state["components"]
+    if f == "resume-metadata":
+        every = duration(args.every, required=False) or 0.0
+        span = max(0.001, (args.staged - 1) * every) if args.staged > 1 else 0.001
+        if args.staged < 1 or args.staged > 1000:
+            raise ChaosError("--staged must be between 1 and 1000")
+        return comps["metadata"]["url"], {"fault": f, "duration_s": span, "staged": args.staged, "every_s": every}
+    body: dict[str, Any] = {"fault": f, "duration_s": duration(args.duration)}
+    if f in NETWORK:
+        if f == "partition" and args.between:
+            body["racks"], body["direction"] = parse_between(*args.between, racks_total, args.one_way)
+        else:
+            body["racks"] = _racks(args, racks_total)
+        if f == "latency":
+            body["delay_ms"] = duration(args.delay, required=True) * 1000
+            body["jitter_ms"] = (duration(args.jitter, required=False) or 0.0) * 1000
+        if f == "loss":
+            if not 0 <= args.probability <= 1:
+                raise ChaosError("--probability must be between 0 and 1")
+            body["probability"] = args.probability
+        return comps["linkproxy"]["url"], body
+    if f in PROCESS:
+        target = args.target
+        if target not in comps or not (target == "metadata" or target.startswith("rack-")):
+            raise ChaosError(f"--target {target!r} is not a process of this lab; "
+                             f"targets: metadata, {', '.join(n for n in comps if n.startswith('rack-'))}")
+        body["target"] = target
+        return state["supervisor_url"], body
+    if f == "capacity":
+        if not 0.1 <= args.cores <= 100_000:
+            raise ChaosError("--cores must be between 0.1 and 100000")
+        body |= {"cores": args.cores, "break_glass": args.break_glass}
+    if f == "gsi-growth":
+        body |= {"tables": [t for t in args.tables.split(",") if t], "factor": args.factor,
+                 "ramp_s": duration(args.ramp, required=False) or 0.0}
+    return comps["metadata"]["url"], body
+
+
+def _racks(args: argparse.Namespace, racks_total: int) -> list[int]:
+    if args.fraction is not None:
+        if not 0 < args.fraction <= 1:
+            raise ChaosError("--fraction must be more than 0 and at most 1")
+        return list(range(max(1, round(args.fraction * racks_total))))
+    return parse_racks(args.racks, racks_total)
+
+
+def call(method: str, url: str, token: str, body: dict | None = None, timeout: float = 5.0) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **headers(token)})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        raise ChaosError(json.loads(exc.read() or b"{}").get("message", str(exc))) from None
+        message = json.loads(exc.read() or b"{}").get("message", str(exc))
+        if exc.code == 401:
+            raise LabError(f"refused: {message}") from None
+        raise ChaosError(message) from None
+    except TimeoutError:
+        raise
     except OSError as exc:
-        raise LabError(f"the link proxy did not answer: {exc}") from None
-
-
-def blip(racks: list[int], duration_s: float, url: str) -> dict:
-    return _call("POST", f"{url}/faults", {"fault": "blip", "racks": racks, "duration_s": duration_s})
+        if isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise TimeoutError(str(exc)) from None
+        raise LabError(f"{url} did not answer: {exc}") from None
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    chaos = sub.add_parser("chaos", help="inject faults into the running lab (each reverts by itself)")
+    chaos = sub.add_parser("chaos", help="inject faults into the running lab (each reverts by itself)",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     faults = chaos.add_subparsers(dest="fault", required=True)
-    b = faults.add_parser("blip", help="cut racks off from the metadata service for a while (a real TCP black hole)")
-    b.add_argument("--racks", default="3", help="how many racks (3 = racks 0,1,2) or which (2,5,7); default 3")
-    b.add_argument("--duration", required=True, help=f"how long, e.g. 5s or 500ms (at most {MAX_DURATION_S:.0f}s)")
+
+    def fault(name: str, help: str, needs_duration: bool = True) -> argparse.ArgumentParser:
+        p = faults.add_parser(name, help=help, description=help)
+        if needs_duration:
+            p.add_argument("--duration", help=f"how long, e.g. 5s, 500ms, 2m (required; at most {MAX_DURATION_S:.0f}s)")
+        p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
+        p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
+        return p
+
+    def racks(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--racks", default="3", help="how many racks (3 = racks 0,1,2) or which (2,5,7); default 3")
+        p.add_argument("--fraction", type=float, help="instead of --racks: this fraction of the racks")
+
+    racks(fault("blip", "cut racks off from the metadata service (both ways): the 2:19 AM disruption"))
+    p = fault("partition", "cut racks off from the metadata service, both ways or one")
+    racks(p)
+    p.add_argument("--between", nargs=2, metavar=("A", "B"), help="groups: racks:1,2 and metadata")
+    p.add_argument("--one-way", action="store_true", help="drop only traffic from A to B")
+    p = fault("latency", "delay the traffic on racks' links")
+    racks(p)
+    p.add_argument("--delay", required=True, help="added delay, e.g. 200ms")
+    p.add_argument("--jitter", help="+/- jitter, e.g. 50ms")
+    p = fault("loss", "lose segments on racks' links (TCP delivers them a retransmission timeout later)")
+    racks(p)
+    p.add_argument("--probability", type=float, required=True, help="chance a segment is lost, 0-1")
+    for name, what in (("pause", "freeze a process (SIGSTOP), continue it at the end"),
+                       ("kill", "kill a process (SIGKILL); the supervisor restarts it at the end")):
+        fault(name, what).add_argument("--target", required=True, help="metadata or rack-NN")
+    fault("pause-metadata", "pause membership requests (AWS, 5:06 AM); resumes at the end")
+    p = fault("resume-metadata", "readmit the fleet now: all at once, or in steps", needs_duration=False)
+    p.add_argument("--staged", type=int, default=1, help="readmit in this many steps (default 1: all at once)")
+    p.add_argument("--every", help="time between steps, e.g. 10s")
+    p = fault("capacity", "set the metadata service's virtual cores, through the shared admin path")
+    p.add_argument("--cores", type=float, required=True, help="virtual cores for the duration")
+    p.add_argument("--break-glass", action="store_true", help="bypass the virtual CPU (the path AWS did not have)")
+    p.add_argument("--timeout", default="2s", help="how long the admin request may take (default 2s)")
+    p = fault("gsi-growth", "customers adopt GSIs: memberships of these tables grow")
+    p.add_argument("--tables", default="catalog,clickstream", help="comma list (default catalog,clickstream)")
+    p.add_argument("--factor", type=float, default=2.0, help="growth of those tables' entries (default 2)")
+    p.add_argument("--ramp", help="spread the growth over this long (default: at once)")
     faults.add_parser("list", help="active faults and their time left")
     faults.add_parser("halt", help="revert every fault now")
 
 
+def holders(state: dict) -> dict[str, str]:
+    comps = state["components"]
+    return {"linkproxy": comps["linkproxy"]["url"], "supervisor": state["supervisor_url"],
+            "metadata": comps["metadata"]["url"]}
+
+
 def run(args: argparse.Namespace) -> int:
-    url, racks_total = _proxy_url()
+    state = running()
+    if not state:
+        raise ChaosError("no lab is up: start one with `stormlab up`")
+    token = ensure_token(state_dir())
     if args.fault == "list":
-        faults = _call("GET", f"{url}/faults")["faults"]
-        for f in faults:
-            print(f"#{f['id']} {f['fault']} racks {f['racks']}: {f['left_s']:.1f}s left")
-        if not faults:
+        rows = [(who, f) for who, url in holders(state).items() for f in call("GET", f"{url}/faults", token)["faults"]]
+        for who, f in rows:
+            extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
+            print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
+        if not rows:
             print("no active faults")
         return 0
     if args.fault == "halt":
-        print(f"halted {_call('DELETE', f'{url}/faults')['halted']} fault(s)")
+        total = sum(call("DELETE", f"{url}/faults", token)["halted"] for url in holders(state).values())
+        print(f"halted {total} fault(s)")
         return 0
+    url, body = request_for(args, state)
+    if args.dry_run:
+        print(f"POST {url}/faults {json.dumps(body)}")
+        return 0
+    timeout = parse_duration(args.timeout) if args.fault == "capacity" else 5.0
     try:
-        duration = parse_duration(args.duration)
-    except SettingsError as exc:
-        raise ChaosError(str(exc)) from None
-    if not 0 < duration <= MAX_DURATION_S:
-        raise ChaosError(f"--duration must be more than 0 and at most {MAX_DURATION_S:.0f}s")
-    lease = blip(parse_racks(args.racks, racks_total), duration, url)
-    print(f"blip #{lease['id']}: racks {lease['racks']} cannot reach the metadata service for {duration:g}s; "
-          "the link proxy reverts it by itself")
+        lease = call("POST", f"{url}/faults", token, body, timeout=timeout)
+    except TimeoutError:
+        raise LabError(f"{args.fault} timed out after {timeout:g}s: the metadata service is too loaded to process "
+                       "the administrative request (as in 2015). Nothing changed. --break-glass goes around it.") from None
+    print(f"{lease['fault']} #{lease['id']} on {lease['target']} for {body['duration_s']:g}s; it reverts by itself")
+    if args.wait:
+        time.sleep(body["duration_s"])
     return 0

@@ -1,63 +1,104 @@
-"""The racks' network links: a TCP fault proxy that can really black-hole a rack's traffic.
+"""The racks' network links: a TCP fault proxy that really drops or delays a rack's traffic.
 
-Each rack reaches the metadata service only through its own port here. A fault is a lease
-held by this process: it black-holes the chosen racks' links (bytes in both directions are
-dropped, new connections go nowhere) and its revert is armed here, on the path, the moment it
-is applied, so killing the chaos command cannot leave a rack cut off. No root needed.
+Each rack reaches the metadata service only through its own port here, so a fault on a link
+acts on the wire: bytes are dropped or held back, the processes on either side see only what a
+network would show them. Faults are leases held by this process (see ``chaos/control.py``):
+the revert is armed here, on the path, the moment the fault is applied. No root needed.
 
-Control API (JSON):
-  POST   /faults  {"fault": "blip", "racks": [0, 1, 2], "duration_s": 5}
-  GET    /faults  active faults with the time they have left
-  DELETE /faults  halt: revert every fault now
+Faults (``racks`` is a list of rack numbers):
+  blip       {"racks", "duration_s"}                      cut both ways (the 2:19 AM disruption)
+  partition  {"racks", "duration_s", "direction"}          both | to-metadata | from-metadata
+  latency    {"racks", "duration_s", "delay_ms", "jitter_ms"}
+  loss       {"racks", "duration_s", "probability"}        a lost segment arrives one
+             retransmission timeout (200 ms, doubling) later, as TCP delivers it
 """
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from dataclasses import dataclass, field
-from typing import AsyncIterator
+import random
+from typing import Any, AsyncIterator
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
-from services.common.web import BadRequest, LoopLag, base_app, number, read_object
+from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
+from services.common.auth import from_env, token_middleware
+from services.common.web import BadRequest, LoopLag, base_app, number
 
 log = logging.getLogger(__name__)
-MAX_DURATION_S = 600.0
-FAULTS = ("blip",)
+FAULTS = ("blip", "partition", "latency", "loss")
+DIRECTIONS = ("both", "to-metadata", "from-metadata")
+RTO_S = 0.2
 
 
 class Link:
-    """One rack's path to the metadata service."""
+    """One rack's path to the metadata service and the faults on it (keyed by lease)."""
 
-    def __init__(self, rack: int) -> None:
-        self.rack = rack
-        self.cut = 0  # active leases black-holing this link
+    def __init__(self, rack: int, rng: random.Random) -> None:
+        self.rack, self.rng = rack, rng
+        self.cuts: dict[object, str] = {}
+        self.delays: dict[object, tuple[float, float]] = {}
+        self.losses: dict[object, float] = {}
         self.connections: set["_Downstream"] = set()
 
-    @property
-    def blackholed(self) -> bool:
-        return self.cut > 0
+    def dropping(self, upstream: bool) -> bool:
+        wanted = "to-metadata" if upstream else "from-metadata"
+        return any(d in ("both", wanted) for d in self.cuts.values())
+
+    def hold_s(self) -> float:
+        """How long the next chunk is held back by latency and loss faults."""
+        hold = 0.0
+        if self.delays:
+            delay, jitter = max(self.delays.values())
+            hold += max(0.0, delay + self.rng.uniform(-jitter, jitter))
+        p = max(self.losses.values(), default=0.0)
+        rto = RTO_S
+        while p and self.rng.random() < p and rto < 60:
+            hold += rto
+            rto *= 2
+        return hold
 
     def heal(self) -> None:
         # Connections that lost bytes are broken streams: reset them, as TCP eventually would.
-        for conn in [c for c in self.connections if c.lost_bytes]:
-            conn.transport.abort()
+        if not self.cuts:
+            for conn in [c for c in self.connections if c.lost_bytes]:
+                conn.transport.abort()
+
+
+class _Pipe:
+    """Writes chunks to one side, in order, each after its link's hold time."""
+
+    def __init__(self, link: Link, transport: asyncio.Transport) -> None:
+        self.link, self.transport = link, transport
+        self._free_at = 0.0
+
+    def send(self, data: bytes) -> None:
+        hold = self.link.hold_s()
+        if not hold and not self._free_at:
+            self.transport.write(data)
+            return
+        loop = asyncio.get_running_loop()
+        at = max(loop.time() + hold, self._free_at)
+        self._free_at = at
+        loop.call_at(at, self._write, data, at)
+
+    def _write(self, data: bytes, at: float) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(data)
+        if self._free_at == at:
+            self._free_at = 0.0
 
 
 class _Upstream(asyncio.Protocol):
     def __init__(self, down: "_Downstream") -> None:
         self.down = down
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
     def data_received(self, data: bytes) -> None:
-        if self.down.link.blackholed:
+        if self.down.link.dropping(upstream=False):
             self.down.lost_bytes = True
-        elif not self.down.transport.is_closing():
-            self.down.transport.write(data)
+        else:
+            self.down.to_rack.send(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.down.transport.close()
@@ -66,12 +107,13 @@ class _Upstream(asyncio.Protocol):
 class _Downstream(asyncio.Protocol):
     def __init__(self, link: Link, target: tuple[str, int]) -> None:
         self.link, self.target = link, target
-        self.upstream: asyncio.Transport | None = None
+        self.to_metadata: _Pipe | None = None
         self.pending: list[bytes] = []
         self.lost_bytes = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.to_rack = _Pipe(self.link, transport)
         self.link.connections.add(self)
         self._connecting = asyncio.ensure_future(self._connect())
 
@@ -86,111 +128,100 @@ class _Downstream(asyncio.Protocol):
             transport.close()
             return
         self.upstream = transport
+        self.to_metadata = _Pipe(self.link, transport)
         for chunk in self.pending:
-            transport.write(chunk)
+            self.to_metadata.send(chunk)
         self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
-        if self.link.blackholed:
+        if self.link.dropping(upstream=True):
             self.lost_bytes = True
-        elif self.upstream is not None:
-            self.upstream.write(data)
+        elif self.to_metadata is not None:
+            self.to_metadata.send(data)
         else:
             self.pending.append(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.link.connections.discard(self)
-        if self.upstream is not None:
+        if self.to_metadata is not None:
             self.upstream.close()
         else:
             self._connecting.cancel()
 
 
-@dataclass
-class Lease:
-    id: int
-    fault: str
-    racks: list[int]
-    ends_at: float
-    revert: asyncio.TimerHandle | None = field(default=None, repr=False)
-
-
 class LinkProxy:
-    def __init__(self, target: tuple[str, int], registry: CollectorRegistry) -> None:
+    def __init__(self, target: tuple[str, int], registry: CollectorRegistry, seed: int = 2015) -> None:
         self.target = target
+        self.rng = random.Random(seed)
         self.links: dict[int, Link] = {}
-        self.leases: dict[int, Lease] = {}
-        self._ids = itertools.count(1)
         self._servers: list[asyncio.AbstractServer] = []
-        self.active = Gauge("stormlab_chaos_fault_active", "1 while a fault holds a target", ["fault", "target"],
-                            registry=registry)
-        self.events = Counter("stormlab_chaos_faults_total", "Fault leases by fault and outcome",
-                              ["fault", "outcome"], registry=registry)
-        for fault in FAULTS:
-            for outcome in ("applied", "reverted", "halted"):
-                self.events.labels(fault, outcome)
+        self.runner = LeaseRunner(Recorder(registry, FAULTS, "linkproxy"))
 
     async def open(self, rack: int, host: str, port: int) -> None:
-        link = self.links[rack] = Link(rack)
-        self.active.labels("blip", f"rack-{rack}").set(0)
+        link = self.links[rack] = Link(rack, self.rng)
+        for fault in FAULTS:
+            self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
         server = await asyncio.get_running_loop().create_server(
             lambda: _Downstream(link, self.target), host, port, backlog=4096)
         self._servers.append(server)
 
     async def close(self) -> None:
-        for lease in list(self.leases.values()):
-            self._end(lease, "halted")
+        self.runner.halt()
         for server in self._servers:
             server.close()
         for link in self.links.values():
             for conn in list(link.connections):
                 conn.transport.abort()
 
-    def apply(self, fault: str, racks: list[int], duration_s: float) -> Lease:
-        loop = asyncio.get_running_loop()
-        lease = Lease(next(self._ids), fault, racks, loop.time() + duration_s)
-        lease.revert = loop.call_at(lease.ends_at, self._end, lease, "reverted")  # armed with the fault
-        self.leases[lease.id] = lease
-        for rack in racks:
-            self.links[rack].cut += 1
-            self.active.labels(fault, f"rack-{rack}").set(1)
-        self.events.labels(fault, "applied").inc()
-        log.info("fault %s #%s on racks %s for %.1fs", fault, lease.id, racks, duration_s)
-        return lease
+    def racks(self, body: dict[str, Any]) -> list[int]:
+        racks = body.get("racks")
+        if (not isinstance(racks, list) or not racks or len(set(map(repr, racks))) != len(racks)
+                or not all(isinstance(r, int) and not isinstance(r, bool) and r in self.links for r in racks)):
+            raise BadRequest(f"racks must be a list of distinct rack numbers among {sorted(self.links)}")
+        return racks
 
-    def halt(self) -> int:
-        leases = list(self.leases.values())
-        for lease in leases:
-            self._end(lease, "halted")
-        return len(leases)
+    def plan(self, racks: list[int], table: str, value: Any, detail: dict[str, Any]) -> Plan:
+        """Put ``value`` into each link's ``table`` for the lease's life."""
+        key = object()
 
-    def _end(self, lease: Lease, outcome: str) -> None:
-        if self.leases.pop(lease.id, None) is None:
-            return
-        if lease.revert is not None:
-            lease.revert.cancel()
-        for rack in lease.racks:
-            link = self.links[rack]
-            link.cut -= 1
-            if not link.blackholed:
-                self.active.labels(lease.fault, f"rack-{rack}").set(0)
-                link.heal()
-        self.events.labels(lease.fault, outcome).inc()
-        log.info("fault %s #%s %s", lease.fault, lease.id, outcome)
+        def apply() -> None:
+            for r in racks:
+                getattr(self.links[r], table)[key] = value
 
-    def describe(self) -> list[dict]:
-        now = asyncio.get_running_loop().time()
-        return [{"id": l.id, "fault": l.fault, "racks": l.racks, "left_s": round(max(0.0, l.ends_at - now), 3)}
-                for l in self.leases.values()]
+        def revert() -> None:
+            for r in racks:
+                getattr(self.links[r], table).pop(key, None)
+                self.links[r].heal()
+
+        target = ",".join(f"rack-{r}" for r in racks) if len(racks) > 1 else f"rack-{racks[0]}"
+        return Plan(target, apply, revert, {"racks": racks, **detail})
+
+    async def blip(self, body: dict[str, Any]) -> Plan:
+        return self.plan(self.racks(body), "cuts", "both", {})
+
+    async def partition(self, body: dict[str, Any]) -> Plan:
+        direction = body.get("direction", "both")
+        if direction not in DIRECTIONS:
+            raise BadRequest(f"direction must be one of {', '.join(DIRECTIONS)}")
+        return self.plan(self.racks(body), "cuts", direction, {"direction": direction})
+
+    async def latency(self, body: dict[str, Any]) -> Plan:
+        delay = number(body, "delay_ms", 0, 60_000) / 1000
+        jitter = number(body | {"jitter_ms": body.get("jitter_ms", 0)}, "jitter_ms", 0, 60_000) / 1000
+        return self.plan(self.racks(body), "delays", (delay, jitter), {"delay_ms": delay * 1000, "jitter_ms": jitter * 1000})
+
+    async def loss(self, body: dict[str, Any]) -> Plan:
+        p = number(body, "probability", 0, 1)
+        return self.plan(self.racks(body), "losses", p, {"probability": p})
 
 
 PROXY = web.AppKey("proxy", LinkProxy)
 
 
-def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]]) -> web.Application:
+def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token: str | None = None) -> web.Application:
     registry = CollectorRegistry()
     lag = LoopLag(registry)
-    app = base_app(registry, lag)
+    app = base_app(registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
     proxy = app[PROXY] = LinkProxy(target, registry)
 
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -200,34 +231,12 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]]) -> we
         await proxy.close()
 
     app.cleanup_ctx.append(links_ctx)
-    app.router.add_post("/faults", apply_fault)
-    app.router.add_get("/faults", list_faults)
-    app.router.add_delete("/faults", halt_faults)
+    add_fault_routes(app, proxy.runner, {f: getattr(proxy, f) for f in FAULTS})
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response({"component": "linkproxy", "faults": proxy.describe(), "loop_lag_p99_s": lag.p99()})
+        now = asyncio.get_running_loop().time()
+        return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now),
+                                  "loop_lag_p99_s": lag.p99()})
 
     app.router.add_get("/status", status)
     return app
-
-
-async def apply_fault(request: web.Request) -> web.Response:
-    proxy = request.app[PROXY]
-    body = await read_object(request)
-    if body.get("fault", "blip") not in FAULTS:
-        raise BadRequest(f"fault must be one of {', '.join(FAULTS)}")
-    racks = body.get("racks")
-    if (not isinstance(racks, list) or not racks or len(set(map(repr, racks))) != len(racks)
-            or not all(isinstance(r, int) and not isinstance(r, bool) and r in proxy.links for r in racks)):
-        raise BadRequest(f"racks must be a list of distinct rack numbers among {sorted(proxy.links)}")
-    duration = number(body, "duration_s", 0.001, MAX_DURATION_S)
-    lease = proxy.apply("blip", racks, duration)
-    return web.json_response({"id": lease.id, "fault": lease.fault, "racks": racks, "duration_s": duration}, status=201)
-
-
-async def list_faults(request: web.Request) -> web.Response:
-    return web.json_response({"faults": request.app[PROXY].describe()})
-
-
-async def halt_faults(request: web.Request) -> web.Response:
-    return web.json_response({"halted": request.app[PROXY].halt()})

@@ -107,6 +107,16 @@ class MembershipStore:
         self._rebuild()
         return len(t.gsis)
 
+    def remove_gsis(self, table: str, names: list[str]) -> int:
+        """Drop these GSIs of ``table`` (the ones a fault added); returns the table's GSI count."""
+        t = self.tables[table]
+        kept = [g for g in t.gsis if g not in names]
+        if len(kept) != len(t.gsis):
+            t.gsis = kept
+            self.version += 1
+            self._rebuild()
+        return len(t.gsis)
+
     def size_distribution(self) -> dict[int, int]:
         """Membership entries -> number of nodes with that many (the dimension AWS did not monitor)."""
         return dict(sorted(Counter(len(e) for e in self._entries.values()).items()))

@@ -18,6 +18,7 @@ import aiohttp
 
 from chaos.cli import parse_racks
 from services import launcher, observe
+from services.common.auth import ensure_token, headers
 from services.common.settings import parse_duration
 from services.story import Sample, rolling, summarize
 
@@ -102,7 +103,9 @@ class Demo:
             before = await self.per_node(session)
             proxy = self.state["components"]["linkproxy"]["url"]
             blip_start = self.now()
-            async with session.post(f"{proxy}/faults", json={"fault": "blip", "racks": racks, "duration_s": blip}) as resp:
+            auth = headers(ensure_token(Path(self.state["directory"])))
+            body = {"fault": "blip", "racks": racks, "duration_s": blip}
+            async with session.post(f"{proxy}/faults", json=body, headers=auth) as resp:
                 resp.raise_for_status()
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
             await self.watch(session, blip + watch, blip_start, "storm", every=2)

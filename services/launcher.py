@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.auth import ENV as TOKEN_ENV, ensure_token
 from services.common.settings import LabSettings
 
 HOST = "127.0.0.1"
@@ -79,11 +80,11 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
         if not 1024 <= base_port <= 65535 - 300:
             raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
         ports = [base_port, base_port + 1, base_port + 2] + [base_port + 10 + r for r in range(n)] + \
-                [base_port + 100 + r for r in range(n)]
+                [base_port + 100 + r for r in range(n)] + [base_port + 3]
         busy = [p for p in ports if not _port_free(p)]
         if busy:
             raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")
-    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3:3 + n], ports[3 + n:]
+    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3:3 + n], ports[3 + n:3 + 2 * n]
     common = settings.to_env()
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
     comps = [
@@ -135,14 +136,18 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
     (directory / "state.json").unlink(missing_ok=True)
     data_dir = directory / "data"
     components = plan(settings, base_port, data_dir)
+    sup_port = base_port + 3 if base_port else _free_ports(1)[0]
     (directory / "plan.json").write_text(json.dumps(
-        {"settings": settings.to_env(), "components": [c.__dict__ | {"url": c.url} for c in components]}, indent=1))
+        {"settings": settings.to_env(), "supervisor_port": sup_port, "supervisor_url": f"http://{HOST}:{sup_port}",
+         "components": [c.__dict__ | {"url": c.url} for c in components]}, indent=1))
+    env = {**os.environ, TOKEN_ENV: ensure_token(directory),
+           "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl")}
     with open(directory / "logs" / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)],
+        proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _STARTED[proc.pid] = proc
     deadline = time.monotonic() + wait_s
-    pending = {c.name: c.url for c in components}
+    pending = {c.name: c.url for c in components} | {"supervisor": f"http://{HOST}:{sup_port}"}
     while pending:
         if proc.poll() is not None:
             raise LabError(f"the supervisor exited ({proc.returncode}); see {directory / 'logs'}")

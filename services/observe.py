@@ -4,14 +4,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pathlib import Path
+
 import aiohttp
+
+from services.common.auth import ensure_token, headers
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
 
-async def _get(session: aiohttp.ClientSession, url: str) -> dict | None:
+async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = None) -> dict | None:
     try:
-        async with session.get(url, timeout=TIMEOUT) as resp:
+        async with session.get(url, timeout=TIMEOUT, headers=headers) as resp:
             return await resp.json() if resp.status == 200 else None
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
         return None
@@ -22,9 +26,12 @@ async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = Fa
     comps = state["components"]
     names = list(comps)
     suffix = "?nodes=1" if nodes else ""
-    replies = await asyncio.gather(*(_get(session, f"{comps[n]['url']}/status{suffix if n.startswith('rack') else ''}")
-                                     for n in names))
+    auth = headers(ensure_token(Path(state["directory"])))
+    replies = await asyncio.gather(
+        *(_get(session, f"{comps[n]['url']}/status{suffix if n.startswith('rack') else ''}") for n in names),
+        *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])))
     by_name = dict(zip(names, replies))
+    held = [reply for reply in replies[len(names):] if reply]
     racks = {n: r for n, r in by_name.items() if n.startswith("rack-")}
     meta, loadgen = by_name.get("metadata") or {}, by_name.get("loadgen") or {}
     live_racks = [r for r in racks.values() if r]
@@ -50,7 +57,7 @@ async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = Fa
         "renewal_p99_s": max(renewal) if renewal else None,
         "allowance_s": float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         "loop_lag_p99_s": max(lags) if lags else None,
-        "faults": (by_name.get("linkproxy") or {}).get("faults", []),
+        "faults": [f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         "racks": {r["rack"]: r for r in live_racks} if nodes else None,
     }
 
@@ -79,5 +86,5 @@ def render(snap: dict[str, Any]) -> str:
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")
     for f in snap["faults"]:
-        lines.append(f"fault:      {f['fault']} #{f['id']} on racks {f['racks']}, {f['left_s']:.1f}s left")
+        lines.append(f"fault:      {f['fault']} #{f['id']} on {f['target']}, {f['left_s']:.1f}s left")
     return "\n".join(lines)

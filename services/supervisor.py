@@ -1,21 +1,40 @@
-"""Starts the lab's components, restarts any that dies, and stops them all on SIGTERM.
+"""Starts the lab's components, restarts any that dies, holds process faults, stops all on SIGTERM.
 
-Run by ``stormlab up`` as ``python -m services.supervisor STATE_DIR``; it reads
-``plan.json`` and keeps ``state.json`` (pids and URLs) current for ``status`` and ``down``.
+Run by ``stormlab up`` as ``python -m services.supervisor STATE_DIR``; it reads ``plan.json``,
+keeps ``state.json`` (pids and URLs) current for ``status`` and ``down``, and serves a control
+API on its own port:
+
+  POST /faults {"fault": "pause", "target": "rack-03", "duration_s": 10}   SIGSTOP, SIGCONT at the end
+  POST /faults {"fault": "kill", "target": "metadata", "duration_s": 5}    SIGKILL, restarted at the end
+  GET|DELETE /faults, GET /status, /healthz, /metrics
+
+It is the process that owns the components, so it is the reaper for their faults: a paused
+component is continued and a killed one restarted when the lease ends, whatever happened to
+the command that asked. Children die with it (Linux parent-death signal).
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
+from services.common.auth import from_env, token_middleware
+from services.common.web import BadRequest, LoopLag, base_app
 
 PR_SET_PDEATHSIG = 1
 RESTART_DELAY_S = 1.0
+FAULTS = ("pause", "kill")
+TARGETABLE = ("metadata", "rack-")
 
 
 def _die_with_parent() -> None:
@@ -29,65 +48,139 @@ class Supervisor:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.plan = json.loads((directory / "plan.json").read_text())
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.restarts: dict[str, int] = {}
+        self.comps = {c["name"]: c for c in self.plan["components"]}
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.restarts: dict[str, int] = {name: 0 for name in self.comps}
+        self.held_down: set[str] = set()
+        self.stopped: set[str] = set()
         self.stopping = False
+        self.started_at = time.time()
+        self._watchers: set[asyncio.Task] = set()
 
-    def start(self, comp: dict) -> None:
-        log = open(self.directory / "logs" / f"{comp['name']}.log", "ab")
+    async def start(self, name: str) -> None:
+        comp = self.comps[name]
         env = {**os.environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
-        self.procs[comp["name"]] = subprocess.Popen(
-            [sys.executable, "-m", comp["module"]], env=env, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        log.close()
+        with open(self.directory / "logs" / f"{name}.log", "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", comp["module"], env=env, stdin=asyncio.subprocess.DEVNULL, stdout=log,
+                stderr=asyncio.subprocess.STDOUT, preexec_fn=_die_with_parent)
+        self.procs[name] = proc
+        watcher = asyncio.create_task(self._watch(name, proc))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        self.write_state()
+
+    async def _watch(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        if self.stopping or name in self.held_down or self.procs.get(name) is not proc:
+            return
+        print(f"{name} exited with {code}; restarting", flush=True)
+        await asyncio.sleep(RESTART_DELAY_S)
+        if not self.stopping and name not in self.held_down:
+            self.restarts[name] += 1
+            await self.start(name)
 
     def write_state(self) -> None:
         state = {
             "supervisor_pid": os.getpid(),
+            "supervisor_url": self.plan["supervisor_url"],
+            "directory": str(self.directory),
             "started_at": self.started_at,
             "settings": self.plan["settings"],
-            "components": {c["name"]: {"url": c["url"], "port": c["port"], "pid": self.procs[c["name"]].pid,
-                                       "restarts": self.restarts.get(c["name"], 0)} for c in self.plan["components"]},
+            "components": {n: {"url": c["url"], "port": c["port"], "pid": self.procs[n].pid if n in self.procs else None,
+                               "restarts": self.restarts[n]} for n, c in self.comps.items()},
         }
         tmp = self.directory / "state.json.tmp"
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self.directory / "state.json")
 
-    def run(self) -> None:
-        self.started_at = time.time()
-        signal.signal(signal.SIGTERM, self._stop)
-        signal.signal(signal.SIGINT, self._stop)
-        for comp in self.plan["components"]:
-            self.start(comp)
-        self.write_state()
-        while not self.stopping:
-            time.sleep(0.2)
-            for comp in self.plan["components"]:
-                proc = self.procs[comp["name"]]
-                if proc.poll() is not None and not self.stopping:
-                    print(f"{comp['name']} exited with {proc.returncode}; restarting", flush=True)
-                    time.sleep(RESTART_DELAY_S)
-                    self.restarts[comp["name"]] = self.restarts.get(comp["name"], 0) + 1
-                    self.start(comp)
-                    self.write_state()
-        self.shutdown()
+    def target(self, body: dict[str, Any]) -> str:
+        name = body.get("target")
+        if name not in self.comps or not name.startswith(TARGETABLE):
+            raise BadRequest(f"target must be the metadata service or a rack: "
+                             f"{', '.join(n for n in self.comps if n.startswith(TARGETABLE))}")
+        if name in self.held_down or name in self.stopped:
+            raise BadRequest(f"{name} already has a pause or kill fault on it")
+        return name
 
-    def _stop(self, signum: int, frame: object) -> None:
+    async def pause(self, body: dict[str, Any]) -> Plan:
+        name = self.target(body)
+
+        def apply() -> None:
+            self.procs[name].send_signal(signal.SIGSTOP)
+            self.stopped.add(name)
+
+        def revert() -> None:
+            self.stopped.discard(name)
+            if self.procs[name].returncode is None:
+                self.procs[name].send_signal(signal.SIGCONT)
+
+        return Plan(name, apply, revert, {"pid": self.procs[name].pid})
+
+    async def kill(self, body: dict[str, Any]) -> Plan:
+        name = self.target(body)
+
+        def apply() -> None:
+            self.held_down.add(name)
+            if self.procs[name].returncode is None:
+                self.procs[name].kill()
+
+        def revert() -> None:
+            self.held_down.discard(name)
+            if not self.stopping:
+                self.restarts[name] += 1
+                task = asyncio.ensure_future(self.start(name))
+                self._watchers.add(task)
+                task.add_done_callback(self._watchers.discard)
+
+        return Plan(name, apply, revert, {"pid": self.procs[name].pid})
+
+    async def shutdown(self) -> None:
         self.stopping = True
-
-    def shutdown(self) -> None:
+        for name in list(self.stopped):
+            self.procs[name].send_signal(signal.SIGCONT)
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10.0
+            if proc.returncode is None:
+                proc.terminate()
         for proc in self.procs.values():
             try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+                await asyncio.wait_for(proc.wait(), timeout=10.0)
+            except asyncio.TimeoutError:
                 proc.kill()
-                proc.wait()
+                await proc.wait()
         (self.directory / "state.json").unlink(missing_ok=True)
 
 
+def create_app(sup: Supervisor) -> web.Application:
+    registry = CollectorRegistry()
+    app = base_app(registry, LoopLag(registry), middlewares=[token_middleware(from_env())])
+    runner = LeaseRunner(Recorder(registry, FAULTS, "supervisor"))
+    add_fault_routes(app, runner, {"pause": sup.pause, "kill": sup.kill})
+
+    async def status(request: web.Request) -> web.Response:
+        now = asyncio.get_running_loop().time()
+        comps = {n: {"pid": p.pid, "running": p.returncode is None, "paused": n in sup.stopped,
+                     "held_down": n in sup.held_down, "restarts": sup.restarts[n]} for n, p in sup.procs.items()}
+        return web.json_response({"component": "supervisor", "components": comps, "faults": runner.book.active(now)})
+
+    async def lifecycle(app: web.Application):
+        for name in sup.comps:
+            await sup.start(name)
+        yield
+        runner.halt()
+        await sup.shutdown()
+
+    app.router.add_get("/status", status)
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+def main() -> None:
+    from services.common.web import serve
+
+    sup = Supervisor(Path(sys.argv[1]))
+    serve(create_app(sup), "127.0.0.1", sup.plan["supervisor_port"])
+
+
 if __name__ == "__main__":
-    Supervisor(Path(sys.argv[1])).run()
+    main()

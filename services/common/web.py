@@ -108,9 +108,10 @@ class LoopLag:
             self.histogram.observe(lag)
 
 
-def base_app(registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None) -> web.Application:
+def base_app(registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None,
+             middlewares: list[Callable] | None = None) -> web.Application:
     """An app with JSON errors, ``/metrics`` (``refresh`` runs before each scrape) and ``/healthz``."""
-    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[json_errors, *(middlewares or [])], client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/metrics", metrics_route(registry, refresh))
     app.router.add_get("/healthz", healthz)
     app.cleanup_ctx.append(lag.ctx)

@@ -1,0 +1,170 @@
+"""Fault leases at run time, and the control API every fault-holding process serves.
+
+    POST   /faults  {"fault": NAME, "duration_s": D, …}   apply; 201 with the lease
+    GET    /faults                                        active leases and their time left
+    DELETE /faults                                        halt: revert every lease now
+
+A process registers its faults as handlers that validate the request and return what to
+apply and what to revert; the runner applies, opens the lease, and arms the revert on this
+process's event loop at the same moment. Every start and end is recorded: the
+``stormlab_chaos_*`` metrics, a JSON-lines event log, and a Grafana annotation when a Grafana
+URL and token are configured.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from chaos.lease import Lease, LeaseBook, LeaseError
+from services.common.web import BadRequest, read_object
+
+log = logging.getLogger(__name__)
+OUTCOMES = ("applied", "reverted", "halted")
+
+
+@dataclass
+class Plan:
+    """What a fault request amounts to: the target, how to apply it and how to revert it."""
+    target: str
+    apply: Callable[[], Awaitable[None] | None]
+    revert: Callable[[], None]
+    detail: dict[str, Any]
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[Plan]]
+
+
+class Recorder:
+    def __init__(self, registry: CollectorRegistry, faults: tuple[str, ...], component: str) -> None:
+        self.component = component
+        self.active = Gauge("stormlab_chaos_fault_active", "1 while a fault holds a target", ["fault", "target"],
+                            registry=registry)
+        self.events = Counter("stormlab_chaos_faults_total", "Fault leases by fault and outcome",
+                              ["fault", "outcome"], registry=registry)
+        for fault in faults:
+            for outcome in OUTCOMES:
+                self.events.labels(fault, outcome)
+        self.event_log = Path(os.environ["STORMLAB_EVENT_LOG"]) if os.environ.get("STORMLAB_EVENT_LOG") else None
+        self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), os.environ.get("STORMLAB_GRAFANA_TOKEN", ""))
+        self._tasks: set[asyncio.Task] = set()
+
+    def record(self, outcome: str, lease: Lease, holding: bool) -> None:
+        self.events.labels(lease.fault, outcome).inc()
+        self.active.labels(lease.fault, lease.target).set(1 if holding else 0)
+        event = {"at": time.time(), "event": "start" if outcome == "applied" else "end", "outcome": outcome,
+                 "component": self.component, "id": lease.id, "fault": lease.fault, "target": lease.target,
+                 "duration_s": round(lease.ends_at - lease.started_at, 3), **lease.detail}
+        log.info("fault %s", json.dumps(event))
+        if self.event_log is not None:
+            with self.event_log.open("a") as f:
+                f.write(json.dumps(event) + "\n")
+        url, token = self.grafana
+        if url and token:
+            task = asyncio.ensure_future(self._annotate(url, token, event))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _annotate(self, url: str, token: str, event: dict) -> None:
+        body = {"time": int(event["at"] * 1000), "tags": ["stormlab", "chaos", event["fault"], event["event"]],
+                "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})"}
+        try:
+            async with aiohttp.ClientSession() as s:
+                async with s.post(f"{url}/api/annotations", json=body, headers={"Authorization": f"Bearer {token}"},
+                                  timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            log.warning("grafana annotation not written: %s", exc)
+
+
+class LeaseRunner:
+    def __init__(self, recorder: Recorder, max_duration_s: float | None = None) -> None:
+        self.book = LeaseBook(max_duration_s or float(os.environ.get("STORMLAB_MAX_FAULT_S", "600")))
+        self.recorder = recorder
+        self._reverts: dict[int, Callable[[], None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def apply(self, fault: str, duration_s: Any, plan: Plan) -> Lease:
+        self.book.check_duration(duration_s)  # refuse before anything changes
+        applied = plan.apply()
+        if applied is not None:
+            await applied
+        loop = asyncio.get_running_loop()
+        lease = self.book.open(fault, plan.target, duration_s, loop.time(), **plan.detail)
+        self._reverts[lease.id] = plan.revert
+        self.recorder.record("applied", lease, holding=True)
+        self._arm()
+        return lease
+
+    def halt(self) -> int:
+        leases = self.book.halt()
+        for lease in leases:
+            self._end(lease, "halted")
+        self._arm()
+        return len(leases)
+
+    def _end(self, lease: Lease, outcome: str) -> None:
+        try:
+            self._reverts.pop(lease.id)()
+        except Exception:  # a revert must not stop the others
+            log.exception("revert of %s #%s failed", lease.fault, lease.id)
+        self.recorder.record(outcome, lease, holding=bool(self.book.holding(lease.target)))
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        next_end = self.book.next_end()
+        if next_end is not None:
+            self._timer = asyncio.get_running_loop().call_at(next_end, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        for lease in self.book.due(asyncio.get_running_loop().time()):
+            self._end(lease, "reverted")
+        self._arm()
+
+
+RUNNER = web.AppKey("lease_runner", LeaseRunner)
+
+
+def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[str, Handler]) -> None:
+    """Serve /faults for these handlers; every lease is halted when the app shuts down."""
+    app[RUNNER] = runner
+
+    async def apply(request: web.Request) -> web.Response:
+        body = await read_object(request)
+        fault = body.get("fault")
+        if fault not in handlers:
+            raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
+        try:
+            runner.book.check_duration(body.get("duration_s"))
+            plan = await handlers[fault](body)
+            lease = await runner.apply(fault, body["duration_s"], plan)
+        except LeaseError as exc:
+            raise BadRequest(str(exc)) from None
+        return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": body["duration_s"]},
+                                 status=201)
+
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response({"faults": runner.book.active(asyncio.get_running_loop().time())})
+
+    async def halt(request: web.Request) -> web.Response:
+        return web.json_response({"halted": runner.halt()})
+
+    async def halt_on_shutdown(app: web.Application) -> None:
+        runner.halt()
+
+    app.router.add_post("/faults", apply)
+    app.router.add_get("/faults", listing)
+    app.router.add_delete("/faults", halt)
+    app.on_shutdown.append(halt_on_shutdown)

@@ -1,0 +1,78 @@
+"""Fault leases, pure: every fault has a duration and ends by itself.
+
+The book only keeps time: it says which leases are due for their revert. The process that
+applied a fault holds its book and its revert, so the revert is armed on the target side the
+moment the fault is applied, whatever happens to the command that asked for it.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_MAX_DURATION_S = 600.0
+
+
+class LeaseError(ValueError):
+    """A fault request the target refuses: nothing was applied."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: int
+    fault: str
+    target: str
+    started_at: float
+    ends_at: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self, now: float) -> dict[str, Any]:
+        return {"id": self.id, "fault": self.fault, "target": self.target,
+                "left_s": round(max(0.0, self.ends_at - now), 3), **self.detail}
+
+
+class LeaseBook:
+    def __init__(self, max_duration_s: float = DEFAULT_MAX_DURATION_S) -> None:
+        self.max_duration_s = max_duration_s
+        self._leases: dict[int, Lease] = {}
+        self._ids = itertools.count(1)
+
+    def check_duration(self, duration_s: Any) -> float:
+        if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)):
+            raise LeaseError("duration_s must be a number of seconds")
+        if not 0 < duration_s <= self.max_duration_s:
+            raise LeaseError(f"duration_s must be more than 0 and at most {self.max_duration_s:g}")
+        return float(duration_s)
+
+    def open(self, fault: str, target: str, duration_s: Any, now: float, **detail: Any) -> Lease:
+        duration = self.check_duration(duration_s)
+        lease = Lease(next(self._ids), fault, target, now, now + duration, detail)
+        self._leases[lease.id] = lease
+        return lease
+
+    def close(self, lease_id: int) -> Lease | None:
+        return self._leases.pop(lease_id, None)
+
+    def due(self, now: float) -> list[Lease]:
+        """Leases whose time is up, removed from the book, oldest end first."""
+        done = sorted((l for l in self._leases.values() if l.ends_at <= now), key=lambda l: l.ends_at)
+        for lease in done:
+            del self._leases[lease.id]
+        return done
+
+    def halt(self) -> list[Lease]:
+        leases = sorted(self._leases.values(), key=lambda l: l.id)
+        self._leases.clear()
+        return leases
+
+    def next_end(self) -> float | None:
+        return min((l.ends_at for l in self._leases.values()), default=None)
+
+    def holding(self, target: str) -> list[Lease]:
+        return [l for l in self._leases.values() if l.target == target]
+
+    def active(self, now: float) -> list[dict[str, Any]]:
+        return [l.describe(now) for l in sorted(self._leases.values(), key=lambda l: l.id)]
+
+    def __len__(self) -> int:
+        return len(self._leases)

@@ -1,0 +1,37 @@
+import pytest
+
+from chaos.lease import LeaseBook, LeaseError
+
+
+def test_a_lease_is_due_at_its_end_and_only_once():
+    book = LeaseBook()
+    lease = book.open("blip", "rack-0", 5, now=10.0, racks=[0])
+    assert book.due(14.9) == []
+    assert book.active(12.0) == [{"id": 1, "fault": "blip", "target": "rack-0", "left_s": 3.0, "racks": [0]}]
+    assert book.due(15.0) == [lease]
+    assert book.due(20.0) == [] and len(book) == 0
+
+
+def test_due_in_end_order_and_halt_takes_everything():
+    book = LeaseBook()
+    a = book.open("pause", "rack-1", 10, now=0.0)
+    b = book.open("blip", "rack-2", 3, now=0.0)
+    assert book.due(11.0) == [b, a]
+    book.open("kill", "rack-3", 60, now=0.0)
+    book.open("kill", "rack-4", 60, now=0.0)
+    assert [l.target for l in book.halt()] == ["rack-3", "rack-4"] and len(book) == 0
+
+
+@pytest.mark.parametrize("duration", [0, -1, 601, float("inf"), "5", None, True])
+def test_bad_durations_are_refused_and_nothing_is_opened(duration):
+    book = LeaseBook(max_duration_s=600)
+    with pytest.raises(LeaseError):
+        book.open("blip", "rack-0", duration, now=0.0)
+    assert len(book) == 0
+
+
+def test_holding_and_close():
+    book = LeaseBook()
+    lease = book.open("pause", "metadata", 5, now=0.0)
+    assert book.holding("metadata") == [lease] and book.holding("rack-0") == []
+    assert book.close(lease.id) == lease and book.close(lease.id) is None
