@@ -13,6 +13,7 @@ URL and token are configured.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -96,7 +97,7 @@ class LeaseRunner:
     async def apply(self, fault: str, duration_s: Any, plan: Plan) -> Lease:
         self.book.check_duration(duration_s)  # refuse before anything changes
         applied = plan.apply()
-        if applied is not None:
+        if inspect.isawaitable(applied):
             await applied
         loop = asyncio.get_running_loop()
         lease = self.book.open(fault, plan.target, duration_s, loop.time(), **plan.detail)

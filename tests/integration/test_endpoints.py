@@ -9,6 +9,9 @@ from metadata_service.app import create_app as metadata_app
 from storage_node.app import create_app as rack_app
 from tests.conftest import eventually
 
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
 BAD_BODIES = [
     (b"{not json", 400),
     (b"[1, 2]", 400),
@@ -32,7 +35,7 @@ async def assert_json_error(resp, status):
 
 @pytest.fixture
 async def metadata(aiohttp_client, tiny_settings):
-    return await aiohttp_client(metadata_app(tiny_settings))
+    return await aiohttp_client(metadata_app(tiny_settings, token=TOKEN), headers=AUTH)
 
 
 @pytest.mark.parametrize("body,status", BAD_BODIES)
@@ -73,14 +76,14 @@ async def test_metadata_answers_membership_and_admin(metadata):
 
 @pytest.fixture
 async def lab(aiohttp_server, aiohttp_client, tiny_settings, tmp_path):
-    meta = await aiohttp_server(metadata_app(tiny_settings))
+    meta = await aiohttp_server(metadata_app(tiny_settings, token=TOKEN))
     rack = await aiohttp_client(rack_app(tiny_settings, 0, str(meta.make_url("")), tmp_path))
 
     async def all_serving():
         return (await (await rack.get("/status")).json())["nodes_serving"] == 20
 
     await eventually(all_serving)
-    return await aiohttp_client(meta), rack
+    return await aiohttp_client(meta, headers=AUTH), rack
 
 
 def item(node="r00n005", table=None, partition=None, key="k1"):
@@ -132,9 +135,9 @@ async def test_disqualified_node_refuses_with_503_and_a_reason(lab):
 
 @pytest.fixture
 async def proxy(aiohttp_server, aiohttp_client, tiny_settings, unused_tcp_port_factory):
-    meta = await aiohttp_server(metadata_app(tiny_settings))
+    meta = await aiohttp_server(metadata_app(tiny_settings, token=TOKEN))
     links = {0: ("127.0.0.1", unused_tcp_port_factory()), 1: ("127.0.0.1", unused_tcp_port_factory())}
-    client = await aiohttp_client(proxy_app(("127.0.0.1", meta.port), links))
+    client = await aiohttp_client(proxy_app(("127.0.0.1", meta.port), links, token=TOKEN), headers=AUTH)
     return client, links
 
 
@@ -175,7 +178,7 @@ async def test_blip_black_holes_only_the_chosen_racks_and_reverts_by_itself(prox
 
 async def test_halt_reverts_at_once(proxy):
     client, links = proxy
-    await client.post("/faults", json={"racks": [0, 1], "duration_s": 60})
+    await client.post("/faults", json={"fault": "blip", "racks": [0, 1], "duration_s": 60})
     assert await link_get(links[1][1]) == "timeout"
     assert (await (await client.delete("/faults")).json())["halted"] == 1
     assert await link_get(links[1][1]) == 200

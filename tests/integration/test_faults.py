@@ -1,0 +1,171 @@
+"""Each fault's effect and its revert, measured (in-process servers on loopback)."""
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from chaos.linkproxy import create_app as proxy_app
+from metadata_service.app import create_app as metadata_app
+from tests.integration.test_endpoints import AUTH, TOKEN, link_get
+
+BIG, SMALL = "r00n000", "r00n005"
+
+
+@pytest.fixture
+def event_log(tmp_path, monkeypatch):
+    path = tmp_path / "events.jsonl"
+    monkeypatch.setenv("STORMLAB_EVENT_LOG", str(path))
+    return path
+
+
+@pytest.fixture
+async def meta(aiohttp_server, aiohttp_client, tiny_settings, event_log):
+    server = await aiohttp_server(metadata_app(tiny_settings, token=TOKEN))
+    return server, await aiohttp_client(server, headers=AUTH)
+
+
+@pytest.fixture
+async def links(aiohttp_client, meta, unused_tcp_port_factory):
+    server, _ = meta
+    ports = {0: ("127.0.0.1", unused_tcp_port_factory()), 1: ("127.0.0.1", unused_tcp_port_factory())}
+    client = await aiohttp_client(proxy_app(("127.0.0.1", server.port), ports, token=TOKEN), headers=AUTH)
+    return client, {r: p for r, (_, p) in ports.items()}
+
+
+async def test_control_endpoints_need_the_token(aiohttp_client, meta, links):
+    server, _ = meta
+    for app_client in (await aiohttp_client(server), ):
+        for method, path in (("POST", "/admin/pause"), ("POST", "/faults"), ("GET", "/faults"), ("DELETE", "/faults")):
+            resp = await app_client.request(method, path, headers={"Authorization": "Bearer wrong"})
+            assert resp.status == 401 and (await resp.json())["error"] == "unauthorized"
+    proxy, _ = links
+    resp = await proxy.post("/faults", json={"fault": "blip", "racks": [0], "duration_s": 1}, headers={"Authorization": ""})
+    assert resp.status == 401
+    assert (await (await proxy.get("/faults")).json())["faults"] == []
+    assert (await (await aiohttp_client(server)).get("/membership/r00n005")).status == 200  # renewals are not admin
+
+
+@pytest.mark.parametrize("direction", ["to-metadata", "from-metadata"])
+async def test_one_way_partition_drops_one_direction_and_reverts(links, direction):
+    proxy, ports = links
+    resp = await proxy.post("/faults", json={"fault": "partition", "racks": [0], "direction": direction, "duration_s": 0.8})
+    assert resp.status == 201
+    assert await link_get(ports[0]) == "timeout"
+    assert await link_get(ports[1]) == 200
+    await asyncio.sleep(0.8)
+    assert await link_get(ports[0]) == 200
+
+
+async def timed_get(port: int, path: str = "/healthz") -> float:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"http://127.0.0.1:{port}{path}", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            await r.read()
+    return loop.time() - start
+
+
+async def test_latency_delays_only_its_racks_and_reverts(links):
+    proxy, ports = links
+    base = await timed_get(ports[0])
+    await proxy.post("/faults", json={"fault": "latency", "racks": [0], "delay_ms": 150, "duration_s": 1.5})
+    slow, other = await timed_get(ports[0]), await timed_get(ports[1])
+    assert slow >= 0.3 > other  # delayed each way
+    await asyncio.sleep(1.5)
+    assert await timed_get(ports[0]) < base + 0.1
+
+
+async def test_loss_is_felt_as_retransmission_delay(links):
+    proxy, ports = links
+    await proxy.post("/faults", json={"fault": "loss", "racks": [1], "probability": 0.999, "duration_s": 1.0})
+    assert await link_get(ports[1], timeout=0.5) == "timeout"
+    await asyncio.sleep(1.0)
+    assert await timed_get(ports[1]) < 0.2
+
+
+async def test_pause_metadata_turns_renewals_away_until_it_ends(meta):
+    _, client = meta
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 0.5})
+    assert (await client.get(f"/membership/{SMALL}")).status == 503
+    await asyncio.sleep(0.6)
+    assert (await client.get(f"/membership/{SMALL}")).status == 200
+
+
+async def test_staged_resume_readmits_in_steps(meta, tiny_settings):
+    _, client = meta
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 30})
+    resp = await client.post("/faults", json={"fault": "resume-metadata", "staged": 4, "every_s": 0.5, "duration_s": 1.5})
+    assert resp.status == 201
+    nodes = [f"r00n{i:03d}" for i in range(5, 20)]
+
+    async def admitted():
+        statuses = await asyncio.gather(*(client.get(f"/membership/{n}") for n in nodes))
+        return sum(r.status == 200 for r in statuses)
+
+    first = await admitted()
+    await asyncio.sleep(1.6)
+    assert 0 < first < len(nodes) and await admitted() == len(nodes)
+    # the pause lease ends later without undoing the operator's resume
+    assert (await (await client.get("/status")).json())["paused"] is False
+
+
+async def test_capacity_through_the_shared_path_fails_in_a_storm_and_break_glass_works(meta):
+    server, client = meta
+    storm = [asyncio.ensure_future(client.get(f"/membership/{BIG}")) for _ in range(200)]
+    await asyncio.sleep(0.2)
+    async with aiohttp.ClientSession(headers=AUTH) as s:
+        with pytest.raises(asyncio.TimeoutError):
+            await s.post(server.make_url("/faults"), json={"fault": "capacity", "cores": 400, "duration_s": 5},
+                         timeout=aiohttp.ClientTimeout(total=1.0))
+    await asyncio.sleep(0.1)
+    assert (await (await client.get("/status")).json())["cores"] == 40.0
+    resp = await client.post("/faults", json={"fault": "capacity", "cores": 400, "break_glass": True, "duration_s": 0.5})
+    assert resp.status == 201 and (await (await client.get("/status")).json())["cores"] == 400.0
+    await asyncio.sleep(0.6)
+    assert (await (await client.get("/status")).json())["cores"] == 40.0
+    for task in storm:
+        task.cancel()
+    await asyncio.gather(*storm, return_exceptions=True)
+
+
+async def test_gsi_growth_shifts_the_membership_sizes_and_reverts(meta, event_log):
+    _, client = meta
+    before = (await (await client.get("/status")).json())["membership_sizes"]
+    resp = await client.post("/faults", json={"fault": "gsi-growth", "tables": ["catalog"], "factor": 2,
+                                             "ramp_s": 0.3, "duration_s": 0.8})
+    assert resp.status == 201
+    await asyncio.sleep(0.45)
+    grown = (await (await client.get("/status")).json())["membership_sizes"]
+    assert grown != before and max(map(int, grown)) > max(map(int, before))
+    await asyncio.sleep(0.5)
+    assert (await (await client.get("/status")).json())["membership_sizes"] == before
+    events = [json.loads(line) for line in event_log.read_text().splitlines()]
+    assert [(e["fault"], e["event"], e["outcome"]) for e in events] == [
+        ("gsi-growth", "start", "applied"), ("gsi-growth", "end", "reverted")]
+
+
+async def test_fault_state_is_in_metrics_and_grafana_gets_annotations(aiohttp_server, aiohttp_client, tiny_settings,
+                                                                       monkeypatch):
+    from aiohttp import web
+    seen = []
+
+    async def annotate(request):
+        seen.append((request.headers["Authorization"], await request.json()))
+        return web.json_response({"id": len(seen)})
+
+    grafana = web.Application()
+    grafana.router.add_post("/api/annotations", annotate)
+    grafana_server = await aiohttp_server(grafana)
+    monkeypatch.setenv("STORMLAB_GRAFANA_URL", str(grafana_server.make_url("")))
+    monkeypatch.setenv("STORMLAB_GRAFANA_TOKEN", "g-token")
+    client = await aiohttp_client(metadata_app(tiny_settings, token=TOKEN), headers=AUTH)
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 0.3})
+    text = await (await client.get("/metrics")).text()
+    assert 'stormlab_chaos_fault_active{fault="pause-metadata",target="metadata"} 1.0' in text
+    await asyncio.sleep(0.5)
+    text = await (await client.get("/metrics")).text()
+    assert 'stormlab_chaos_fault_active{fault="pause-metadata",target="metadata"} 0.0' in text
+    assert 'stormlab_chaos_faults_total{fault="pause-metadata",outcome="reverted"} 1.0' in text
+    assert [a for a, _ in seen] == ["Bearer g-token"] * 2
+    assert [b["tags"][-1] for _, b in seen] == ["start", "end"]
