@@ -130,7 +130,13 @@ def call(method: str, url: str, token: str, body: dict | None = None, timeout: f
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        message = json.loads(exc.read() or b"{}").get("message", str(exc))
+        raw = exc.read()
+        try:
+            message = json.loads(raw).get("message", str(exc))
+        except ValueError:
+            message = f"{exc}: {raw[:200].decode(errors='replace')}"
+        if exc.code >= 500:
+            raise LabError(f"{url} failed: {message}") from None
         if exc.code == 401:
             raise LabError(f"refused: {message}") from None
         raise ChaosError(message) from None

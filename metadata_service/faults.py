@@ -25,6 +25,8 @@ FAULTS = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth")
 class MetadataFaults:
     def __init__(self, app: web.Application, runner: LeaseRunner) -> None:
         self.app, self.runner = app, runner
+        self._overrides: dict[object, float] = {}  # active capacity leases, oldest first
+        self._base_cores = 0.0
 
     def handlers(self) -> dict:
         return {"pause-metadata": self.pause, "resume-metadata": self.resume, "capacity": self.capacity,
@@ -53,9 +55,21 @@ class MetadataFaults:
         cores = number(body, "cores", 0.1, 100_000)
         bypass = meta.break_glass(body)
         scheduler = self.app[meta.STATE].scheduler
-        before = scheduler.cpu.cores
-        return Plan("metadata", lambda: meta.set_capacity(self.app, cores, bypass),
-                    lambda: scheduler.set_cores(before), {"cores": cores, "from_cores": before, "break_glass": bypass})
+        key = object()
+
+        async def apply() -> None:
+            before = scheduler.cpu.cores
+            await meta.set_capacity(self.app, cores, bypass)
+            if not self._overrides:
+                self._base_cores = before
+            self._overrides[key] = cores
+
+        def revert() -> None:
+            # overlapping leases: the newest one still running wins, else the capacity before them all
+            self._overrides.pop(key, None)
+            scheduler.set_cores(list(self._overrides.values())[-1] if self._overrides else self._base_cores)
+
+        return Plan("metadata", apply, revert, {"cores": cores, "break_glass": bypass})
 
     async def gsi_growth(self, body: dict[str, Any]) -> Plan:
         store = self.app[meta.STORE]

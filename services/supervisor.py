@@ -100,7 +100,9 @@ class Supervisor:
             raise BadRequest(f"target must be the metadata service or a rack: "
                              f"{', '.join(n for n in self.comps if n.startswith(TARGETABLE))}")
         if name in self.held_down or name in self.stopped:
-            raise BadRequest(f"{name} already has a pause or kill fault on it")
+            raise web.HTTPConflict(text=f"{name} already has a pause or kill fault on it")
+        if self.procs[name].returncode is not None:
+            raise web.HTTPConflict(text=f"{name} is not running right now (it is being restarted)")
         return name
 
     async def pause(self, body: dict[str, Any]) -> Plan:
@@ -113,7 +115,10 @@ class Supervisor:
         def revert() -> None:
             self.stopped.discard(name)
             if self.procs[name].returncode is None:
-                self.procs[name].send_signal(signal.SIGCONT)
+                try:
+                    self.procs[name].send_signal(signal.SIGCONT)
+                except ProcessLookupError:  # died while stopped: its watcher restarts it
+                    pass
 
         return Plan(name, apply, revert, {"pid": self.procs[name].pid})
 
@@ -125,13 +130,17 @@ class Supervisor:
             if self.procs[name].returncode is None:
                 self.procs[name].kill()
 
-        def revert() -> None:
+        async def restart() -> None:
+            await self.procs[name].wait()  # its port is free only once it is gone
             self.held_down.discard(name)
             if not self.stopping:
                 self.restarts[name] += 1
-                task = asyncio.ensure_future(self.start(name))
-                self._watchers.add(task)
-                task.add_done_callback(self._watchers.discard)
+                await self.start(name)
+
+        def revert() -> None:
+            task = asyncio.ensure_future(restart())
+            self._watchers.add(task)
+            task.add_done_callback(self._watchers.discard)
 
         return Plan(name, apply, revert, {"pid": self.procs[name].pid})
 

@@ -169,3 +169,18 @@ async def test_fault_state_is_in_metrics_and_grafana_gets_annotations(aiohttp_se
     assert 'stormlab_chaos_faults_total{fault="pause-metadata",outcome="reverted"} 1.0' in text
     assert [a for a, _ in seen] == ["Bearer g-token"] * 2
     assert [b["tags"][-1] for _, b in seen] == ["start", "end"]
+
+
+async def test_overlapping_capacity_leases_restore_the_capacity_before_them(meta):
+    _, client = meta
+
+    async def cores():
+        return (await (await client.get("/status")).json())["cores"]
+
+    await client.post("/faults", json={"fault": "capacity", "cores": 80, "break_glass": True, "duration_s": 0.3})
+    await client.post("/faults", json={"fault": "capacity", "cores": 120, "break_glass": True, "duration_s": 0.6})
+    assert await cores() == 120
+    await asyncio.sleep(0.35)
+    assert await cores() == 120
+    await asyncio.sleep(0.35)
+    assert await cores() == 40
