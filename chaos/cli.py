@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -151,6 +153,8 @@ def call(method: str, url: str, token: str, body: dict | None = None, timeout: f
 def add_parser(sub: argparse._SubParsersAction) -> None:
     chaos = sub.add_parser("chaos", help="inject faults into the running lab (each reverts by itself)",
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    chaos.add_argument("--backend", choices=("auto", "local", "docker"),
+                       help="local processes or the compose project's containers (default: detected)")
     faults = chaos.add_subparsers(dest="fault", required=True)
 
     def fault(name: str, help: str, needs_duration: bool = True) -> argparse.ArgumentParser:
@@ -202,7 +206,47 @@ def holders(state: dict) -> dict[str, str]:
             "metadata": comps["metadata"]["url"]}
 
 
+def backend(args: argparse.Namespace) -> str:
+    chosen = args.backend or os.environ.get("STORMLAB_BACKEND", "auto")
+    if chosen == "auto":
+        return "docker" if os.environ.get("STORMLAB_COMPOSE_PROJECT") else "local"
+    return chosen
+
+
+def run_docker(args: argparse.Namespace, runner=None) -> int:
+    """Network and process faults on the compose project's containers."""
+    from chaos import docker_backend as db
+
+    if args.fault not in NETWORK + PROCESS:
+        raise ChaosError(f"{args.fault} talks to the metadata service's API: run it with --backend local "
+                         "and STORMLAB_METADATA_URL, or through the metadata service")
+    project = os.environ.get("STORMLAB_COMPOSE_PROJECT", db.DEFAULT_PROJECT)
+    runner = runner or db.SdkRunner(project)
+    args.duration_s = duration(args.duration)
+    if args.fault in NETWORK:
+        racks_total = len(runner.containers("rack"))
+        if args.fault == "partition" and args.between:
+            args.rack_list, args.direction = parse_between(*args.between, racks_total, args.one_way)
+        else:
+            args.rack_list = _racks(args, racks_total)
+        if args.fault == "latency":
+            args.delay_ms, args.jitter_ms = duration(args.delay) * 1000, (duration(args.jitter, False) or 0) * 1000
+    try:
+        commands = db.build(args, runner)
+        if args.dry_run:
+            for c in commands:
+                print(f"docker exec {'-d ' if c.detach else ''}{c.container} {shlex.join(c.argv)}")
+            return 0
+        db.run(runner, commands, project)
+    except db.NotOurs as exc:
+        raise ChaosError(str(exc)) from None
+    print(f"{args.fault} on {', '.join(sorted({c.container for c in commands}))}: it reverts by itself")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if backend(args) == "docker":
+        return run_docker(args)
     state = running()
     if not state:
         raise ChaosError("no lab is up: start one with `stormlab up`")
