@@ -1,6 +1,7 @@
 """The CLI against a real (small) lab: up, status --json, chaos blip and its refusals, down."""
 import json
 import time
+import urllib.request
 
 import pytest
 
@@ -39,10 +40,20 @@ def test_up_status_blip_down(small_lab, capsys):
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
 
-    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s"]) == 0
-    assert "racks [0]" in capsys.readouterr().out
+    for bad in (["pause", "--target", "loadgen", "--duration", "1s"], ["kill", "--target", "pid:1", "--duration", "1s"],
+                ["pause", "--target", "rack-07", "--duration", "1s"], ["pause-metadata", "--duration", "11m"]):
+        assert main(["chaos", *bad]) == 2, bad
+        assert "stormlab:" in capsys.readouterr().err
+    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("POST http://127.0.0.1:")
     assert main(["chaos", "list"]) == 0
-    assert "racks [0]" in capsys.readouterr().out
+    assert "no active faults" in capsys.readouterr().out
+
+    timeouts_before = [renewal_timeouts(snap["endpoints"][f"rack-0{r}"]) for r in (0, 1)]
+    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s"]) == 0
+    assert "blip #1 on rack-0" in capsys.readouterr().out
+    assert main(["chaos", "list"]) == 0
+    assert "blip on rack-0" in capsys.readouterr().out
     deadline = time.monotonic() + 2
     seen_down = False
     while time.monotonic() < deadline and not seen_down:
@@ -53,6 +64,15 @@ def test_up_status_blip_down(small_lab, capsys):
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
     assert status(capsys)["racks_link_down"] == []
+    timeouts_after = [renewal_timeouts(snap["endpoints"][f"rack-0{r}"]) for r in (0, 1)]
+    assert timeouts_after[0] > timeouts_before[0], "the blipped rack's renewals should have timed out"
+    assert timeouts_after[1] == timeouts_before[1], "only the blipped rack's renewals should fail"
+
+
+def renewal_timeouts(rack_url: str) -> float:
+    text = urllib.request.urlopen(f"{rack_url}/metrics", timeout=2).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("stormlab_renewals_total{") and 'outcome="timeout"' in line)
 
 
 def test_up_twice_is_refused(small_lab, capsys):
