@@ -43,7 +43,7 @@ def main() -> int:
     p.add_argument("--watch", default="240s", help="watched after each blip (default 240s)")
     p.add_argument("--only", nargs="*", choices=list(CASES), help="run only these cases")
     args = p.parse_args()
-    runs = [("dynamodb-2015", CASES["dynamodb-2015"])] * args.repeat
+    runs = [("dynamodb-2015", CASES["dynamodb-2015"] + ["--seed", str(2015 + i)]) for i in range(args.repeat)]
     runs += [(name, flags) for name, flags in CASES.items() if name != "dynamodb-2015"]
     if args.only:
         runs = [r for r in runs if r[0] in args.only]

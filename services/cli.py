@@ -25,6 +25,7 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity", type=float, help="metadata virtual cores; default 40")
     p.add_argument("--renewal-period", help="renewal period, e.g. 10s")
     p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
+    p.add_argument("--seed", type=int, help="seed for renewal jitter, retry jitter and traffic; default 2015")
     p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
 
 
@@ -36,7 +37,7 @@ def settings_from(args: argparse.Namespace):
         "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
         "abandoned_work": args.abandoned_work, "capacity_cores": args.capacity,
         "renewal_period_s": parse_duration(args.renewal_period) if args.renewal_period else None,
-        "customer_rate": args.customer_rate,
+        "customer_rate": args.customer_rate, "seed": args.seed,
     }
     return base.replace(**{k: v for k, v in changes.items() if v is not None})
 
