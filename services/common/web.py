@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from typing import Any, AsyncIterator, Callable
@@ -115,7 +116,14 @@ def base_app(registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], No
     app.router.add_get("/metrics", metrics_route(registry, refresh))
     app.router.add_get("/healthz", healthz)
     app.cleanup_ctx.append(lag.ctx)
+    app.on_startup.append(_freeze_startup_objects)
     return app
+
+
+async def _freeze_startup_objects(app: web.Application) -> None:
+    # Everything built at startup (memberships, nodes, routes) lives as long as the process:
+    # keep it out of the garbage collector's full passes, which would otherwise stall the loop.
+    gc.freeze()
 
 
 async def healthz(request: web.Request) -> web.Response:
