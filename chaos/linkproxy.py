@@ -236,7 +236,7 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
         return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now),
-                                  "loop_lag_p99_s": lag.p99()})
+                                  "loop_lag_p99_s": lag.p99(request)})
 
     app.router.add_get("/status", status)
     return app

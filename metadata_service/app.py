@@ -207,5 +207,5 @@ async def status(request: web.Request) -> web.Response:
         "membership_sizes": {str(k): v for k, v in store.size_distribution().items()},
         "processing_p99_s": state.latency.quantile(0.99, now),
         "allowance_s": request.app[SETTINGS].allowance_s,
-        "loop_lag_p99_s": request.app[LAG].p99(),
+        "loop_lag_p99_s": request.app[LAG].p99(request),
     })

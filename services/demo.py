@@ -110,9 +110,10 @@ class Demo:
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
+            run_lag = (await observe.snapshot(session, self.state, lag_window_s=self.now() - settle_start))["loop_lag_p99_s"]
         from services.common.fleet import rack_of
         outside = sum(1 for n, count in after.items() if count > before.get(n, 0) and rack_of(n) not in racks)
-        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period)
+        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period, run_lag)
         summary["disqualified_outside_blip"] = outside
         summary["blip_racks"] = racks
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}

@@ -21,14 +21,17 @@ async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = 
         return None
 
 
-async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = False) -> dict[str, Any]:
-    """One reading of the whole lab; missing components show as unreachable."""
+async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = False,
+                   lag_window_s: float | None = None) -> dict[str, Any]:
+    """One reading of the whole lab; missing components show as unreachable.
+
+    ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``."""
     comps = state["components"]
     names = list(comps)
-    suffix = "?nodes=1" if nodes else ""
+    query = "&".join(q for q in ("nodes=1" if nodes else "", f"lag_window_s={lag_window_s}" if lag_window_s else "") if q)
     auth = headers(ensure_token(Path(state["directory"])))
     replies = await asyncio.gather(
-        *(_get(session, f"{comps[n]['url']}/status{suffix if n.startswith('rack') else ''}") for n in names),
+        *(_get(session, f"{comps[n]['url']}/status?{query}") for n in names),
         *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])))
     by_name = dict(zip(names, replies))
     held = [reply for reply in replies[len(names):] if reply]

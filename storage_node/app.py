@@ -128,6 +128,6 @@ async def status(request: web.Request) -> web.Response:
         "nodes_starting": counts["starting"],
         "renewal_p99_s": rack.renewal_latency.quantile(0.99, rack.now()),
         "allowance_s": request.app[SETTINGS].allowance_s,
-        "loop_lag_p99_s": request.app[LAG].p99(),
+        "loop_lag_p99_s": request.app[LAG].p99(request),
         **({"nodes": [n.status() for n in rack.nodes.values()]} if request.query.get("nodes") == "1" else {}),
     })

@@ -83,15 +83,20 @@ class LoopLag:
 
     def __init__(self, registry: CollectorRegistry, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
-        self.window = Window(span_s=10.0)
-        self.seen = Window(span_s=1e9)  # whole-run maximum for the demo summary
+        self.window = Window(span_s=24 * 3600.0, max_samples=200_000)
         self.histogram = Histogram("stormlab_event_loop_lag_seconds",
                                    "How late this process's event loop ran a timer", buckets=LAG_BUCKETS,
                                    registry=registry)
 
-    def p99(self) -> float:
-        loop = asyncio.get_running_loop()
-        return self.window.quantile(0.99, loop.time()) or 0.0
+    def p99(self, request: web.Request | None = None) -> float:
+        """p99 over the last 10 s, or over ``?lag_window_s=`` seconds (the demo asks for its whole run)."""
+        within = 10.0
+        if request is not None and "lag_window_s" in request.query:
+            try:
+                within = min(max(float(request.query["lag_window_s"]), 0.1), 24 * 3600.0)
+            except ValueError:
+                raise BadRequest("lag_window_s must be a number of seconds") from None
+        return self.window.quantile(0.99, asyncio.get_running_loop().time(), within) or 0.0
 
     async def ctx(self, app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self._run())

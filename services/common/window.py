@@ -17,8 +17,11 @@ class Window:
             self._samples.popleft()
         return [v for _, v in self._samples]
 
-    def quantile(self, q: float, now: float) -> float | None:
-        values = sorted(self.values(now))
+    def quantile(self, q: float, now: float, within_s: float | None = None) -> float | None:
+        values = self.values(now)
+        if within_s is not None:
+            values = [v for t, v in self._samples if t >= now - within_s]
+        values = sorted(values)
         if not values:
             return None
         return values[min(len(values) - 1, int(q * len(values)))]

@@ -151,7 +151,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
     app.cleanup_ctx.append(traffic_ctx)
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response({**gen.status(), "loop_lag_p99_s": lag.p99()})
+        return web.json_response({**gen.status(), "loop_lag_p99_s": lag.p99(request)})
 
     app.router.add_get("/status", status)
     return app

@@ -192,3 +192,8 @@ async def test_partition_map_is_only_sent_again_when_it_changed(metadata):
     await metadata.post("/admin/tables/catalog/gsis", json={"add": 1})
     again = await metadata.get("/partition-map", headers={"If-None-Match": etag})
     assert again.status == 200 and again.headers["ETag"] != etag
+
+
+async def test_status_lag_window_is_validated(metadata):
+    assert (await metadata.get("/status?lag_window_s=60")).status == 200
+    await assert_json_error(await metadata.get("/status?lag_window_s=soon"), 400)

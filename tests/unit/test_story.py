@@ -50,3 +50,19 @@ def test_a_blip_that_heals():
 def test_a_run_on_an_overloaded_host_is_not_valid():
     samples = [Sample(t, t * 200, 0, 0, 0, None, None, 0.08) for t in range(100)]
     assert summarize(samples, 0, 50, 55, allowance_s=1.0)["valid"] is False
+
+
+def test_validity_uses_the_whole_run_lag_when_given():
+    samples = [Sample(t, t * 200, 0, 0, 0, None, None, 0.08 if t == 70 else 0.004) for t in range(100)]
+    one_stall = summarize(samples, 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.006)
+    assert one_stall["valid"] is True and one_stall["loop_lag_worst_10s_p99_s"] == 0.08
+    assert summarize(samples, 0, 50, 55, allowance_s=1.0)["valid"] is False
+
+
+def test_window_quantile_within_a_span():
+    from services.common.window import Window
+    w = Window(span_s=100.0)
+    for t in range(100):
+        w.add(float(t), 1.0 if t < 50 else 0.0)
+    assert w.quantile(0.99, 99.0) == 1.0
+    assert w.quantile(0.99, 99.0, within_s=40.0) == 0.0
