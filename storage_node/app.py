@@ -18,11 +18,11 @@ from services.common.settings import LabSettings
 from services.common.web import BadRequest, LoopLag, base_app, json_error, read_object
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Node, Rack
-from storage_node.store import ItemStore
+from storage_node.store import AsyncItemStore
 
 SETTINGS = web.AppKey("settings", LabSettings)
 RACK = web.AppKey("rack", Rack)
-STORE = web.AppKey("store", ItemStore)
+STORE = web.AppKey("store", AsyncItemStore)
 METRICS = web.AppKey("metrics", RackMetrics)
 LAG = web.AppKey("lag", LoopLag)
 MAX_KEY = 256
@@ -38,7 +38,7 @@ def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) 
 
     async def rack_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
-        app[STORE] = ItemStore(data_dir / f"rack-{rack:02d}.sqlite3")
+        app[STORE] = AsyncItemStore(data_dir / f"rack-{rack:02d}.sqlite3")
         app[RACK] = holder["rack"] = Rack(settings, rack, link_url, metrics)
         app[RACK].start()
         yield
@@ -87,8 +87,9 @@ async def get_item(request: web.Request) -> web.Response:
     rack, store, metrics = request.app[RACK], request.app[STORE], request.app[METRICS]
     if "index" in request.query:
         metrics.served.labels(rack.label, "ok").inc()
-        return web.json_response({"node": node.id, "index": request.query["index"], "items": store.query(table, key)})
-    found, value = store.get(table, partition, key)
+        items = await store.query(table, key)
+        return web.json_response({"node": node.id, "index": request.query["index"], "items": items})
+    found, value = await store.get(table, partition, key)
     if not found:
         metrics.served.labels(rack.label, "not_found").inc()
         return json_error(404, "not_found", f"no item {key!r} in {table}/{partition}")
@@ -109,7 +110,7 @@ async def put_item(request: web.Request) -> web.Response:
     if isinstance(target, web.Response):
         return target
     node, table, partition, key = target
-    request.app[STORE].put(table, partition, key, body["value"])  # committed before we acknowledge
+    await request.app[STORE].put(table, partition, key, body["value"])  # committed before we acknowledge
     metrics.served.labels(rack.label, "ok").inc()
     return web.json_response({"node": node.id, "key": key, "stored": True})
 

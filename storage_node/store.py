@@ -6,8 +6,10 @@ killed (SIGKILL): the commit is in the WAL file in the OS before the write is ac
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,32 @@ class ItemStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+class AsyncItemStore:
+    """The store off the event loop: one worker thread does every SQLite call, in order.
+
+    A commit is usually microseconds, but a WAL checkpoint (an fsync of the database) can take
+    a few hundred milliseconds on a slow disk; done on the event loop it would stall every
+    node's renewal timers in the rack and skew the storm.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="item-store")
+        self._store = self._executor.submit(ItemStore, path).result()
+
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def put(self, table: str, partition: int, key: str, value: Any) -> None:
+        await self._run(self._store.put, table, partition, key, value)
+
+    async def get(self, table: str, partition: int, key: str) -> tuple[bool, Any]:
+        return await self._run(self._store.get, table, partition, key)
+
+    async def query(self, table: str, key: str) -> list[Any]:
+        return await self._run(self._store.query, table, key)
+
+    def close(self) -> None:
+        self._executor.submit(self._store.close).result()
+        self._executor.shutdown()
