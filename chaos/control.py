@@ -59,9 +59,10 @@ class Recorder:
         self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), os.environ.get("STORMLAB_GRAFANA_TOKEN", ""))
         self._tasks: set[asyncio.Task] = set()
 
-    def record(self, outcome: str, lease: Lease, holding: bool) -> None:
+    def record(self, outcome: str, lease: Lease, book: LeaseBook) -> None:
         self.events.labels(lease.fault, outcome).inc()
-        self.active.labels(lease.fault, lease.target).set(1 if holding else 0)
+        for target in lease.targets:  # one series per rack or process: labels stay bounded
+            self.active.labels(lease.fault, target).set(1 if book.holding(target, lease.fault) else 0)
         event = {"at": time.time(), "event": "start" if outcome == "applied" else "end", "outcome": outcome,
                  "component": self.component, "id": lease.id, "fault": lease.fault, "target": lease.target,
                  "duration_s": round(lease.ends_at - lease.started_at, 3), **lease.detail}
@@ -102,7 +103,7 @@ class LeaseRunner:
         loop = asyncio.get_running_loop()
         lease = self.book.open(fault, plan.target, duration_s, loop.time(), **plan.detail)
         self._reverts[lease.id] = plan.revert
-        self.recorder.record("applied", lease, holding=True)
+        self.recorder.record("applied", lease, self.book)
         self._arm()
         return lease
 
@@ -118,7 +119,7 @@ class LeaseRunner:
             self._reverts.pop(lease.id)()
         except Exception:  # a revert must not stop the others
             log.exception("revert of %s #%s failed", lease.fault, lease.id)
-        self.recorder.record(outcome, lease, holding=bool(self.book.holding(lease.target)))
+        self.recorder.record(outcome, lease, self.book)
 
     def _arm(self) -> None:
         if self._timer is not None:

@@ -21,10 +21,14 @@ class LeaseError(ValueError):
 class Lease:
     id: int
     fault: str
-    target: str
+    target: str  # one target, or several joined by commas (a blip of racks 0 and 1: "rack-0,rack-1")
     started_at: float
     ends_at: float
     detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> list[str]:
+        return self.target.split(",")
 
     def describe(self, now: float) -> dict[str, Any]:
         return {"id": self.id, "fault": self.fault, "target": self.target,
@@ -68,8 +72,9 @@ class LeaseBook:
     def next_end(self) -> float | None:
         return min((l.ends_at for l in self._leases.values()), default=None)
 
-    def holding(self, target: str) -> list[Lease]:
-        return [l for l in self._leases.values() if l.target == target]
+    def holding(self, target: str, fault: str | None = None) -> list[Lease]:
+        return [l for l in self._leases.values()
+                if target in l.targets and (fault is None or l.fault == fault)]
 
     def active(self, now: float) -> list[dict[str, Any]]:
         return [l.describe(now) for l in sorted(self._leases.values(), key=lambda l: l.id)]

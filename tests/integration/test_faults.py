@@ -184,3 +184,15 @@ async def test_overlapping_capacity_leases_restore_the_capacity_before_them(meta
     assert await cores() == 120
     await asyncio.sleep(0.35)
     assert await cores() == 40
+
+
+async def test_a_multi_rack_fault_is_one_metric_series_per_rack(links):
+    proxy, _ = links
+    await proxy.post("/faults", json={"fault": "blip", "racks": [0, 1], "duration_s": 0.3})
+    text = await (await proxy.get("/metrics")).text()
+    assert 'stormlab_chaos_fault_active{fault="blip",target="rack-0"} 1.0' in text
+    assert 'stormlab_chaos_fault_active{fault="blip",target="rack-1"} 1.0' in text
+    assert "rack-0,rack-1" not in text
+    await asyncio.sleep(0.4)
+    text = await (await proxy.get("/metrics")).text()
+    assert 'stormlab_chaos_fault_active{fault="blip",target="rack-0"} 0.0' in text

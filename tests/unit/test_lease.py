@@ -35,3 +35,12 @@ def test_holding_and_close():
     lease = book.open("pause", "metadata", 5, now=0.0)
     assert book.holding("metadata") == [lease] and book.holding("rack-0") == []
     assert book.close(lease.id) == lease and book.close(lease.id) is None
+
+
+def test_a_lease_on_several_targets_holds_each_of_them():
+    book = LeaseBook()
+    book.open("blip", "rack-0,rack-1", 5, now=0.0)
+    book.open("latency", "rack-1", 5, now=0.0)
+    assert [l.fault for l in book.holding("rack-1")] == ["blip", "latency"]
+    assert [l.fault for l in book.holding("rack-1", "blip")] == ["blip"]
+    assert book.holding("rack-2") == []
