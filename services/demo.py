@@ -19,6 +19,7 @@ import aiohttp
 from chaos.cli import parse_racks
 from services import launcher, observe
 from services.common.auth import ensure_token, headers
+from services.common.fleet import rack_of
 from services.common.settings import parse_duration
 from services.story import Sample, rolling, summarize
 
@@ -111,7 +112,6 @@ class Demo:
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
             run_lag = (await observe.snapshot(session, self.state, lag_window_s=self.now() - settle_start))["loop_lag_p99_s"]
-        from services.common.fleet import rack_of
         outside = sum(1 for n, count in after.items() if count > before.get(n, 0) and rack_of(n) not in racks)
         summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period, run_lag)
         summary["disqualified_outside_blip"] = outside
@@ -131,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     from services.cli import settings_from
 
     settings = settings_from(args)
+    durations = parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch)
+    parse_racks(args.blip_racks, settings.racks)  # refuse bad input before starting anything
     out = sys.stderr if args.json else sys.stdout
     print(f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
           f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
@@ -138,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
     state = launcher.up(settings, args.base_port)
     try:
-        demo = Demo(state, out, parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch),
-                    args.blip_racks)
+        demo = Demo(state, out, *durations, args.blip_racks)
         result = asyncio.run(demo.run())
     finally:
         launcher.down()

@@ -163,6 +163,7 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
     state, auth = lab
     rng = random.Random(2015)
     rules_before = firewall()
+    table_before = process_table(state["supervisor_pid"])
     applied = refused = 0
     for _ in range(SOAK_FAULTS):
         code = main(["chaos", *random_fault(rng)])
@@ -189,3 +190,19 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
             assert meta["membership_sizes"] == {"20": 34, "138": 6}
     asyncio.run(check())
     assert firewall() == rules_before
+    table_after = process_table(state["supervisor_pid"])
+    assert len(table_after) == len(table_before) == len(state["components"]), (table_before, table_after)
+    assert all(stat in "RS" for stat in table_after.values()), table_after  # none stopped (T) or dead (Z)
+
+
+def process_table(supervisor_pid: int) -> dict[int, str]:
+    """The supervisor's children: pid -> scheduler state (a paused one would be T)."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == supervisor_pid:
+            table[int(stat.parent.name)] = fields[0]
+    return table

@@ -74,3 +74,10 @@ def test_up_refuses_ports_in_use(no_lab, capsys):
         port = busy.getsockname()[1]
         assert main(["up", "--racks", "1", "--base-port", str(port)]) == 1
     assert "in use" in capsys.readouterr().err
+
+
+def test_demo_refuses_bad_input_before_starting_a_lab(no_lab, capsys):
+    assert main(["demo", "--blip-racks", "11"]) == 2
+    assert main(["demo", "--watch", "forever"]) == 2
+    assert main(["status"]) == 1  # nothing was started
+    capsys.readouterr()
