@@ -15,11 +15,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from chaos.lease import max_duration_s
 from services.common.auth import ensure_token, headers
 from services.common.settings import SettingsError, parse_duration
 from services.launcher import LabError, running, state_dir
 
-MAX_DURATION_S = 600.0
 NETWORK = ("blip", "partition", "latency", "loss")
 PROCESS = ("pause", "kill")
 METADATA = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth")
@@ -31,18 +31,25 @@ class ChaosError(LabError):
 
 def parse_racks(text: str, racks_total: int) -> list[int]:
     """``3`` means three racks (0, 1, 2); ``2,5,7`` names them."""
+    if "," in text:
+        return parse_rack_list(text, racks_total)
     try:
-        if "," not in text:
-            count = int(text)
-            if not 1 <= count <= racks_total:
-                raise ChaosError(f"--racks {count}: the lab has {racks_total} racks")
-            return list(range(count))
-        chosen = [int(part) for part in text.split(",") if part.strip()]
+        count = int(text)
     except ValueError:
         raise ChaosError(f"--racks must be a count or a comma list of rack numbers, got {text!r}") from None
-    unknown = [r for r in chosen if not 0 <= r < racks_total]
-    if unknown or len(set(chosen)) != len(chosen) or not chosen:
-        raise ChaosError(f"--racks {text}: racks are numbered 0..{racks_total - 1}, each at most once")
+    if not 1 <= count <= racks_total:
+        raise ChaosError(f"--racks {count}: the lab has {racks_total} racks")
+    return list(range(count))
+
+
+def parse_rack_list(text: str, racks_total: int) -> list[int]:
+    """``2,5,7`` (or ``3``): rack numbers, each at most once."""
+    try:
+        chosen = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ChaosError(f"racks must be rack numbers, got {text!r}") from None
+    if not chosen or len(set(chosen)) != len(chosen) or any(not 0 <= r < racks_total for r in chosen):
+        raise ChaosError(f"racks {text}: racks are numbered 0..{racks_total - 1}, each at most once")
     return chosen
 
 
@@ -53,8 +60,7 @@ def parse_between(a: str, b: str, racks_total: int, one_way: bool) -> tuple[list
     if rack_group is None or groups - {rack_group} != {"metadata"}:
         raise ChaosError("the local backend partitions racks from the metadata service: "
                          "--between racks:1,2 metadata (other groups need the docker backend)")
-    listed = rack_group.removeprefix("racks:")
-    racks = parse_racks(listed if "," in listed else f"{listed},", racks_total)  # racks:3 names rack 3
+    racks = parse_rack_list(rack_group.removeprefix("racks:"), racks_total)  # racks:3 names rack 3
     if not one_way:
         return racks, "both"
     return racks, "to-metadata" if a == rack_group else "from-metadata"
@@ -69,8 +75,8 @@ def duration(text: str | None, required: bool = True) -> float | None:
         value = parse_duration(text)
     except SettingsError as exc:
         raise ChaosError(str(exc)) from None
-    if not 0 < value <= MAX_DURATION_S:
-        raise ChaosError(f"--duration must be more than 0 and at most {MAX_DURATION_S:.0f}s")
+    if not 0 < value <= max_duration_s():
+        raise ChaosError(f"--duration must be more than 0 and at most {max_duration_s():g}s")
     return value
 
 
@@ -160,7 +166,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     def fault(name: str, help: str, needs_duration: bool = True) -> argparse.ArgumentParser:
         p = faults.add_parser(name, help=help, description=help)
         if needs_duration:
-            p.add_argument("--duration", help=f"how long, e.g. 5s, 500ms, 2m (required; at most {MAX_DURATION_S:.0f}s)")
+            p.add_argument("--duration", help=f"how long, e.g. 5s, 500ms, 2m (required; at most {max_duration_s():g}s)")
         p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
         p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
         return p

@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from chaos.lease import Lease, LeaseBook, LeaseError
+from chaos.lease import Lease, LeaseBook, LeaseError, max_duration_s as lease_max_duration_s
 from services.common.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Recorder:
 
 class LeaseRunner:
     def __init__(self, recorder: Recorder, max_duration_s: float | None = None) -> None:
-        self.book = LeaseBook(max_duration_s or float(os.environ.get("STORMLAB_MAX_FAULT_S", "600")))
+        self.book = LeaseBook(max_duration_s or lease_max_duration_s())
         self.recorder = recorder
         self._reverts: dict[int, Callable[[], None]] = {}
         self._timer: asyncio.TimerHandle | None = None

@@ -7,10 +7,16 @@ moment the fault is applied, whatever happens to the command that asked for it.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_MAX_DURATION_S = 600.0
+
+
+def max_duration_s() -> float:
+    """The longest lease allowed: ``STORMLAB_MAX_FAULT_S``, 600 s unless set."""
+    return float(os.environ.get("STORMLAB_MAX_FAULT_S", DEFAULT_MAX_DURATION_S))
 
 
 class LeaseError(ValueError):
@@ -53,9 +59,6 @@ class LeaseBook:
         lease = Lease(next(self._ids), fault, target, now, now + duration, detail)
         self._leases[lease.id] = lease
         return lease
-
-    def close(self, lease_id: int) -> Lease | None:
-        return self._leases.pop(lease_id, None)
 
     def due(self, now: float) -> list[Lease]:
         """Leases whose time is up, removed from the book, oldest end first."""

@@ -30,11 +30,10 @@ def test_bad_durations_are_refused_and_nothing_is_opened(duration):
     assert len(book) == 0
 
 
-def test_holding_and_close():
+def test_holding():
     book = LeaseBook()
     lease = book.open("pause", "metadata", 5, now=0.0)
     assert book.holding("metadata") == [lease] and book.holding("rack-0") == []
-    assert book.close(lease.id) == lease and book.close(lease.id) is None
 
 
 def test_a_lease_on_several_targets_holds_each_of_them():
