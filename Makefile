@@ -5,7 +5,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-unit test-integration demo up status down clean
+# docker compose: `make up` / `make down` / `make blip` / `make logs` / `make e2e`.
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+PROMETHEUS_PORT ?= 9090
+GRAFANA_PORT ?= 3000
+
+.PHONY: install test test-unit test-integration demo local-up local-status local-down clean \
+        up down blip logs e2e
 
 install: $(STAMP)
 
@@ -28,14 +34,41 @@ test-integration: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/stormlab demo $(ARGS)
 
-up: $(STAMP)
+# The local lab without the demo: processes on loopback, left running.
+local-up: $(STAMP)
 	$(BIN)/stormlab up $(ARGS)
 
-status: $(STAMP)
+local-status: $(STAMP)
 	$(BIN)/stormlab status
 
-down: $(STAMP)
+local-down: $(STAMP)
 	$(BIN)/stormlab down
+
+# The whole lab on docker compose, with Prometheus and Grafana.
+up:
+	$(COMPOSE) up -d --build
+	@echo
+	@echo "stormlab is up. Give it a minute to settle, then:"
+	@echo "  storm dashboard   http://localhost:$(GRAFANA_PORT)/d/stormlab-storm"
+	@echo "  tables            http://localhost:$(GRAFANA_PORT)/d/stormlab-tables"
+	@echo "  metadata margin   http://localhost:$(GRAFANA_PORT)/d/stormlab-margin"
+	@echo "  Prometheus        http://localhost:$(PROMETHEUS_PORT)/alerts"
+	@echo "  start the storm   make blip   ($(COMPOSE) run --rm chaos blip --racks 3 --duration 5s)"
+	@echo "  stop everything   make down"
+
+down:
+	$(COMPOSE) down -v --remove-orphans
+
+blip:
+	$(COMPOSE) run --rm chaos blip --racks 3 --duration 5s
+
+logs:
+	$(COMPOSE) logs -f --tail=100
+
+# End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
+e2e: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,docker]'
+	$(BIN)/pytest -p no:cacheprovider tests/e2e -s
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

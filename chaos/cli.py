@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import time
 import urllib.error
 import urllib.request
@@ -208,8 +207,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def holders(state: dict) -> dict[str, str]:
     comps = state["components"]
-    return {"linkproxy": comps["linkproxy"]["url"], "supervisor": state["supervisor_url"],
-            "metadata": comps["metadata"]["url"]}
+    found = {"linkproxy": comps.get("linkproxy", {}).get("url"), "supervisor": state.get("supervisor_url"),
+             "metadata": comps.get("metadata", {}).get("url")}
+    return {who: url for who, url in found.items() if url}
 
 
 def backend(args: argparse.Namespace) -> str:
@@ -219,54 +219,72 @@ def backend(args: argparse.Namespace) -> str:
     return chosen
 
 
-def run_docker(args: argparse.Namespace, runner=None) -> int:
-    """Network and process faults on the compose project's containers."""
-    from chaos import docker_backend as db
-
-    if args.fault not in NETWORK + PROCESS:
-        raise ChaosError(f"{args.fault} talks to the metadata service's API: run it with --backend local "
-                         "and STORMLAB_METADATA_URL, or through the metadata service")
-    project = os.environ.get("STORMLAB_COMPOSE_PROJECT", db.DEFAULT_PROJECT)
-    runner = runner or db.SdkRunner(project)
-    args.duration_s = duration(args.duration)
-    if args.fault in NETWORK:
-        racks_total = len(runner.containers("rack"))
-        if args.fault == "partition" and args.between:
-            args.rack_list, args.direction = parse_between(*args.between, racks_total, args.one_way)
-        else:
-            args.rack_list = _racks(args, racks_total)
-        if args.fault == "latency":
-            args.delay_ms, args.jitter_ms = duration(args.delay) * 1000, (duration(args.jitter, False) or 0) * 1000
-    try:
-        commands = db.build(args, runner)
-        if args.dry_run:
-            for c in commands:
-                print(f"docker exec {'-d ' if c.detach else ''}{c.container} {shlex.join(c.argv)}")
-            return 0
-        db.run(runner, commands, project)
-    except db.NotOurs as exc:
-        raise ChaosError(str(exc)) from None
-    print(f"{args.fault} on {', '.join(sorted({c.container for c in commands}))}: it reverts by itself")
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
+def lab_state(args: argparse.Namespace) -> dict:
+    """Who holds what: the local lab's state file, or on compose the metadata service's URL."""
     if backend(args) == "docker":
-        return run_docker(args)
+        url = os.environ.get("STORMLAB_METADATA_URL", "")
+        if not url and args.fault in METADATA:
+            raise ChaosError(f"{args.fault} goes to the metadata service: set STORMLAB_METADATA_URL "
+                             "(the chaos container has it: docker compose run --rm chaos …)")
+        return {"settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
+                "components": {"metadata": {"url": url}} if url else {}}
     state = running()
     if not state:
         raise ChaosError("no lab is up: start one with `stormlab up`")
+    return state
+
+
+def run_docker(args: argparse.Namespace, runner=None) -> int:
+    """Network and process faults on the compose project's containers."""
+    from chaos import docker_cli  # noqa: PLC0415 - the Docker SDK only when asked for
+
+    try:
+        runner = docker_cli.runner_for(runner)
+        args.duration_s = duration(args.duration)
+        if args.fault in NETWORK:
+            racks_total = max(runner.racks(), default=-1) + 1
+            if args.fault == "partition" and args.between:
+                args.rack_list, args.direction = parse_between(*args.between, racks_total, args.one_way)
+            else:
+                args.rack_list = _racks(args, racks_total)
+            if args.fault == "latency":
+                args.delay_ms, args.jitter_ms = duration(args.delay) * 1000, (duration(args.jitter, False) or 0) * 1000
+            if args.fault == "loss" and not 0 <= args.probability <= 1:
+                raise ChaosError("--probability must be between 0 and 1")
+        return docker_cli.apply(args, runner)
+    except docker_cli.DockerChaosError as exc:
+        raise ChaosError(str(exc)) from None
+    except docker_cli.NotApplied as exc:
+        raise LabError(str(exc)) from None
+
+
+def run(args: argparse.Namespace, runner=None) -> int:
+    docker = backend(args) == "docker"
+    if docker and args.fault in NETWORK + PROCESS:
+        return run_docker(args, runner)
+    state = lab_state(args)
     token = ensure_token(state_dir())
+    if args.fault in ("list", "halt") and docker:
+        from chaos import docker_cli  # noqa: PLC0415
+
+        try:
+            runner = docker_cli.runner_for(runner)
+        except docker_cli.DockerChaosError as exc:
+            raise ChaosError(str(exc)) from None
     if args.fault == "list":
         rows = [(who, f) for who, url in holders(state).items() for f in call("GET", f"{url}/faults", token)["faults"]]
         for who, f in rows:
             extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
             print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
-        if not rows:
+        in_containers = docker_cli.held_rows(runner) if docker else []
+        for row in in_containers:
+            print(row)
+        if not rows and not in_containers:
             print("no active faults")
         return 0
     if args.fault == "halt":
         total = sum(call("DELETE", f"{url}/faults", token)["halted"] for url in holders(state).values())
+        total += docker_cli.halt(runner) if docker else 0
         print(f"halted {total} fault(s)")
         return 0
     url, body = request_for(args, state)

@@ -27,6 +27,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from chaos.lease import Lease, LeaseBook, LeaseError, max_duration_s as lease_max_duration_s
+from services.common.auth import grafana_auth
 from services.common.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class Recorder:
             for outcome in OUTCOMES:
                 self.events.labels(fault, outcome)
         self.event_log = Path(os.environ["STORMLAB_EVENT_LOG"]) if os.environ.get("STORMLAB_EVENT_LOG") else None
-        self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), os.environ.get("STORMLAB_GRAFANA_TOKEN", ""))
+        self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), grafana_auth())
         self._tasks: set[asyncio.Task] = set()
 
     def record(self, outcome: str, lease: Lease, book: LeaseBook) -> None:
@@ -70,18 +71,18 @@ class Recorder:
         if self.event_log is not None:
             with self.event_log.open("a") as f:
                 f.write(json.dumps(event) + "\n")
-        url, token = self.grafana
-        if url and token:
-            task = asyncio.ensure_future(self._annotate(url, token, event))
+        url, auth = self.grafana
+        if url and auth:
+            task = asyncio.ensure_future(self._annotate(url, auth, event))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _annotate(self, url: str, token: str, event: dict) -> None:
+    async def _annotate(self, url: str, auth: str, event: dict) -> None:
         body = {"time": int(event["at"] * 1000), "tags": ["stormlab", "chaos", event["fault"], event["event"]],
                 "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})"}
         try:
             async with aiohttp.ClientSession() as s:
-                async with s.post(f"{url}/api/annotations", json=body, headers={"Authorization": f"Bearer {token}"},
+                async with s.post(f"{url}/api/annotations", json=body, headers={"Authorization": auth},
                                   timeout=aiohttp.ClientTimeout(total=2)) as resp:
                     await resp.read()
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:

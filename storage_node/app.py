@@ -31,6 +31,7 @@ MAX_VALUE_BYTES = 4096
 
 def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) -> web.Application:
     metrics = RackMetrics.create(rack)
+    metrics.allowance.labels(str(rack)).set(settings.allowance_s)
     lag = LoopLag(metrics.registry)
     holder: dict[str, Rack] = {}
     app = base_app(metrics.registry, lag, refresh=lambda: holder["rack"].sync_metrics() if holder else None)

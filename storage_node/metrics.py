@@ -23,6 +23,7 @@ class RackMetrics:
     link_up: Gauge
     link_restores: Counter
     served: Counter
+    allowance: Gauge
 
     @classmethod
     def create(cls, rack: int) -> "RackMetrics":
@@ -43,6 +44,8 @@ class RackMetrics:
                                   "Times the rack's link came back (every node renews at once)", ["rack"], registry=r),
             served=Counter("stormlab_node_requests_total", "Customer requests answered by the rack's nodes",
                            ["rack", "outcome"], registry=r),
+            allowance=Gauge("stormlab_renewal_allowance_seconds",
+                            "The allowance: a renewal not answered by then disqualifies its node", ["rack"], registry=r),
         )
         label = str(rack)
         for attempt in ATTEMPTS:

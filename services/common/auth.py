@@ -5,6 +5,7 @@ state directory the first time and passes it to every component.
 """
 from __future__ import annotations
 
+import base64
 import hmac
 import os
 import secrets
@@ -56,3 +57,16 @@ def token_middleware(token: str) -> Callable:
 
 def from_env() -> str:
     return os.environ.get(ENV, "")
+
+
+def grafana_auth() -> str | None:
+    """The Authorization header for Grafana's annotation API: ``STORMLAB_GRAFANA_TOKEN`` (a
+    service-account token), else ``STORMLAB_GRAFANA_USER`` (default admin) and ``STORMLAB_GRAFANA_PASSWORD``."""
+    token = os.environ.get("STORMLAB_GRAFANA_TOKEN")
+    if token:
+        return f"Bearer {token}"
+    password = os.environ.get("STORMLAB_GRAFANA_PASSWORD")
+    if password:
+        user = os.environ.get("STORMLAB_GRAFANA_USER", "admin")
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return None

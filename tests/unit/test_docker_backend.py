@@ -13,32 +13,39 @@ class FakeRunner:
 
     def exec(self, command):
         self.ran.append(command)
+        return ""
 
 
 OURS = {db.PROJECT_LABEL: "stormlab"}
 
 
+def armed(apply, revert, seconds, fault):
+    return ("sh", "-c", f"f=/tmp/stormlab-fault.$$; undo() {{ {revert}; rm -f $f; }}; "
+            f"trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
+            f"if {apply}; then echo \"{fault} $(( $(date +%s) + {max(1, round(seconds))} ))\" > $f; "
+            f"sleep {seconds:g} & wait $!; fi; undo")
+
+
 def test_partition_both_ways_applies_and_arms_its_revert_in_one_shell():
     [cmd] = db.partition("stormlab-rack-3", ["172.20.0.2"], 5)
-    assert cmd == db.Exec("stormlab-rack-3", ("sh", "-c",
-        "trap 'iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP' TERM INT; "
-        "iptables -I OUTPUT -d 172.20.0.2 -j DROP && iptables -I INPUT -s 172.20.0.2 -j DROP; sleep 5; "
-        "iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP"), detach=True)
+    assert cmd == db.Exec("stormlab-rack-3", armed(
+        "iptables -I OUTPUT -d 172.20.0.2 -j DROP && iptables -I INPUT -s 172.20.0.2 -j DROP",
+        "iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP", 5, "partition"), detach=True)
 
 
 def test_one_way_partition_drops_only_outgoing_traffic():
     [cmd] = db.partition("r", ["10.0.0.9"], 2.5, direction="out")
-    assert cmd.argv[2] == ("trap 'iptables -D OUTPUT -d 10.0.0.9 -j DROP' TERM INT; "
-                           "iptables -I OUTPUT -d 10.0.0.9 -j DROP; sleep 2.5; iptables -D OUTPUT -d 10.0.0.9 -j DROP")
+    assert cmd.argv == armed("iptables -I OUTPUT -d 10.0.0.9 -j DROP", "iptables -D OUTPUT -d 10.0.0.9 -j DROP", 2.5,
+                             "partition")
 
 
 def test_latency_loss_pause_kill_commands():
-    assert db.latency("m", 200, 50, 10)[0].argv[2] == (
-        "trap 'tc qdisc del dev eth0 root netem' TERM INT; tc qdisc add dev eth0 root netem delay 200ms 50ms; "
-        "sleep 10; tc qdisc del dev eth0 root netem")
+    assert db.latency("m", 200, 50, 10)[0].argv == armed(
+        "tc qdisc add dev eth0 root netem delay 200ms 50ms", "tc qdisc del dev eth0 root netem", 10, "latency")
     assert "netem loss 20%" in db.loss("m", 0.2, 3)[0].argv[2]
-    assert db.pause("m", 4)[0].argv == ("sh", "-c", "trap 'kill -CONT 1' TERM INT; kill -STOP 1; sleep 4; kill -CONT 1")
-    assert db.kill("m") == [db.Exec("m", ("sh", "-c", "kill -KILL 1"))]
+    # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
+    assert db.pause("m", 4)[0].argv == armed("p=$(pgrep -o -P 1) && kill -STOP $p", "kill -CONT $p", 4, "pause")
+    assert db.kill("m") == [db.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
 
 
 def test_runner_runs_only_on_the_labs_containers():
@@ -59,32 +66,51 @@ def test_bad_requests_are_refused_when_built():
 
 
 class FakeCompose(FakeRunner):
+    """Four containers of the project; each fault shell it runs is held until halted."""
+
     def __init__(self):
-        names = ["stormlab_metadata_1"] + [f"stormlab_rack_{i}" for i in range(1, 4)]
+        names = ["stormlab_metadata_1"] + [f"stormlab_rack-{i}_1" for i in range(4)]
         super().__init__({n: OURS for n in names})
+        self.holding = {}
+
+    def exec(self, command):
+        if command.argv == db.LIST:
+            return "".join(f"{pid} {fault} 9999999999\n" for pid, (c, fault) in self.holding.items() if c == command.container)
+        if command.argv == db.HALT:
+            ours = [pid for pid, (c, _) in self.holding.items() if c == command.container]
+            for pid in ours:
+                del self.holding[pid]
+            return f"{len(ours)}\n"
+        self.ran.append(command)
+        if "stormlab-fault" in command.argv[2]:
+            self.holding[100 + len(self.ran)] = (command.container, command.argv[2].split('echo "')[1].split()[0])
+        return ""
 
     def containers(self, service):
-        return sorted(n for n in self._labels if f"_{service}_" in n)
+        return sorted(n for n in self._labels if n.startswith(f"stormlab_{service}_"))
+
+    def racks(self):
+        return {int(n.split("-")[1].split("_")[0]): n for n in self._labels if "_rack-" in n}
 
     def ip(self, container):
         return "172.30.0.2"
 
 
 def chaos(argv, runner, capsys):
-    from chaos.cli import run_docker
+    from chaos.cli import run
     from services.cli import build_parser
-    code = run_docker(build_parser().parse_args(["chaos", *argv]), runner)
+    code = run(build_parser().parse_args(["chaos", "--backend", "docker", *argv]), runner)
     return code, capsys.readouterr().out
 
 
 def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
     runner = FakeCompose()
     code, out = chaos(["blip", "--racks", "2", "--duration", "5s"], runner, capsys)
-    assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack_1", "stormlab_rack_2"]
-    assert runner.ran[0] == db.partition("stormlab_rack_1", ["172.30.0.2"], 5.0)[0]
+    assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack-0_1", "stormlab_rack-1_1"]
+    assert runner.ran[0] == db.partition("stormlab_rack-0_1", ["172.30.0.2"], 5.0, fault="blip")[0]
     code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s",
                        "--dry-run"], runner, capsys)
-    assert out.startswith("docker exec -d stormlab_rack_3 sh -c ") and "-I OUTPUT -d 172.30.0.2" in out
+    assert out.startswith("docker exec -d --user root stormlab_rack-2_1 sh -c ") and "-I OUTPUT -d 172.30.0.2" in out
     assert len(runner.ran) == 2  # dry run changed nothing
     chaos(["pause", "--target", "metadata", "--duration", "2s"], runner, capsys)
     assert runner.ran[-1] == db.pause("stormlab_metadata_1", 2.0)[0]
@@ -93,8 +119,34 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
 def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
     from chaos.cli import ChaosError
     runner = FakeCompose()
-    for argv in (["kill", "--target", "rack-9", "--duration", "1s"], ["pause", "--target", "db-0", "--duration", "1s"],
-                 ["blip", "--racks", "7", "--duration", "1s"]):
+    for argv in (["kill", "--target", "rack-9", "--duration", "1s"], ["kill", "--target", "rack-x", "--duration", "1s"], ["pause", "--target", "db-0", "--duration", "1s"],
+                 ["blip", "--racks", "7", "--duration", "1s"],
+                 ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"], ["blip", "--duration", "0s"]):
         with pytest.raises(ChaosError):
             chaos(argv, runner, capsys)
     assert runner.ran == []
+
+
+def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monkeypatch):
+    monkeypatch.delenv("STORMLAB_METADATA_URL", raising=False)
+    monkeypatch.setenv("STORMLAB_TOKEN", "t")
+    runner = FakeCompose()
+    chaos(["blip", "--racks", "2", "--duration", "30s"], runner, capsys)
+    chaos(["pause", "--target", "rack-3", "--duration", "30s"], runner, capsys)
+    _, out = chaos(["list"], runner, capsys)
+    assert out.count("blip") == 2 and "stormlab_rack-3_1" in out and "pause" in out
+    _, out = chaos(["halt"], runner, capsys)
+    assert out.strip() == "halted 3 fault(s)" and runner.holding == {}
+    _, out = chaos(["list"], runner, capsys)
+    assert out.strip() == "no active faults"
+
+
+def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
+    from chaos import docker_cli
+    from services.launcher import LabError
+    runner = FakeCompose()
+    runner.holding = None  # a shell that never writes its fault file
+    monkeypatch.setattr(runner, "exec", lambda command: "")
+    monkeypatch.setattr(docker_cli.time, "sleep", lambda s: None)
+    with pytest.raises(LabError, match="did not apply in stormlab_rack-0_1"):
+        chaos(["blip", "--racks", "1", "--duration", "5s"], runner, capsys)

@@ -1,0 +1,38 @@
+# One image for every stormlab service: the metadata service, the racks, loadgen and chaos.
+# BASE_IMAGE defaults to the official slim Python image; CI builds it from Debian packages
+# (docker/local-images.sh) because it reaches no registry.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
+
+# iptables: the docker chaos backend cuts a rack off from inside its own network namespace.
+# procps: pgrep, to find the service process for the pause and kill faults.
+RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends iptables procps \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# Python packages: from docker/wheelhouse when it holds wheels (no network), else from PyPI.
+COPY docker/wheelhouse /wheelhouse
+COPY pyproject.toml README.md /opt/stormlab/src/
+COPY metadata_service /opt/stormlab/src/metadata_service
+COPY storage_node /opt/stormlab/src/storage_node
+COPY chaos /opt/stormlab/src/chaos
+COPY services /opt/stormlab/src/services
+RUN python3 -m venv /opt/stormlab/venv \
+    && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
+         /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse '/opt/stormlab/src[docker]'; \
+       else \
+         /opt/stormlab/venv/bin/pip install --quiet --no-cache-dir '/opt/stormlab/src[docker]'; \
+       fi \
+    && rm -rf /wheelhouse /root/.cache
+
+# The services run unprivileged; chaos execs its iptables commands as root in the container.
+RUN useradd --system --home-dir /var/lib/stormlab --create-home stormlab
+ENV PATH=/opt/stormlab/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    STORMLAB_HOST=0.0.0.0 \
+    STORMLAB_STATE_DIR=/var/lib/stormlab \
+    STORMLAB_DATA_DIR=/var/lib/stormlab/data
+USER stormlab
+WORKDIR /var/lib/stormlab
+CMD ["stormlab", "--help"]

@@ -1,0 +1,103 @@
+"""`stormlab chaos --backend docker …`: network and process faults on the compose project's
+containers (metadata faults still go to the metadata service's API, see chaos/cli.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+import urllib.request
+
+from chaos import docker_backend as db
+from services.common.auth import grafana_auth
+
+
+class DockerChaosError(ValueError):
+    """Bad request on the docker backend: exit code 2, nothing changed."""
+
+
+class NotApplied(RuntimeError):
+    """The fault's shell started but its rules did not go in (exit code 1)."""
+
+
+def project() -> str:
+    return os.environ.get("STORMLAB_COMPOSE_PROJECT", db.DEFAULT_PROJECT)
+
+
+def runner_for(runner: db.Runner | None) -> db.Runner:
+    if runner is not None:
+        return runner
+    try:
+        return db.SdkRunner(project())
+    except ImportError:
+        raise DockerChaosError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'") from None
+    except Exception as exc:  # the SDK raises DockerException subclasses when no engine answers
+        raise DockerChaosError(f"no Docker engine answered: {exc}") from None
+
+
+def lab_containers(runner: db.Runner) -> list[str]:
+    return runner.containers("metadata") + [name for _, name in sorted(runner.racks().items())]
+
+
+def apply(args: argparse.Namespace, runner: db.Runner) -> int:
+    """Build the commands (args already parsed into rack_list / duration_s), run them, confirm."""
+    try:
+        commands = db.build(args, runner)
+        if args.dry_run:
+            for c in commands:
+                print(f"docker exec {'-d ' if c.detach else ''}--user root {c.container} {shlex.join(c.argv)}")
+            return 0
+        db.run(runner, commands, project())
+    except db.NotOurs as exc:
+        raise DockerChaosError(str(exc)) from None
+    targets = sorted({c.container for c in commands})
+    if args.fault != "kill":
+        confirm(runner, targets, args.fault)
+    annotate(args.fault, targets, args.duration_s)
+    print(f"{args.fault} on {', '.join(targets)} for {args.duration_s:g}s: it reverts by itself")
+    if args.wait:
+        time.sleep(args.duration_s)
+    return 0
+
+
+def confirm(runner: db.Runner, targets: list[str], fault: str, within_s: float = 3.0) -> None:
+    """A fault shell writes its file only once its rules are in: wait until every target has one."""
+    deadline = time.monotonic() + within_s
+    while True:
+        holding = {container for container, *_ in db.held(runner, targets)}
+        missing = [t for t in targets if t not in holding]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise NotApplied(f"{fault} did not apply in {', '.join(missing)} (iptables, tc or NET_ADMIN missing?)")
+        time.sleep(0.1)
+
+
+def held_rows(runner: db.Runner) -> list[str]:
+    now = time.time()
+    return [f"{container} (pid {pid}) {fault}: {max(0.0, ends - now):.0f}s left"
+            for container, pid, fault, ends in db.held(runner, lab_containers(runner))]
+
+
+def halt(runner: db.Runner) -> int:
+    return db.halt(runner, lab_containers(runner))
+
+
+def annotate(fault: str, targets: list[str], duration_s: float) -> None:
+    """A Grafana region annotation over the fault, when Grafana is configured (best effort)."""
+    url = os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/")
+    auth = grafana_auth()
+    if not url or not auth:
+        return
+    now_ms = int(time.time() * 1000)
+    body = {"time": now_ms, "timeEnd": now_ms + int(duration_s * 1000), "tags": ["stormlab", "chaos", fault],
+            "text": f"{fault} on {', '.join(targets)} for {duration_s:g}s"}
+    req = urllib.request.Request(f"{url}/api/annotations", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": auth})
+    try:
+        with urllib.request.urlopen(req, timeout=2):
+            pass
+    except OSError as exc:
+        print(f"stormlab: grafana annotation not written ({exc})", file=sys.stderr)

@@ -1,0 +1,82 @@
+"""A PNG of a Grafana dashboard's time-series panels, drawn from Prometheus's own answers.
+
+Grafana is not always there (CI reaches no registry, a laptop may run only Prometheus); the
+dashboard JSON still says what to draw. ``python -m services.dashboard_png DASHBOARD.json OUT.png
+--prometheus http://127.0.0.1:9090 --minutes 10 [--shade START,END]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PERCENT = {"percentunit"}
+
+
+def query_range(prometheus: str, expr: str, start: float, end: float, step: float) -> list[dict]:
+    params = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
+    with urllib.request.urlopen(f"{prometheus.rstrip('/')}/api/v1/query_range?{params}", timeout=10) as resp:
+        return json.loads(resp.read())["data"]["result"]
+
+
+def legend(template: str, labels: dict) -> str:
+    return "".join(labels.get(part, "") if i % 2 else part
+                   for i, part in enumerate(template.replace("}}", "{{").split("{{"))) or template
+
+
+def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tuple[float, float] | None = None) -> Path:
+    panels = [p for p in dashboard["panels"] if p["type"] == "timeseries"]
+    end = time.time()
+    start = end - 60 * minutes
+    cols = 2
+    fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)),
+                             squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        percent = panel["fieldConfig"]["defaults"].get("unit") in PERCENT
+        for target in panel["targets"]:
+            for series in query_range(prometheus, target["expr"], start, end, 5):
+                xs = [(float(t) - end) / 60 for t, _ in series["values"]]
+                ys = [float(v) * (100 if percent else 1) for _, v in series["values"]]
+                ax.plot(xs, ys, lw=1.5, label=legend(target.get("legendFormat", ""), series["metric"]))
+        if shade:
+            ax.axvspan((shade[0] - end) / 60, (shade[1] - end) / 60, color="#f39c12", alpha=0.3, lw=0)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_ylabel("%" if percent else panel["fieldConfig"]["defaults"].get("unit", ""), fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("minutes before now")
+    fig.suptitle(dashboard["title"] + (" (blip shaded)" if shade else ""))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dashboard", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--prometheus", default="http://127.0.0.1:9090")
+    p.add_argument("--minutes", type=float, default=10)
+    p.add_argument("--shade", help="unix times START,END of a fault to shade")
+    args = p.parse_args(argv)
+    shade = tuple(float(x) for x in args.shade.split(",")) if args.shade else None
+    print(draw(json.loads(args.dashboard.read_text()), args.prometheus, args.out, args.minutes, shade))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""End to end on docker compose: the stack, a blip from the chaos container, the storm as
+Prometheus sees it, every dashboard panel's query, and `down -v` leaving nothing behind.
+
+Run with `make e2e` (any machine with Docker). Grafana is not started: CI reaches no registry,
+so the panels' PromQL is checked against the live Prometheus instead. Set STORMLAB_BASE_IMAGE /
+PROMETHEUS_IMAGE to use local images (docker/local-images.sh prints them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from services.dashboard_png import draw
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
+LAB = ["metadata", *(f"rack-{n}" for n in range(10)), "loadgen", "prometheus"]
+REPORTS = ROOT / "reports"
+
+pytestmark = pytest.mark.timeout(1500)
+
+
+def compose_cmd() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail("neither `docker compose` nor `docker-compose` is installed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.cmd = compose_cmd()
+        self.prometheus_port = free_port()
+        self.env = {**os.environ, "COMPOSE_PROJECT_NAME": PROJECT, "PROMETHEUS_PORT": str(self.prometheus_port),
+                    "METADATA_PORT": str(free_port()), "GRAFANA_PORT": str(free_port())}
+
+    def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        out = subprocess.run([*self.cmd, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
+        if check and out.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
+        return out
+
+    def chaos(self, *args: str) -> str:
+        return self.compose("run", "--rm", "chaos", *args, timeout=120).stdout
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"http://127.0.0.1:{self.prometheus_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return json.loads(resp.read())["data"]["result"]
+
+    def value(self, expr: str) -> float | None:
+        result = self.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+    def api(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.prometheus_port}{path}", timeout=10) as resp:
+            return json.loads(resp.read())["data"]
+
+    def firing(self) -> set[str]:
+        return {a["labels"]["alertname"] for a in self.api("/api/v1/alerts")["alerts"] if a["state"] == "firing"}
+
+    def health(self) -> dict[str, str]:
+        ids = self.compose("ps", "-q").stdout.split()
+        out = subprocess.run(["docker", "inspect", "--format", "{{.Name}} {{if .State.Health}}{{.State.Health.Status}}"
+                              "{{else}}{{.State.Status}}{{end}}", *ids], capture_output=True, text=True)
+        return dict(line.lstrip("/").split() for line in out.stdout.splitlines())
+
+    def leftovers(self) -> dict[str, list[str]]:
+        label = f"label=com.docker.compose.project={PROJECT}"
+        return {kind: subprocess.run(["docker", *cmd, "--filter", label, "-q"], capture_output=True, text=True).stdout.split()
+                for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]), ("volumes", ["volume", "ls"]))}
+
+
+def wait_for(what: str, check, within_s: float, every_s: float = 5.0):
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            got = check()
+        except OSError:
+            got = None
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within_s:g}s: {what}")
+        time.sleep(every_s)
+
+
+@pytest.fixture(scope="module")
+def stack():
+    s = Stack()
+    s.compose("build", "metadata", timeout=1200)
+    try:
+        s.compose("up", "-d", *LAB, timeout=600)
+        yield s
+    finally:
+        s.compose("down", "-v", "--remove-orphans", timeout=300, check=False)
+
+
+def test_the_storm_on_compose(stack):
+    health = wait_for("every lab container healthy",
+                      lambda: (h := stack.health()) and all(v == "healthy" for v in h.values()) and h, 240)
+    assert len(health) == len(LAB)
+
+    def all_targets_up():
+        targets = stack.api("/api/v1/targets")["activeTargets"]
+        jobs = [t["labels"]["job"] for t in targets if t["health"] == "up"]
+        return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus"] + ["racks"] * 10)
+    wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
+
+    # Before any blip: GSIs have grown, so the leading indicator fires; no storm, no errors.
+    wait_for("the margin alert fires before any blip", lambda: "MetadataMarginLow" in stack.firing(), 240)
+    assert "RetryStorm" not in stack.firing()
+    assert stack.value("stormlab:nodes_disqualified:ratio") == 0
+    assert stack.value("stormlab:customer_errors:ratio_rate1m") < 0.01
+
+    blip_start = time.time()
+    out = stack.chaos("blip", "--racks", "3", "--duration", "5s")
+    blip_end = time.time() + 5
+    assert "blip on" in out and out.count("rack-") == 3, out
+
+    wait_for("the storm alert fires", lambda: "RetryStorm" in stack.firing(), 240)
+    samples = []
+    for _ in range(6):  # the storm holds: 30 s more, well after the 5 s blip
+        samples.append((stack.value("stormlab:nodes_disqualified:ratio"), stack.value("stormlab:customer_errors:ratio_rate1m")))
+        time.sleep(5)
+    print(f"after the blip (disqualified, customer error ratio): {samples}")
+    assert all(d > 0.1 and e > 0.3 for d, e in samples), samples
+
+    REPORTS.mkdir(exist_ok=True)
+    draw(json.loads((ROOT / "grafana/dashboards/storm-overview.json").read_text()),
+         f"http://127.0.0.1:{stack.prometheus_port}", REPORTS / "compose-storm.png", 8, (blip_start, blip_end))
+
+    # A long fault, listed, then halted: its rules go at once.
+    stack.chaos("partition", "--between", "racks:9", "metadata", "--duration", "5m")
+    assert "partition" in stack.chaos("list")
+    assert "halted 1 fault(s)" in stack.chaos("halt")
+    assert "no active faults" in stack.chaos("list")
+    [rack_9] = stack.compose("ps", "-q", "rack-9").stdout.split()
+    rules = subprocess.run(["docker", "exec", "-u", "root", rack_9, "iptables", "-S"], capture_output=True, text=True).stdout
+    assert "DROP" not in rules, rules
+
+    for path in sorted((ROOT / "grafana/dashboards").glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                assert stack.query(target["expr"]), f"{path.name} / {panel['title']}: no data for {target['expr']}"
+
+
+def test_down_leaves_nothing_of_the_project_behind(stack):
+    stack.compose("down", "-v", "--remove-orphans", timeout=300)
+    assert stack.leftovers() == {"containers": [], "networks": [], "volumes": []}

@@ -1,0 +1,99 @@
+"""The compose project's files: compose, Prometheus config and rules, Grafana dashboards."""
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARDS = sorted((ROOT / "grafana/dashboards").glob("*.json"))
+DATASOURCE_UID = "stormlab-prometheus"
+PROMQL_WORDS = {"sum", "by", "rate", "on", "and", "or", "unless", "scalar", "sort_desc", "histogram_quantile",
+                "clamp_min", "max", "le", "without", "ignoring", "group_left"}
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def recorded() -> set[str]:
+    groups = yaml.safe_load((ROOT / "prometheus/rules/recording.yml").read_text())["groups"]
+    return {rule["record"] for g in groups for rule in g["rules"]}
+
+
+def documented() -> set[str]:
+    return set(re.findall(r"^\| `(stormlab_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text(), re.MULTILINE))
+
+
+def panel_exprs(dashboard: dict) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+
+
+def names_in(expr: str) -> set[str]:
+    without_strings = re.sub(r'"[^"]*"|\{[^}]*\}|\[[^\]]*\]', "", expr)
+    return {w for w in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", without_strings) if w not in PROMQL_WORDS}
+
+
+def test_every_lab_service_is_commented_healthchecked_and_waits_for_what_it_needs():
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = compose()["services"]
+    assert {f"rack-{n}" for n in range(10)} <= set(services)
+    for name, service in services.items():
+        if not name.startswith("rack-"):  # the racks share the comment above rack-0
+            assert re.search(rf"\n  # [^\n]+\n(  #[^\n]*\n)*  {re.escape(name)}:\n", text), f"{name} has no comment"
+        if name != "chaos":
+            assert "healthcheck" in service, name
+        for dep in (service.get("depends_on") or {}).values():
+            assert dep == {"condition": "service_healthy"}
+    racks = [services[f"rack-{n}"] for n in range(10)]
+    assert [r["environment"]["STORMLAB_RACK"] for r in racks] == [str(n) for n in range(10)]
+    assert all(r["networks"]["default"]["aliases"] == ["racks"] for r in racks)
+
+
+def test_images_are_pinned_in_dot_env():
+    env = dict(line.split("=", 1) for line in (ROOT / ".env").read_text().splitlines() if "=" in line and not line.startswith("#"))
+    for var in ("STORMLAB_BASE_IMAGE", "PROMETHEUS_IMAGE", "GRAFANA_IMAGE"):
+        assert ":" in env[var] and not env[var].endswith(":latest"), var
+
+
+@pytest.mark.skipif(not shutil.which("docker-compose"), reason="docker-compose not installed (CI installs it)")
+def test_compose_file_validates_with_docker_compose():
+    subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, check=True)
+
+
+def test_dashboards_have_fixed_uids_and_use_only_the_provisioned_datasource():
+    assert len(DASHBOARDS) == 3
+    uids = []
+    for path in DASHBOARDS:
+        dashboard = json.loads(path.read_text())
+        uids.append(dashboard["uid"])
+        sources = re.findall(r'"uid": "([^"]+)"', json.dumps(dashboard["panels"]) + json.dumps(dashboard["annotations"]))
+        assert set(sources) <= {DATASOURCE_UID, "-- Grafana --"}, path.name
+        assert panel_exprs(dashboard), path.name
+    assert sorted(uids) == ["stormlab-margin", "stormlab-storm", "stormlab-tables"]
+    provisioned = yaml.safe_load((ROOT / "grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert [d["uid"] for d in provisioned["datasources"]] == [DATASOURCE_UID]
+
+
+def test_dashboards_read_recording_rules_and_rules_read_documented_metrics():
+    rules = recorded()
+    for path in DASHBOARDS:
+        for expr in panel_exprs(json.loads(path.read_text())):
+            assert names_in(expr) <= rules, f"{path.name}: {expr} reads something that is not a recording rule"
+    metrics = documented()
+    groups = yaml.safe_load((ROOT / "prometheus/rules/recording.yml").read_text())["groups"]
+    for rule in (r for g in groups for r in g["rules"]):
+        raw = {n.removesuffix("_bucket") for n in names_in(rule["expr"]) if n.startswith("stormlab_")}
+        assert raw <= metrics, f"{rule['record']} reads undocumented {raw - metrics}"
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (CI installs Debian's prometheus)")
+def test_promtool_checks_the_config_and_tests_the_rules():
+    subprocess.run(["promtool", "check", "config", "prometheus/prometheus.yml"], cwd=ROOT, check=True,
+                   capture_output=True)
+    out = subprocess.run(["promtool", "test", "rules", "prometheus/tests/rules_test.yml"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
