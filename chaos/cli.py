@@ -21,7 +21,7 @@ from services.launcher import LabError, running, state_dir
 
 NETWORK = ("blip", "partition", "latency", "loss")
 PROCESS = ("pause", "kill")
-METADATA = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth")
+METADATA = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth", "stuck-partition")
 
 
 class ChaosError(LabError):
@@ -115,6 +115,8 @@ def request_for(args: argparse.Namespace, state: dict) -> tuple[str, dict[str, A
         if not 0.1 <= args.cores <= 100_000:
             raise ChaosError("--cores must be between 0.1 and 100000")
         body |= {"cores": args.cores, "break_glass": args.break_glass}
+    if f == "stuck-partition":
+        body["tables"] = [t for t in args.tables.split(",") if t]
     if f == "gsi-growth":
         body |= {"tables": [t for t in args.tables.split(",") if t], "factor": args.factor,
                  "ramp_s": duration(args.ramp, required=False) or 0.0}
@@ -201,6 +203,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tables", default="catalog,clickstream", help="comma list (default catalog,clickstream)")
     p.add_argument("--factor", type=float, default=2.0, help="growth of those tables' entries (default 2)")
     p.add_argument("--ramp", help="spread the growth over this long (default: at once)")
+    p = fault("stuck-partition", "the Monday tail: the metadata partition behind these tables stops taking its share")
+    p.add_argument("--tables", default="metric-groups", help="comma list (default metric-groups, ~0.2%% of traffic)")
     faults.add_parser("list", help="active faults and their time left")
     faults.add_parser("halt", help="revert every fault now")
 

@@ -6,6 +6,8 @@
                    path (times out in a storm, as in 2015) or around it; restored at the end
   gsi-growth       {"duration_s", "tables", "factor", "ramp_s"}  customers adopt GSIs: memberships
                    of those tables grow by ``factor`` over ``ramp_s``; the GSIs go at the end
+  stuck-partition  {"duration_s", "tables"}                    the Monday tail: the metadata partition
+                   behind these tables stops taking its share; they recover at the end
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from metadata_service import app as meta
 from metadata_service.membership import MAX_GSIS
 from services.common.web import BadRequest, number
 
-FAULTS = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth")
+FAULTS = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth", "stuck-partition")
 
 
 class MetadataFaults:
@@ -30,7 +32,7 @@ class MetadataFaults:
 
     def handlers(self) -> dict:
         return {"pause-metadata": self.pause, "resume-metadata": self.resume, "capacity": self.capacity,
-                "gsi-growth": self.gsi_growth}
+                "gsi-growth": self.gsi_growth, "stuck-partition": self.stuck_partition}
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -110,3 +112,21 @@ class MetadataFaults:
 
         return Plan("metadata", apply, revert, {"tables": tables, "factor": factor, "ramp_s": ramp,
                                                 "gsis_added": sum(adds.values())})
+
+    async def stuck_partition(self, body: dict[str, Any]) -> Plan:
+        store = self.app[meta.STORE]
+        tables = body.get("tables")
+        if not isinstance(tables, list) or not tables or not all(t in store.tables for t in tables):
+            raise BadRequest(f"tables must be a list of tables among {', '.join(store.tables)}")
+        if set(tables) & store.stuck:
+            raise BadRequest(f"already stuck: {', '.join(sorted(set(tables) & store.stuck))}")
+
+        def apply() -> None:
+            store.stick(tables)
+            self.app[meta.METRICS].version.set(store.version)
+
+        def revert() -> None:
+            store.unstick(tables)
+            self.app[meta.METRICS].version.set(store.version)
+
+        return Plan("metadata", apply, revert, {"tables": tables})

@@ -58,6 +58,8 @@ async def snapshot(session: aiohttp.ClientSession, state: dict, nodes: bool = Fa
         "metadata_processing_p99_s": meta.get("processing_p99_s"),
         "membership_sizes": meta.get("membership_sizes", {}),
         "renewal_p99_s": max(renewal) if renewal else None,
+        "renewal_attempts_total": {a: sum(r.get("renewal_attempts_total", {}).get(a, 0) for r in live_racks)
+                                   for a in ("first", "retry")},
         "allowance_s": float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         "loop_lag_p99_s": max(lags) if lags else None,
         "faults": [f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],

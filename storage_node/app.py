@@ -129,6 +129,7 @@ async def status(request: web.Request) -> web.Response:
         "nodes_disqualified": counts["disqualified"],
         "nodes_starting": counts["starting"],
         "renewal_p99_s": rack.renewal_latency.quantile(0.99, rack.now()),
+        "renewal_attempts_total": rack.attempts_total(),
         "allowance_s": request.app[SETTINGS].allowance_s,
         "loop_lag_p99_s": request.app[LAG].p99(request),
         **({"nodes": [n.status() for n in rack.nodes.values()]} if request.query.get("nodes") == "1" else {}),

@@ -19,7 +19,7 @@ from services.common.fleet import node_id, startup_phases
 from services.common.settings import LabSettings
 from services.common.window import Window
 from storage_node import retry
-from storage_node.metrics import RackMetrics
+from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
 from storage_node.schedule import RenewalSchedule
 
@@ -134,6 +134,13 @@ class Rack:
 
     def now(self) -> float:
         return self._loop.time()
+
+    def attempts_total(self) -> dict[str, float]:
+        """Renewal attempts so far, first attempts and retries (from the rack's own counter)."""
+        registry = self.metrics.registry
+        return {attempt: sum(registry.get_sample_value("stormlab_renewals_total",
+                                                       {"rack": self.label, "attempt": attempt, "outcome": o}) or 0.0
+                             for o in RENEWAL_OUTCOMES) for attempt in ATTEMPTS}
 
     async def wait_until(self, at: float, wake_on_link: bool = True) -> None:
         """Sleep until ``at``, or until the link comes back after a disruption."""

@@ -196,3 +196,25 @@ async def test_a_multi_rack_fault_is_one_metric_series_per_rack(links):
     await asyncio.sleep(0.4)
     text = await (await proxy.get("/metrics")).text()
     assert 'stormlab_chaos_fault_active{fault="blip",target="rack-0"} 0.0' in text
+
+
+async def test_stuck_partition_drops_its_tables_from_memberships_until_it_ends(meta):
+    _, client = meta
+    routes = json.loads(await (await client.get("/partition-map")).read())
+    [holder, *_] = routes["tables"]["metric-groups"]["owners"]
+
+    async def tables_held() -> set[str]:
+        return {e["table"] for e in (await (await client.get(f"/membership/{holder}")).json())["entries"]}
+
+    assert "metric-groups" in await tables_held()
+    bad = await client.post("/faults", json={"fault": "stuck-partition", "tables": ["nope"], "duration_s": 1})
+    assert bad.status == 400
+    resp = await client.post("/faults", json={"fault": "stuck-partition", "tables": ["metric-groups"], "duration_s": 0.5})
+    assert resp.status == 201
+    held = await tables_held()
+    assert "metric-groups" not in held and held  # the node keeps its other tables
+    stuck = json.loads(await (await client.get("/partition-map")).read())["tables"]["metric-groups"]
+    assert stuck["status"] == "updating"
+    await asyncio.sleep(0.7)
+    assert "metric-groups" in await tables_held()
+    assert json.loads(await (await client.get("/partition-map")).read())["tables"]["metric-groups"]["status"] == "active"
