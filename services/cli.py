@@ -10,6 +10,8 @@ import aiohttp
 
 from chaos import cli as chaos_cli
 from services import launcher, observe
+from services.gameday import cli as gameday_cli, ops
+from services.gameday.scenario import ScenarioError
 from services.common.settings import SettingsError, parse_bool, parse_duration, profile
 from services.launcher import LabError
 
@@ -93,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=demo.run)
     chaos_cli.add_parser(sub)
     sub.choices["chaos"].set_defaults(func=chaos_cli.run)
+    gameday_cli.add_parser(sub)
+    ops.add_parser(sub)
+    sub.choices["ops"].set_defaults(func=ops.run)
     return parser
 
 
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except chaos_cli.ChaosError as exc:
+    except (chaos_cli.ChaosError, ScenarioError) as exc:
         print(f"stormlab: {exc}", file=sys.stderr)
         return 2
     except (SettingsError, LabError) as exc:

@@ -1,0 +1,154 @@
+"""`stormlab scenario run FILE` and `stormlab scenario validate FILE`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+from services import launcher
+from services.gameday import report, scoring
+from services.gameday.engine import Runner
+from chaos.cli import ChaosError, request_for
+from services.gameday.local import LocalLab, fault_argv, parse_fault
+from services.gameday.scenario import Scenario, ScenarioError, load, schedule
+
+EXIT_FAILED = 1  # an expectation did not hold
+EXIT_INTERRUPTED = 130
+
+
+class RealClock:
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    sc = sub.add_parser("scenario", help="game days: run or validate a scenario file",
+                        description="Run a scripted game day against the lab, or check a scenario file.")
+    actions = sc.add_subparsers(dest="scenario_command", required=True)
+    v = actions.add_parser("validate", help="check a scenario file without running it (exit 2 if broken)")
+    v.add_argument("file", type=Path)
+    r = actions.add_parser("run", help="run a scenario: starts a local lab if none is up, writes a run directory")
+    r.add_argument("file", type=Path)
+    r.add_argument("--backend", choices=("local",), default="local",
+                   help="where the lab runs (local processes; the compose stack is driven with `chaos` for now)")
+    r.add_argument("--speed", type=float, default=1.0, help="run the profile and the timeline this many times faster")
+    r.add_argument("--seed", type=int, help="seed for the fault schedule and the lab (default: the scenario's)")
+    r.add_argument("--autopilot", action="store_true", help="play AWS's runbook instead of waiting for players")
+    r.add_argument("--out", type=Path, default=Path("reports/gamedays"), help="where run directories go")
+    r.add_argument("--leaderboard", type=Path, help="leaderboard file (default: leaderboard.jsonl in the state dir)")
+    r.add_argument("--keep-lab", action="store_true", help="leave a lab this command started running")
+    r.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT,
+                   help=f"first port of a lab this command starts (default {launcher.DEFAULT_BASE_PORT}; 0 picks free ports)")
+    sc.set_defaults(func=run)
+
+
+def read(path: Path) -> Scenario:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: {exc.strerror}") from None
+    scenario = load(text, str(path))
+    check_faults(scenario, str(path))
+    return scenario
+
+
+def check_faults(scenario: Scenario, source: str) -> None:
+    """Every fault step as `stormlab chaos` would take it (its parser, its limits), on a lab of
+    the scenario's size; a bad argument names the step's line."""
+    racks = scenario.settings.racks
+    lab = {"settings": {"STORMLAB_RACKS": str(racks)}, "supervisor_url": "-",
+           "components": {"metadata": {"url": "-"}, "linkproxy": {"url": "-"},
+                          **{f"rack-{r:02d}": {"url": "-"} for r in range(racks)}}}
+    for planned in schedule(scenario, scenario.settings.seed):
+        for step in (planned.step, *planned.step.autopilot):
+            if step.kind != "fault":
+                continue
+            try:
+                request_for(parse_fault(fault_argv(step.fault, planned.args if step is planned.step else step.args, 1.0)), lab)
+            except (ValueError, ChaosError) as exc:
+                raise ScenarioError(f"{source}:{step.line}: {step.path} ({step.name}): {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    scenario = read(args.file)
+    if args.scenario_command == "validate":
+        print(f"{args.file}: ok — {scenario.title!r}, {len(scenario.steps)} steps, profile {scenario.profile}")
+        return 0
+    if not 0.1 <= args.speed <= 20:
+        raise ScenarioError("--speed must be between 0.1 and 20")
+    seed = scenario.settings.seed if args.seed is None else args.seed
+    settings = scenario.settings.replace(seed=seed).sped_up(args.speed)
+    plan = schedule(scenario, seed, args.speed)
+    state, started = launcher.running(), False
+    if state is None:
+        print(f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}", flush=True)
+        state, started = launcher.up(settings, args.base_port), True
+    lab = LabHandle(state)
+    runner = Runner(scenario, plan, lab.lab, RealClock(), autopilot=args.autopilot, speed=args.speed,
+                    echo=lambda line: print(line, flush=True))
+    try:
+        journal = asyncio.run(lab.settle_then(runner))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        journal = runner.journal("interrupted")
+        print("interrupted: rollbacks ran, every fault halted")
+    finally:
+        if started and not args.keep_lab:
+            launcher.down()
+    journal["seed"] = seed
+    return finish(scenario, journal, args)
+
+
+class LabHandle:
+    def __init__(self, state: dict) -> None:
+        self.state = state
+        self.lab = LocalLab(state)
+
+    async def settle_then(self, runner: Runner, limit_s: float = 180.0) -> dict:
+        """Before the timeline: every node serving, and the customers' 10 s error window clear of
+        the start-up (a lab just started refuses customers until its nodes have memberships)."""
+        deadline, calm_since = time.monotonic() + limit_s, None
+        while time.monotonic() < deadline:
+            snap = await self.lab.sample()
+            calm = snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"] and \
+                (snap["customer_error_ratio"] or 0.0) < 0.01
+            calm_since = (calm_since or time.monotonic()) if calm else None
+            if calm_since and time.monotonic() - calm_since >= 5:
+                break
+            await asyncio.sleep(1.0)
+        print(f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
+              f"{100 * (snap['customer_error_ratio'] or 0):.1f}%", flush=True)
+        self.lab.started_at = time.time()
+        # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+        return await runner.run()
+
+
+def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
+    out = args.out / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.file.stem}"
+    out.mkdir(parents=True, exist_ok=True)
+    comparison = scoring.compare(scenario, journal)
+    score = scoring.score(scenario, journal)
+    journal |= {"comparison": comparison, "score": score}
+    (out / "journal.json").write_text(json.dumps(journal, indent=1))
+    pngs = report.draw(journal, out)
+    page = report.write_html(journal, comparison, score, pngs, out)
+    board_path = args.leaderboard or launcher.state_dir() / "leaderboard.jsonl"
+    board = scoring.append_leaderboard(board_path, {"at": time.time(), "scenario": scenario.title,
+                                                    "autopilot": args.autopilot, "speed": args.speed, **score})
+    print(f"\n{scenario.title}: {journal['outcome'].upper()}")
+    for c in comparison:
+        print(f"  {c['what']:<34} 2015: {c['in_2015']:<14} here: {c['lab']}")
+    print("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
+    print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")
+    print(f"  report: {page}\n  journal: {out / 'journal.json'}")
+    return {"passed": 0, "interrupted": EXIT_INTERRUPTED}.get(journal["outcome"], EXIT_FAILED)
+
+
+def _rank(board: list[dict], score: dict) -> int:
+    return 1 + next(i for i, e in enumerate(board) if all(e.get(k) == v for k, v in score.items()))

@@ -1,0 +1,160 @@
+"""`stormlab ops …`: the operator runbook of 2015, for the players (and the autopilot).
+
+  status          what a responder looks at first: errors, who is disqualified, the margin
+  add-capacity N  metadata cores, through the shared admin path (times out in a storm, as in
+                  2015) or --break-glass around it
+  pause-metadata  stop taking membership requests (AWS, 5:06 AM)
+  resume          readmit the fleet, all at once or --staged N --every S
+  note TEXT       mark the timeline
+
+Every command is written to the lab's ops journal (ops-journal.jsonl in the state directory):
+a running scenario reads it to mark the players' moves and to score them.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from chaos.cli import ChaosError, call
+from chaos.lease import max_duration_s
+from services import observe
+from services.common.auth import ensure_token
+from services.common.settings import SettingsError, parse_duration
+from services.launcher import LabError, running, state_dir
+
+JOURNAL = "ops-journal.jsonl"
+ACTIONS = ("status", "add-capacity", "pause-metadata", "resume", "note")
+
+
+def journal_path(directory: Path | None = None) -> Path:
+    return (directory or state_dir()) / JOURNAL
+
+
+def record(directory: Path, action: str, args: dict, ok: bool, message: str) -> dict:
+    entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message}
+    with journal_path(directory).open("a") as f:
+        f.write(json.dumps(entry) + "\n")
+    return entry
+
+
+def read_journal(directory: Path, since: float = 0.0) -> list[dict]:
+    path = journal_path(directory)
+    if not path.exists():
+        return []
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in entries if e["at"] >= since]
+
+
+def first_look(snap: dict) -> str:
+    """The responder's first lines: is it the storm, and how close is the margin."""
+    p99, allowance = snap.get("metadata_processing_p99_s"), snap.get("allowance_s")
+    margin = f"{p99 / allowance:.0%} of the allowance" if p99 is not None and allowance else "n/a"
+    total = snap.get("nodes_total") or 0
+    disq = snap.get("nodes_disqualified") or 0
+    worst = sorted(((v or 0.0, t) for t, v in snap.get("table_error_ratio", {}).items()), reverse=True)[:3]
+    diagnosis = ("STORM: renewals are timing out and nodes disqualify themselves; retries keep the metadata "
+                 "service overloaded. Runbook: pause-metadata, add-capacity, resume --staged"
+                 if total and disq / total > 0.1 else
+                 "margin is thin: big memberships take most of the allowance" if p99 and allowance and p99 / allowance > 0.6
+                 else "no storm")
+    return "\n".join([
+        f"diagnosis:  {diagnosis}",
+        f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})",
+        f"fleet:      {disq} of {total} nodes disqualified",
+        f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
+    ])
+
+
+class Ops:
+    """The runbook against the local lab (``state``), usable from async code."""
+
+    def __init__(self, state: dict, directory: Path | None = None) -> None:
+        self.state = state
+        self.directory = Path(state.get("directory") or directory or state_dir())
+        self.token = ensure_token(self.directory)
+        self.metadata = state["components"]["metadata"]["url"]
+
+    async def run(self, action: str, args: dict[str, Any]) -> dict:
+        try:
+            ok, message = await getattr(self, action.replace("-", "_"))(**args)
+        except (ChaosError, LabError, SettingsError, ValueError) as exc:
+            ok, message = False, str(exc)
+        return record(self.directory, action, args, ok, message)
+
+    async def lease(self, body: dict, timeout: float = 5.0) -> dict:
+        return await asyncio.to_thread(call, "POST", f"{self.metadata}/faults", self.token, body, timeout)
+
+    async def status(self) -> tuple[bool, str]:
+        async with aiohttp.ClientSession() as session:
+            snap = await observe.snapshot(session, self.state)
+        return True, observe.render(snap) + "\n" + first_look(snap)
+
+    async def add_capacity(self, cores: float, break_glass: bool = False, timeout: float = 2.0,
+                           duration: float | None = None) -> tuple[bool, str]:
+        cores = float(cores)
+        if not 0.1 <= cores <= 100_000:
+            raise ValueError("cores must be between 0.1 and 100000")
+        body = {"fault": "capacity", "cores": cores, "break_glass": bool(break_glass),
+                "duration_s": duration or max_duration_s()}
+        try:
+            await self.lease(body, timeout=float(timeout))
+        except TimeoutError:
+            return False, (f"timed out after {float(timeout):g}s: the admin request waits behind the storm on the "
+                           "metadata service's own CPU (as in 2015). Nothing changed. Pause first, or --break-glass.")
+        return True, f"metadata service now has {cores:g} cores{' (break glass)' if break_glass else ''}"
+
+    async def pause_metadata(self, duration: float | None = None) -> tuple[bool, str]:
+        await self.lease({"fault": "pause-metadata", "duration_s": duration or max_duration_s()})
+        return True, "membership requests paused: renewals are turned away at the door"
+
+    async def resume(self, staged: int = 1, every: float = 0.0) -> tuple[bool, str]:
+        staged, every = int(staged), float(every)
+        if not 1 <= staged <= 1000:
+            raise ValueError("staged must be between 1 and 1000")
+        span = max(0.001, (staged - 1) * every)
+        await self.lease({"fault": "resume-metadata", "duration_s": span, "staged": staged, "every_s": every})
+        return True, "readmitting everyone at once" if staged == 1 else f"readmitting in {staged} steps every {every:g}s"
+
+    async def note(self, text: str) -> tuple[bool, str]:
+        return True, str(text)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    ops = sub.add_parser("ops", help="the operator runbook: status, add-capacity, pause-metadata, resume, note",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = ops.add_subparsers(dest="action", required=True)
+    actions.add_parser("status", help="what a responder looks at first")
+    p = actions.add_parser("add-capacity", help="set the metadata service's virtual cores")
+    p.add_argument("cores", type=float, help="virtual cores (the profile has 40)")
+    p.add_argument("--break-glass", action="store_true", help="go around the shared admin path")
+    p.add_argument("--timeout", default="2s", help="how long the admin request may take (default 2s)")
+    actions.add_parser("pause-metadata", help="stop taking membership requests (AWS, 5:06 AM)")
+    p = actions.add_parser("resume", help="readmit the fleet")
+    p.add_argument("--staged", type=int, default=1, help="in this many steps (default 1: all at once)")
+    p.add_argument("--every", default="0s", help="time between steps, e.g. 10s")
+    p = actions.add_parser("note", help="mark the timeline")
+    p.add_argument("text", nargs="+")
+
+
+def run(args: argparse.Namespace) -> int:
+    state = running()
+    if not state:
+        raise LabError("no lab is up: start one with `stormlab up` or `stormlab scenario run`")
+    kwargs: dict[str, Any] = {}
+    if args.action == "add-capacity":
+        kwargs = {"cores": args.cores, "break_glass": args.break_glass, "timeout": parse_duration(args.timeout)}
+    elif args.action == "resume":
+        kwargs = {"staged": args.staged, "every": parse_duration(args.every)}
+    elif args.action == "note":
+        kwargs = {"text": " ".join(args.text)}
+    entry = asyncio.run(Ops(state).run(args.action, kwargs))
+    print(entry["message"])
+    if not entry["ok"]:
+        raise LabError(entry["message"]) if "timed out" in entry["message"] else ChaosError(entry["message"])
+    return 0

@@ -1,0 +1,110 @@
+"""The post-game report: a PNG per series (fault windows shaded, operator moves marked) and
+one HTML page with the timeline, the seed-vs-lab table and the score."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SERIES = (
+    ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),
+    ("disqualified", "nodes disqualified", lambda s, p: s.get("nodes_disqualified")),
+    ("renewal-latency", "renewal p99 (s) against the allowance", lambda s, p: s.get("renewal_p99_s")),
+    ("retries", "renewal retries per second", lambda s, p: _rate(s, p, "retry")),
+    ("metadata-inflight", "metadata requests in flight", lambda s, p: s.get("metadata_inflight")),
+)
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def _rate(sample: dict, prev: dict | None, attempt: str) -> float | None:
+    if prev is None or sample["t"] <= prev["t"]:
+        return None
+    now, before = (sample.get("renewal_attempts_total") or {}), (prev.get("renewal_attempts_total") or {})
+    if attempt not in now or attempt not in before:
+        return None
+    return max(0.0, now[attempt] - before[attempt]) / (sample["t"] - prev["t"])
+
+
+def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
+    end = journal["samples"][-1]["t"] if journal["samples"] else 0.0
+    windows = []
+    for record in journal["steps"]:
+        for r in (record, *record.get("autopilot", [])):
+            if r["kind"] == "fault" and r.get("passed") and r.get("duration_s"):
+                windows.append((r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"]))
+    return windows
+
+
+def draw(journal: dict[str, Any], out: Path) -> list[Path]:
+    samples = journal["samples"]
+    ts = [s["t"] for s in samples]
+    windows = fault_windows(journal)
+    moves = journal["player_actions"]
+    paths = []
+    for name, label, value in SERIES:
+        fig, ax = plt.subplots(figsize=(11, 3.2))
+        ys = [value(s, samples[i - 1] if i else None) for i, s in enumerate(samples)]
+        ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
+        if name == "renewal-latency" and samples:
+            ax.axhline(samples[-1].get("allowance_s") or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
+        if name == "customer-errors":
+            ax.axhline(55, color="#7f8c8d", ls=":", lw=1, label="2015: about 55%")
+        palette = {"blip": "#f39c12", "gsi-growth": "#d5f5e3", "stuck-partition": "#d6eaf8"}
+        for start, stop, fault in windows:
+            ax.axvspan(start, stop, color=palette.get(fault, "#f5b7b1"), alpha=0.45 if fault == "blip" else 0.25, lw=0)
+            ax.annotate(fault, (start, 1.0), xycoords=("data", "axes fraction"), fontsize=7, va="top", color="#7e5109")
+        for i, move in enumerate(m for m in moves if m["action"] != "note"):
+            color = "#27ae60" if move["ok"] else "#c0392b"
+            ax.axvline(move["t"], color=color, lw=1, ls="-.")
+            # moves come in quick succession: stagger their labels so they stay readable
+            ax.annotate(move["action"] + ("" if move["ok"] else " (failed)"), (move["t"], 0.9 - 0.16 * (i % 5)),
+                        xycoords=("data", "axes fraction"), fontsize=7, color=color, ha="left",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+        ax.set_xlabel("seconds since the start of the scenario")
+        ax.set_ylabel(label, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=7)
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, pngs: list[Path], out: Path) -> Path:
+    e = html.escape
+    rows = []
+    for record in journal["steps"]:
+        for r in (record, *record.get("autopilot", [])):
+            rows.append(f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
+                        f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
+                        f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>")
+    moves = "".join(f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
+                    for m in journal["player_actions"])
+    table = "".join(f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c['lab'])}</td></tr>" for c in comparison)
+    scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
+    images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs)
+    page = f"""<!doctype html><meta charset=utf-8><title>{e(journal['title'])}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}td,th{{padding:2px 8px;text-align:left}}
+tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
+<h1>{e(journal['title'])}</h1>
+<p>Outcome: <b>{e(journal['outcome'])}</b> · speed {journal['speed']:g}× · seed {journal.get('seed')} ·
+{'autopilot' if journal['autopilot'] else 'players'}</p>
+<h2>2015 beside the lab</h2><table><tr><th>what</th><th>20 September 2015</th><th>this run</th></tr>{table}</table>
+<h2>Score</h2><table>{scores}</table>
+<h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{''.join(rows)}</table>
+<h2>Operator moves</h2><ul>{moves or '<li>none</li>'}</ul>
+<h2>What happened</h2><p>Shaded: fault windows (orange: the blip). Dash-dot lines: operator moves (red: failed).</p>{images}
+"""
+    path = out / "report.html"
+    path.write_text(page)
+    return path

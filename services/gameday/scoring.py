@@ -1,0 +1,82 @@
+"""What a game day measured: moments, the seed-vs-lab table, the players' score. Pure."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from services.gameday.scenario import Scenario
+
+MITIGATIONS = ("add-capacity", "pause-metadata", "resume")
+
+
+def moments(journal: dict[str, Any]) -> dict[str, float]:
+    """When each step happened: a fault or action when it was taken, an expectation when it
+    was met, the operator phase when the lab recovered."""
+    out = {}
+    for record in journal["steps"]:
+        for r in (record, *record.get("autopilot", [])):
+            if r["kind"] == "expect" and r.get("passed"):
+                out[r["name"]] = r["at_s"] + r["met_after_s"]
+            elif r["kind"] == "operator":
+                if r.get("recovered_after_s") is not None:
+                    out[r["name"]] = r["started_s"] + r["recovered_after_s"]
+            elif r["kind"] in ("fault", "action", "wait"):
+                out[r["name"]] = r["at_s"]
+    return out
+
+
+def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The seed's numbers beside the lab's."""
+    when = moments(journal)
+    records = {r["name"]: r for s in journal["steps"] for r in (s, *s.get("autopilot", []))}
+    rows = []
+    for c in scenario.compare:
+        kind, _, ref = c.measure.partition(":")
+        if kind == "mean":
+            mean = records.get(ref, {}).get("mean")
+            lab = None if mean is None else f"{100 * mean:.1f}%" if records[ref]["expect"].split()[0].endswith("ratio") \
+                else f"{mean:.3g}"
+        else:
+            a, b = ref.split("..")
+            lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
+        rows.append({"what": c.what, "in_2015": c.in_2015, "lab": lab or "not measured"})
+    return rows
+
+
+def error_minutes(samples: list[dict[str, Any]]) -> float:
+    """Customer error-minutes: the error ratio integrated over the run (lab minutes)."""
+    total = 0.0
+    for a, b in zip(samples, samples[1:]):
+        ea, eb = a.get("customer_error_ratio"), b.get("customer_error_ratio")
+        if ea is not None and eb is not None:
+            total += (ea + eb) / 2 * (b["t"] - a["t"])
+    return total / 60
+
+
+def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
+    when = moments(journal)
+    onset = when.get(scenario.onset_step) if scenario.onset_step else None
+    operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
+    players = journal["player_actions"]
+    detect = next((a["t"] for a in players if onset is not None and a["t"] >= onset and a["action"] == "status"), None)
+    recovered = when.get(operator["name"]) if operator else None
+    in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a["action"] in MITIGATIONS]
+    return {
+        "onset_s": onset,
+        "time_to_detect_s": None if detect is None else round(detect - onset, 1),
+        "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
+        "customer_error_minutes": round(error_minutes(journal["samples"]), 3),
+        "actions_taken": len(in_phase),
+        "failed_actions": sum(1 for a in in_phase if not a["ok"]),
+        "recovered": recovered is not None,
+    }
+
+
+def append_leaderboard(path: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Add a run; returns the board, best first (recovered, then fewest error-minutes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(entry) + "\n")
+    board = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return sorted(board, key=lambda e: (not e["recovered"], e["customer_error_minutes"]))

@@ -1,0 +1,157 @@
+"""The scenario runner in virtual time against a toy lab: sequencing, expectations, the
+operator phase, rollbacks on failure and on cancel, scoring and the seed-vs-lab table."""
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from services.common.settings import parse_duration
+from services.gameday import scoring
+from services.gameday.engine import Runner
+from services.gameday.scenario import load, schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class VirtualClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    async def sleep(self, seconds):
+        self.t += seconds
+        await asyncio.sleep(0)
+
+
+class ToyLab:
+    """A storm that holds until paused, given capacity and readmitted; just enough physics to
+    drive the runner (the real storm is in the integration tests and the CI scenario run)."""
+
+    def __init__(self, clock):
+        self.clock, self.cores, self.paused, self.storm_at, self.stuck_until = clock, 40, False, None, -1.0
+        self.growth, self.actions, self.halted, self.resumed_at = False, [], 0, None
+
+    @property
+    def stuck(self):
+        return self.clock.now() < self.stuck_until
+
+    async def sample(self):
+        t = self.clock.now()
+        storm = self.storm_at is not None and t >= self.storm_at + 10
+        if self.resumed_at is not None and t >= self.resumed_at + 20:
+            storm = False
+        error = 1.0 if self.paused else 0.55 if storm else 0.002 if self.stuck else 0.0
+        return {"customer_error_ratio": error, "nodes_total": 1000, "nodes_serving": 1000,
+                "nodes_disqualified": 150 if storm else 0, "metadata_inflight": 0 if self.paused else 180 if storm else 10,
+                "metadata_processing_p99_s": 0.7 if self.growth else 0.2, "allowance_s": 1.0, "metadata_paused": self.paused,
+                "table_error_ratio": {"metric-groups": 1.0 if self.stuck else 0.0, "orders": error},
+                "renewal_attempts_total": {"first": t, "retry": 0}}
+
+    async def fault(self, fault, args, speed):
+        if fault == "blip":
+            self.storm_at = self.clock.now()
+        elif fault == "gsi-growth":
+            self.growth = True
+        elif fault == "stuck-partition":
+            self.stuck_until = self.clock.now() + parse_duration(args["duration"])
+        return {"ok": True, "message": fault, "duration_s": 5.0}
+
+    async def action(self, action, args, speed):
+        ok = True
+        if action == "add-capacity":
+            ok = self.paused or self.storm_at is None
+            self.cores = float(args["cores"]) if ok else self.cores
+        elif action == "pause-metadata":
+            self.paused = True
+        elif action == "resume":
+            self.paused, self.resumed_at = False, self.clock.now() if self.cores >= 80 else None
+        self.actions.append({"at": self.clock.now(), "t": self.clock.now(), "action": action, "args": args, "ok": ok,
+                             "message": action})
+        return {"ok": ok, "message": action}
+
+    async def rollback(self):
+        self.halted += 1
+        self.stuck_until = -1.0
+
+    def player_actions(self):
+        return self.actions
+
+
+def run(scenario, lab, clock, autopilot=True, seed=2015):
+    runner = Runner(scenario, schedule(scenario, seed), lab, clock, autopilot=autopilot, echo=lambda line: None)
+    return runner, asyncio.run(runner.run())
+
+
+def flagship():
+    return load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
+
+
+def toy():
+    clock = VirtualClock()
+    return clock, ToyLab(clock)
+
+
+def test_the_autopilot_plays_the_runbook_and_every_expectation_is_measured():
+    clock, lab = toy()
+    runner, journal = run(flagship(), lab, clock)
+    failed = [s["name"] for s in journal["steps"] if not s["passed"]]
+    assert journal["outcome"] == "passed", failed
+    operator = next(s for s in journal["steps"] if s["kind"] == "operator")
+    assert [a["name"] for a in operator["autopilot"]][:3] == [
+        "look first", "add capacity through the shared admin path", "pause requests to the metadata service"]
+    capacity = operator["autopilot"][1]
+    assert capacity["ok"] is False and capacity["passed"] is True  # the failure was the expectation
+    assert lab.halted == 1 and journal["rollbacks"][-1]["name"] == "halt every fault"
+    assert len(journal["samples"]) > 100 and all("t" in s for s in journal["samples"])
+
+
+def test_score_and_comparison_come_from_the_measurements():
+    clock, lab = toy()
+    scenario = flagship()
+    _, journal = run(scenario, lab, clock)
+    score = scoring.score(scenario, journal)
+    assert score["recovered"] and score["actions_taken"] == 4 and score["failed_actions"] == 1
+    assert score["time_to_detect_s"] is not None and score["time_to_detect_s"] >= 0
+    assert score["time_to_mitigate_s"] > score["time_to_detect_s"]
+    assert score["customer_error_minutes"] > 0
+    rows = {r["what"]: r["lab"] for r in scoring.compare(scenario, journal)}
+    assert rows["customer error plateau"] == "55.0%"
+    assert rows["blip to storm"] == "10 s"
+    assert rows["Monday: aggregate error"] == "0.2%"
+    assert rows["pause to recovery"].endswith(" s")
+
+
+def test_without_the_autopilot_nobody_acts_and_the_time_limit_fails_the_run():
+    clock, lab = toy()
+    _, journal = run(flagship(), lab, clock, autopilot=False)
+    operator = next(s for s in journal["steps"] if s["kind"] == "operator")
+    assert not operator["passed"] and operator["recovered_after_s"] is None
+    assert journal["outcome"] == "failed" and lab.halted == 1
+
+
+def test_a_failed_steady_state_stops_before_any_fault():
+    clock, lab = toy()
+    lab.paused = True  # customers already failing
+    _, journal = run(flagship(), lab, clock)
+    assert journal["outcome"] == "failed" and lab.storm_at is None and lab.halted == 1
+    assert all(s["kind"] == "steady" for s in journal["steps"])
+
+
+def test_cancelling_the_run_still_rolls_back():
+    clock, lab = toy()
+    scenario = flagship()
+    runner = Runner(scenario, schedule(scenario, 1), lab, clock, autopilot=True, echo=lambda line: None)
+
+    async def interrupt():
+        task = asyncio.create_task(runner.run())
+        while lab.storm_at is None:
+            await asyncio.sleep(0)
+        task.cancel()  # what Ctrl-C does to asyncio.run's main task
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupt())
+    assert lab.halted == 1 and runner.rollbacks[-1]["name"] == "halt every fault"
+    assert runner.journal("interrupted")["outcome"] == "interrupted"
