@@ -10,7 +10,7 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 
-.PHONY: install test test-unit test-integration demo local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration demo gameday local-up local-status local-down clean \
         up down blip logs e2e
 
 install: $(STAMP)
@@ -33,6 +33,11 @@ test-integration: $(STAMP)
 # The whole 2015 story: 1,000 nodes, a 5 s blip of 3 racks, the storm, a summary and a PNG.
 demo: $(STAMP)
 	$(BIN)/stormlab demo $(ARGS)
+
+# The 2015 game day, played by the autopilot: storm, failed capacity, pause, capacity, staged
+# resume, the Monday tail; a report in reports/gamedays. Players drop --autopilot (ARGS is passed on).
+gameday: $(STAMP)
+	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
 # The local lab without the demo: processes on loopback, left running.
 local-up: $(STAMP)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
+from dataclasses import asdict
 import time
 from pathlib import Path
 
@@ -12,8 +14,11 @@ from services import launcher
 from services.gameday import report, scoring
 from services.gameday.engine import Runner
 from chaos.cli import ChaosError, request_for
+from services.common.settings import LabSettings, profile
+from services.gameday.docker_lab import DockerLab
 from services.gameday.local import LocalLab, fault_argv, parse_fault
-from services.gameday.scenario import Scenario, ScenarioError, load, schedule
+from services.gameday.reader import load
+from services.gameday.scenario import Scenario, ScenarioError, schedule
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
@@ -35,8 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v.add_argument("file", type=Path)
     r = actions.add_parser("run", help="run a scenario: starts a local lab if none is up, writes a run directory")
     r.add_argument("file", type=Path)
-    r.add_argument("--backend", choices=("local",), default="local",
-                   help="where the lab runs (local processes; the compose stack is driven with `chaos` for now)")
+    r.add_argument("--backend", choices=("local", "docker"),
+                   help="local processes (started if none is up), or the compose stack already up on this host "
+                        "(default: STORMLAB_BACKEND, else local)")
     r.add_argument("--speed", type=float, default=1.0, help="run the profile and the timeline this many times faster")
     r.add_argument("--seed", type=int, help="seed for the fault schedule and the lab (default: the scenario's)")
     r.add_argument("--autopilot", action="store_true", help="play AWS's runbook instead of waiting for players")
@@ -85,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     seed = scenario.settings.seed if args.seed is None else args.seed
     settings = scenario.settings.replace(seed=seed).sped_up(args.speed)
     plan = schedule(scenario, seed, args.speed)
+    if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
+        return run_on_compose(scenario, plan, seed, args)
     state, started = launcher.running(), False
     if state is None:
         print(f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}", flush=True)
@@ -104,10 +112,30 @@ def run(args: argparse.Namespace) -> int:
     return finish(scenario, journal, args)
 
 
+def run_on_compose(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace) -> int:
+    """The stack runs the settings it was started with (.env): say which the scenario needs."""
+    if args.speed != 1:
+        raise ScenarioError("--speed applies to a lab the runner starts; the compose stack runs at its own speed")
+    changed = {k: v for k, v in asdict(scenario.settings).items() if getattr(profile(scenario.profile), k) != v}
+    if changed:
+        env = " ".join(f"STORMLAB_{k.upper()}={LabSettings(**{k: v}).to_env()['STORMLAB_' + k.upper()]}"
+                       for k, v in changed.items())
+        print(f"this scenario needs the stack started with: {env} docker compose up -d", flush=True)
+    lab = LabHandle(None, DockerLab(launcher.state_dir()))
+    runner = Runner(scenario, plan, lab.lab, RealClock(), autopilot=args.autopilot, echo=lambda line: print(line, flush=True))
+    try:
+        journal = asyncio.run(lab.settle_then(runner))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        journal = runner.journal("interrupted")
+        print("interrupted: rollbacks ran, every fault halted")
+    journal["seed"] = seed
+    return finish(scenario, journal, args)
+
+
 class LabHandle:
-    def __init__(self, state: dict) -> None:
+    def __init__(self, state: dict | None, lab=None) -> None:
         self.state = state
-        self.lab = LocalLab(state)
+        self.lab = lab or LocalLab(state)
 
     async def settle_then(self, runner: Runner, limit_s: float = 180.0) -> dict:
         """Before the timeline: every node serving, and the customers' 10 s error window clear of
@@ -138,14 +166,17 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
     (out / "journal.json").write_text(json.dumps(journal, indent=1))
     pngs = report.draw(journal, out)
     page = report.write_html(journal, comparison, score, pngs, out)
+    has_players = any(s.kind == "operator" for s in scenario.steps)
     board_path = args.leaderboard or launcher.state_dir() / "leaderboard.jsonl"
     board = scoring.append_leaderboard(board_path, {"at": time.time(), "scenario": scenario.title,
-                                                    "autopilot": args.autopilot, "speed": args.speed, **score})
+                                                    "autopilot": args.autopilot, "speed": args.speed,
+                                                    **score}) if has_players else []
     print(f"\n{scenario.title}: {journal['outcome'].upper()}")
     for c in comparison:
         print(f"  {c['what']:<34} 2015: {c['in_2015']:<14} here: {c['lab']}")
     print("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
-    print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")
+    if board:
+        print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")
     print(f"  report: {page}\n  journal: {out / 'journal.json'}")
     return {"passed": 0, "interrupted": EXIT_INTERRUPTED}.get(journal["outcome"], EXIT_FAILED)
 

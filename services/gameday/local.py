@@ -50,6 +50,25 @@ def parse_fault(argv: list[str]) -> argparse.Namespace:
         raise ValueError(said[-1].removeprefix("stormlab: error: ") if said else f"bad fault {argv}") from None
 
 
+async def run_action(ops: Ops, action: str, args: dict, speed: float) -> dict[str, Any]:
+    """A scenario's action through `ops`, its times divided by ``speed``."""
+    kwargs: dict[str, Any] = {}
+    for key, value in args.items():
+        if key in TIMED:
+            kwargs[key] = parse_duration(value) / speed
+        elif key == "break_glass":
+            kwargs[key] = str(value).lower() in ("true", "yes", "on", "1")
+        else:
+            kwargs[key] = value
+    if action == "add-capacity" and "timeout" not in kwargs:
+        kwargs["timeout"] = 2.0 / speed
+    entry = await ops.run(action, kwargs)
+    lines = entry["message"].splitlines()
+    if action == "status":  # the diagnosis, not the whole screen
+        lines = [line for line in lines if line.startswith("diagnosis:")] or lines[-1:]
+    return {"ok": entry["ok"], "message": "\n".join(lines)}
+
+
 class LocalLab:
     def __init__(self, state: dict) -> None:
         self.state = state
@@ -78,21 +97,7 @@ class LocalLab:
                 "message": f"{lease['fault']} #{lease['id']} on {lease['target']} for {body['duration_s']:g}s"}
 
     async def action(self, action: str, args: dict, speed: float) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        for key, value in args.items():
-            if key in TIMED:
-                kwargs[key] = parse_duration(value) / speed
-            elif key == "break_glass":
-                kwargs[key] = str(value).lower() in ("true", "yes", "on", "1")
-            else:
-                kwargs[key] = value
-        if action == "add-capacity" and "timeout" not in kwargs:
-            kwargs["timeout"] = 2.0 / speed
-        entry = await self.ops.run(action, kwargs)
-        lines = entry["message"].splitlines()
-        if action == "status":  # the diagnosis, not the whole screen
-            lines = [line for line in lines if line.startswith("diagnosis:")] or lines[-1:]
-        return {"ok": entry["ok"], "message": "\n".join(lines)}
+        return await run_action(self.ops, action, args, speed)
 
     async def rollback(self) -> None:
         for url in chaos_cli.holders(self.state).values():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,8 @@ class Ops:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     ops = sub.add_parser("ops", help="the operator runbook: status, add-capacity, pause-metadata, resume, note",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops.add_argument("--backend", choices=("local", "docker"),
+                     help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)")
     actions = ops.add_subparsers(dest="action", required=True)
     actions.add_parser("status", help="what a responder looks at first")
     p = actions.add_parser("add-capacity", help="set the metadata service's virtual cores")
@@ -143,9 +146,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    state = running()
-    if not state:
-        raise LabError("no lab is up: start one with `stormlab up` or `stormlab scenario run`")
     kwargs: dict[str, Any] = {}
     if args.action == "add-capacity":
         kwargs = {"cores": args.cores, "break_glass": args.break_glass, "timeout": parse_duration(args.timeout)}
@@ -153,7 +153,22 @@ def run(args: argparse.Namespace) -> int:
         kwargs = {"staged": args.staged, "every": parse_duration(args.every)}
     elif args.action == "note":
         kwargs = {"text": " ".join(args.text)}
-    entry = asyncio.run(Ops(state).run(args.action, kwargs))
+    if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
+        from services.gameday.docker_lab import DockerLab  # noqa: PLC0415
+
+        lab = DockerLab(state_dir())
+        if args.action == "status":
+            look = first_look(asyncio.run(lab.sample()))
+            print(look)
+            record(lab.ops.directory, "status", {}, True, look)
+            return 0
+        entry = asyncio.run(lab.ops.run(args.action, kwargs))
+    else:
+        state = running()
+        if not state:
+            raise LabError("no lab is up: start one with `stormlab up` or `stormlab scenario run` "
+                           "(or --backend docker for the compose stack)")
+        entry = asyncio.run(Ops(state).run(args.action, kwargs))
     print(entry["message"])
     if not entry["ok"]:
         raise LabError(entry["message"]) if "timed out" in entry["message"] else ChaosError(entry["message"])

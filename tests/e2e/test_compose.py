@@ -48,7 +48,8 @@ class Stack:
         self.cmd = compose_cmd()
         self.prometheus_port = free_port()
         self.env = {**os.environ, "COMPOSE_PROJECT_NAME": PROJECT, "PROMETHEUS_PORT": str(self.prometheus_port),
-                    "METADATA_PORT": str(free_port()), "GRAFANA_PORT": str(free_port())}
+                    "METADATA_PORT": str(free_port()), "GRAFANA_PORT": str(free_port()),
+                    "LOADGEN_PORT": str(free_port())}
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         out = subprocess.run([*self.cmd, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)

@@ -8,7 +8,8 @@ import pytest
 from services.common.settings import parse_duration
 from services.gameday import scoring
 from services.gameday.engine import Runner
-from services.gameday.scenario import load, schedule
+from services.gameday.reader import load
+from services.gameday.scenario import schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,3 +156,13 @@ def test_cancelling_the_run_still_rolls_back():
     asyncio.run(interrupt())
     assert lab.halted == 1 and runner.rollbacks[-1]["name"] == "halt every fault"
     assert runner.journal("interrupted")["outcome"] == "interrupted"
+
+
+def test_the_journal_records_the_seeded_fault_schedule():
+    def faults(seed):
+        clock, lab = toy()
+        _, journal = run(flagship(), lab, clock, seed=seed)
+        return [(s["name"], s["at_s"], s["args"]) for s in journal["schedule"] if s["kind"] == "fault"]
+
+    assert faults(3) == faults(3)
+    assert faults(3) != faults(4)

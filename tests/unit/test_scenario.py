@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from services.cli import main
-from services.gameday.scenario import ScenarioError, load, schedule
+from services.gameday.reader import load
+from services.gameday.scenario import ScenarioError, schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

@@ -1,0 +1,89 @@
+"""Game days against a real (small) lab: the ops runbook, and Ctrl-C during a scenario run
+still running the rollbacks and leaving no fault behind."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from services.cli import main
+
+SCENARIO = """\
+title: interrupted
+settings: {racks: 2, nodes_per_rack: 20, renewal_period_s: 1s, customer_rate: 20}
+steps:
+  - {name: long blip, at: 1s, fault: blip, args: {racks: 2, duration: 5m}}
+  - {name: long wait, wait: 5m}
+rollback:
+  - {name: note the rollback, action: note, args: {text: rolled back}}
+"""
+
+
+@pytest.fixture
+def small_lab(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
+    capsys.readouterr()
+    yield tmp_path / "state"
+    assert main(["down"]) == 0
+
+
+def active_faults(capsys) -> str:
+    assert main(["chaos", "list"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.timeout(120)
+def test_ops_runbook_on_a_lab(small_lab, capsys):
+    assert main(["ops", "status"]) == 0
+    assert "diagnosis:" in capsys.readouterr().out
+    assert main(["ops", "pause-metadata"]) == 0
+    assert "pause-metadata" in active_faults(capsys)
+    assert main(["ops", "add-capacity", "80"]) == 0  # paused: the admin path is free
+    assert main(["ops", "add-capacity", "-3"]) == 2
+    assert main(["ops", "resume", "--staged", "2", "--every", "1s"]) == 0
+    assert main(["ops", "resume", "--staged", "0"]) == 2
+    assert main(["ops", "note", "looked", "at", "the", "margin"]) == 0
+    capsys.readouterr()
+    journal = [json.loads(line) for line in (small_lab / "ops-journal.jsonl").read_text().splitlines()]
+    assert [(e["action"], e["ok"]) for e in journal] == [
+        ("status", True), ("pause-metadata", True), ("add-capacity", True), ("add-capacity", False),
+        ("resume", True), ("resume", False), ("note", True)]
+    assert journal[-1]["message"] == "looked at the margin"
+    assert main(["chaos", "halt"]) == 0
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_scenario_runs_the_rollbacks_and_leaves_no_fault(small_lab, tmp_path, capsys, sig):
+    path = tmp_path / "interrupted.yaml"
+    path.write_text(SCENARIO)
+    run = subprocess.Popen([sys.executable, "-m", "services.cli", "scenario", "run", str(path), "--out",
+                            str(tmp_path / "runs"), "--leaderboard", str(tmp_path / "board.jsonl")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 90
+        lines = []
+        while time.monotonic() < deadline:
+            lines.append(run.stdout.readline())
+            if "long blip" in lines[-1]:
+                break
+        assert "long blip" in lines[-1], "".join(lines)
+        assert "blip on rack-0,rack-1" in active_faults(capsys)
+        run.send_signal(sig)
+        out, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 130, out
+    assert "interrupted: rollbacks ran" in out
+    assert "no active faults" in active_faults(capsys)
+    [journal_path] = (tmp_path / "runs").glob("*/journal.json")
+    journal = json.loads(journal_path.read_text())
+    assert journal["outcome"] == "interrupted"
+    assert [r["name"] for r in journal["rollbacks"]] == ["note the rollback", "halt every fault"]
