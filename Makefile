@@ -50,8 +50,9 @@ local-down: $(STAMP)
 	$(BIN)/stormlab down
 
 # The whole lab on docker compose, with Prometheus and Grafana.
+# SERVICES limits what starts (e.g. SERVICES="loadgen prometheus" where Grafana cannot be pulled).
 up:
-	$(COMPOSE) up -d --build
+	$(COMPOSE) up -d --build $(SERVICES)
 	@echo
 	@echo "stormlab is up. Give it a minute to settle, then:"
 	@echo "  storm dashboard   http://localhost:$(GRAFANA_PORT)/d/stormlab-storm"

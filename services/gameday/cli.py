@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-from dataclasses import asdict
 import time
 from pathlib import Path
 
@@ -92,39 +91,40 @@ def run(args: argparse.Namespace) -> int:
     settings = scenario.settings.replace(seed=seed).sped_up(args.speed)
     plan = schedule(scenario, seed, args.speed)
     if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
-        return run_on_compose(scenario, plan, seed, args)
+        if args.speed != 1:
+            raise ScenarioError("--speed applies to a lab the runner starts; the compose stack runs at its own speed")
+        needed = " ".join(f"{k}={v}" for k, v in differences(settings, scenario.profile).items())
+        if needed:
+            print(f"this scenario needs the stack started with: {needed} docker compose up -d", flush=True)
+        return play(scenario, plan, seed, args, DockerLab(launcher.state_dir()))
     state, started = launcher.running(), False
-    if state is None:
+    if state is not None:
+        unlike = {k: v for k, v in differences(settings, state["settings"]).items() if k != "STORMLAB_SEED"}
+        if unlike:
+            raise ScenarioError(f"a lab is already up with other settings (the scenario needs "
+                                f"{' '.join(f'{k}={v}' for k, v in unlike.items())}): `stormlab down` first "
+                                "and the scenario starts its own")
+    else:
         print(f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}", flush=True)
         state, started = launcher.up(settings, args.base_port), True
-    lab = LabHandle(state)
-    runner = Runner(scenario, plan, lab.lab, RealClock(), autopilot=args.autopilot, speed=args.speed,
-                    echo=lambda line: print(line, flush=True))
     try:
-        journal = asyncio.run(lab.settle_then(runner))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        journal = runner.journal("interrupted")
-        print("interrupted: rollbacks ran, every fault halted")
+        return play(scenario, plan, seed, args, LocalLab(state))
     finally:
         if started and not args.keep_lab:
             launcher.down()
-    journal["seed"] = seed
-    return finish(scenario, journal, args)
 
 
-def run_on_compose(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace) -> int:
-    """The stack runs the settings it was started with (.env): say which the scenario needs."""
-    if args.speed != 1:
-        raise ScenarioError("--speed applies to a lab the runner starts; the compose stack runs at its own speed")
-    changed = {k: v for k, v in asdict(scenario.settings).items() if getattr(profile(scenario.profile), k) != v}
-    if changed:
-        env = " ".join(f"STORMLAB_{k.upper()}={LabSettings(**{k: v}).to_env()['STORMLAB_' + k.upper()]}"
-                       for k, v in changed.items())
-        print(f"this scenario needs the stack started with: {env} docker compose up -d", flush=True)
-    lab = LabHandle(None, DockerLab(launcher.state_dir()))
-    runner = Runner(scenario, plan, lab.lab, RealClock(), autopilot=args.autopilot, echo=lambda line: print(line, flush=True))
+def differences(settings: LabSettings, other: str | dict) -> dict[str, str]:
+    """The settings' variables that differ from a profile's (by name) or from a running lab's."""
+    theirs = profile(other).to_env() if isinstance(other, str) else other
+    return {k: v for k, v in settings.to_env().items() if theirs.get(k) != v}
+
+
+def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
+    runner = Runner(scenario, plan, lab, RealClock(), autopilot=args.autopilot, speed=args.speed,
+                    echo=lambda line: print(line, flush=True))
     try:
-        journal = asyncio.run(lab.settle_then(runner))
+        journal = asyncio.run(settle_then(lab, runner))
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
         print("interrupted: rollbacks ran, every fault halted")
@@ -132,29 +132,25 @@ def run_on_compose(scenario: Scenario, plan: list, seed: int, args: argparse.Nam
     return finish(scenario, journal, args)
 
 
-class LabHandle:
-    def __init__(self, state: dict | None, lab=None) -> None:
-        self.state = state
-        self.lab = lab or LocalLab(state)
+async def settle_then(lab, runner: Runner, limit_s: float = 180.0) -> dict:
+    """Before the timeline: every node serving, and the customers' 10 s error window clear of
+    the start-up (a lab just started refuses customers until its nodes have memberships)."""
+    deadline, calm_since = time.monotonic() + limit_s, None
+    while time.monotonic() < deadline:
+        snap = await lab.sample()
+        calm = snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"] and \
+            (snap["customer_error_ratio"] or 0.0) < 0.01
+        calm_since = (calm_since or time.monotonic()) if calm else None
+        if calm_since and time.monotonic() - calm_since >= 5:
+            break
+        await asyncio.sleep(1.0)
+    print(f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
+          f"{100 * (snap['customer_error_ratio'] or 0):.1f}%", flush=True)
+    lab.started_at = time.time()
+    # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+    return await runner.run()
 
-    async def settle_then(self, runner: Runner, limit_s: float = 180.0) -> dict:
-        """Before the timeline: every node serving, and the customers' 10 s error window clear of
-        the start-up (a lab just started refuses customers until its nodes have memberships)."""
-        deadline, calm_since = time.monotonic() + limit_s, None
-        while time.monotonic() < deadline:
-            snap = await self.lab.sample()
-            calm = snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"] and \
-                (snap["customer_error_ratio"] or 0.0) < 0.01
-            calm_since = (calm_since or time.monotonic()) if calm else None
-            if calm_since and time.monotonic() - calm_since >= 5:
-                break
-            await asyncio.sleep(1.0)
-        print(f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
-              f"{100 * (snap['customer_error_ratio'] or 0):.1f}%", flush=True)
-        self.lab.started_at = time.time()
-        # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
-        return await runner.run()
 
 
 def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,7 @@ from services.cli import main
 
 SCENARIO = """\
 title: interrupted
-settings: {racks: 2, nodes_per_rack: 20, renewal_period_s: 1s, customer_rate: 20}
+settings: {racks: 2, nodes_per_rack: 20, renewal_period_s: 1s}
 steps:
   - {name: long blip, at: 1s, fault: blip, args: {racks: 2, duration: 5m}}
   - {name: long wait, wait: 5m}
@@ -55,6 +54,15 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
         ("resume", True), ("resume", False), ("note", True)]
     assert journal[-1]["message"] == "looked at the margin"
     assert main(["chaos", "halt"]) == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_scenario_refuses_a_running_lab_with_other_settings(small_lab, tmp_path, capsys):
+    path = tmp_path / "other.yaml"
+    path.write_text(SCENARIO.replace("renewal_period_s: 1s", "renewal_period_s: 2s"))
+    assert main(["scenario", "run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "STORMLAB_RENEWAL_PERIOD_S=2.0" in capsys.readouterr().err
+    assert "no active faults" in active_faults(capsys)
 
 
 @pytest.mark.timeout(180)

@@ -72,3 +72,12 @@ def test_the_same_seed_gives_the_same_fault_schedule():
     assert [(p.at_s, p.args) for p in first] != [(p.at_s, p.args) for p in other]
     assert 5 <= first[0].at_s <= 15 and len(first[0].args["racks"].split(",")) == 3
     assert schedule(scenario, 7, speed=2)[0].at_s == pytest.approx(first[0].at_s / 2)
+
+
+def test_the_settings_a_scenario_needs_are_named_for_compose_and_a_running_lab():
+    from services.gameday.cli import differences
+    scenario = load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
+    assert differences(scenario.settings, "dynamodb-2015") == {"STORMLAB_GSI_GROWTH": "off"}
+    running = scenario.settings.to_env() | {"STORMLAB_SEED": "7"}
+    assert differences(scenario.settings, running) == {"STORMLAB_SEED": "2015"}
+    assert differences(scenario.settings.sped_up(2), running)["STORMLAB_ALLOWANCE_S"] == "0.5"
