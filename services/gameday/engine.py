@@ -176,9 +176,10 @@ class Runner:
             self.echo(f"[{start:7.1f}s] YOUR TURN: stop the storm with `stormlab ops …` in another terminal "
                       f"(recovered when {step.check.describe()}; time limit {limit:g}s)")
             auto = []
-        left = max(0.0, start + limit - self.elapsed())
-        result = await self.expect(step.check, within_s=left)
-        result["recovered_after_s"] = round(self.elapsed() - start, 3) if result["passed"] else None
+        watching = self.elapsed()
+        result = await self.expect(step.check, within_s=max(0.0, start + limit - watching))
+        # recovered when the condition began to hold (as for any expectation), not when its hold ended
+        result["recovered_after_s"] = round(watching + result["met_after_s"] - start, 3) if result["passed"] else None
         return result | {"autopilot": auto, "passed": result["passed"] and all(a["passed"] for a in auto),
                          "started_s": round(start, 3)}
 
