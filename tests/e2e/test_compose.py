@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from services.dashboard_png import draw
+from services.gameday import docker_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
@@ -30,11 +31,10 @@ pytestmark = pytest.mark.timeout(1500)
 
 
 def compose_cmd() -> list[str]:
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    pytest.fail("neither `docker compose` nor `docker-compose` is installed")
+    cmd = docker_lab.compose_cmd()
+    if not shutil.which(cmd[0]):
+        pytest.fail("neither `docker compose` nor `docker-compose` is installed")
+    return cmd
 
 
 def free_port() -> int:
