@@ -12,10 +12,11 @@ from pathlib import Path
 from services import launcher
 from services.gameday import report, scoring
 from services.gameday.engine import Runner
-from chaos.cli import ChaosError, request_for
+from chaos.cli import ChaosError
 from services.common.settings import LabSettings, profile
 from services.gameday.docker_lab import DockerLab
-from services.gameday.local import LocalLab, fault_argv, parse_fault
+from services.gameday.chaos_args import fault_request
+from services.gameday.local import LocalLab
 from services.gameday.reader import load
 from services.gameday.scenario import Scenario, ScenarioError, schedule
 
@@ -75,7 +76,7 @@ def check_faults(scenario: Scenario, source: str) -> None:
             if step.kind != "fault":
                 continue
             try:
-                request_for(parse_fault(fault_argv(step.fault, planned.args if step is planned.step else step.args, 1.0)), lab)
+                fault_request(step.fault, planned.args if step is planned.step else step.args, lab)
             except (ValueError, ChaosError) as exc:
                 raise ScenarioError(f"{source}:{step.line}: {step.path} ({step.name}): {exc}") from None
 

@@ -14,7 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from services.gameday.local import fault_argv, run_action
+from services.gameday.chaos_args import fault_argv
+from services.gameday.local import run_action
 from services.gameday.ops import Ops, first_look, read_journal, record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,8 @@ def docker_state(directory: Path) -> dict:
     os.environ.setdefault("STORMLAB_TOKEN", env.get("STORMLAB_TOKEN", ""))
     port = os.environ.get("METADATA_PORT", "8700")
     url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
-    return {"directory": str(directory), "components": {"metadata": {"url": url}}, "supervisor_url": None}
+    return {"directory": str(directory), "components": {"metadata": {"url": url}}, "supervisor_url": None,
+            "settings": {"STORMLAB_RACKS": "10"}}
 
 
 def _get(url: str) -> Any:

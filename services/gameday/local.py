@@ -2,10 +2,7 @@
 holders' /faults APIs (the same requests `stormlab chaos` makes), actions through `ops`."""
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
-import io
 import time
 from typing import Any
 
@@ -15,39 +12,12 @@ from chaos import cli as chaos_cli
 from services import observe
 from services.common.auth import ensure_token
 from services.common.settings import parse_duration
+from services.gameday.chaos_args import TIMED, fault_request
 from services.gameday.ops import Ops, read_journal
 
-TIMED = ("duration", "ramp", "every", "timeout", "delay", "jitter")
 KEPT = ("customer_error_ratio", "table_error_ratio", "nodes_total", "nodes_serving", "nodes_disqualified",
         "metadata_inflight", "metadata_cores", "metadata_paused", "metadata_processing_p99_s", "allowance_s",
         "renewal_p99_s", "renewal_attempts_total", "loop_lag_p99_s", "membership_sizes")
-
-
-def fault_argv(fault: str, args: dict[str, str], speed: float) -> list[str]:
-    """The `stormlab chaos` command line of a scenario's fault step, its times divided by ``speed``."""
-    argv = ["chaos", fault]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if key == "break_glass":
-            argv += [flag] if str(value).lower() in ("true", "yes", "on", "1") else []
-        elif key in TIMED:
-            argv += [flag, f"{parse_duration(value) / speed:g}s"]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
-def parse_fault(argv: list[str]) -> argparse.Namespace:
-    """Parse with the real `stormlab chaos` parser; its complaint becomes a ValueError."""
-    from services.cli import build_parser  # noqa: PLC0415 - services.cli imports the gameday CLI
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return build_parser().parse_args(argv)
-    except SystemExit:
-        said = err.getvalue().strip().splitlines()
-        raise ValueError(said[-1].removeprefix("stormlab: error: ") if said else f"bad fault {argv}") from None
 
 
 async def run_action(ops: Ops, action: str, args: dict, speed: float) -> dict[str, Any]:
@@ -85,9 +55,8 @@ class LocalLab:
 
     async def fault(self, fault: str, args: dict, speed: float) -> dict[str, Any]:
         try:
-            parsed = parse_fault(fault_argv(fault, args, speed))
-            url, body = chaos_cli.request_for(parsed, self.state)
-            timeout = parse_duration(parsed.timeout) if fault == "capacity" else 5.0
+            url, body = fault_request(fault, args, self.state, speed)
+            timeout = parse_duration(args.get("timeout", "2s")) / speed if fault == "capacity" else 5.0
             lease = await asyncio.to_thread(chaos_cli.call, "POST", f"{url}/faults", self.token, body, timeout)
         except TimeoutError:
             return {"ok": False, "message": f"{fault} timed out: the metadata service is too loaded to take it"}

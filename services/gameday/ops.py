@@ -27,6 +27,7 @@ from chaos.lease import max_duration_s
 from services import observe
 from services.common.auth import ensure_token
 from services.common.settings import SettingsError, parse_duration
+from services.gameday.chaos_args import fault_request
 from services.launcher import LabError, running, state_dir
 
 JOURNAL = "ops-journal.jsonl"
@@ -88,8 +89,10 @@ class Ops:
             ok, message = False, str(exc)
         return record(self.directory, action, args, ok, message)
 
-    async def lease(self, body: dict, timeout: float = 5.0) -> dict:
-        return await asyncio.to_thread(call, "POST", f"{self.metadata}/faults", self.token, body, timeout)
+    async def lease(self, fault: str, args: dict[str, Any], timeout: float = 5.0) -> dict:
+        """The move as the metadata service's fault lease, checked by the chaos CLI's own rules."""
+        url, body = fault_request(fault, args, self.state)
+        return await asyncio.to_thread(call, "POST", f"{url}/faults", self.token, body, timeout)
 
     async def status(self) -> tuple[bool, str]:
         async with aiohttp.ClientSession() as session:
@@ -99,27 +102,21 @@ class Ops:
     async def add_capacity(self, cores: float, break_glass: bool = False, timeout: float = 2.0,
                            duration: float | None = None) -> tuple[bool, str]:
         cores = float(cores)
-        if not 0.1 <= cores <= 100_000:
-            raise ValueError("cores must be between 0.1 and 100000")
-        body = {"fault": "capacity", "cores": cores, "break_glass": bool(break_glass),
-                "duration_s": duration or max_duration_s()}
+        args = {"cores": cores, "break_glass": bool(break_glass), "duration": f"{duration or max_duration_s():g}s"}
         try:
-            await self.lease(body, timeout=float(timeout))
+            await self.lease("capacity", args, timeout=float(timeout))
         except TimeoutError:
             return False, (f"timed out after {float(timeout):g}s: the admin request waits behind the storm on the "
                            "metadata service's own CPU (as in 2015). Nothing changed. Pause first, or --break-glass.")
         return True, f"metadata service now has {cores:g} cores{' (break glass)' if break_glass else ''}"
 
     async def pause_metadata(self, duration: float | None = None) -> tuple[bool, str]:
-        await self.lease({"fault": "pause-metadata", "duration_s": duration or max_duration_s()})
+        await self.lease("pause-metadata", {"duration": f"{duration or max_duration_s():g}s"})
         return True, "membership requests paused: renewals are turned away at the door"
 
     async def resume(self, staged: int = 1, every: float = 0.0) -> tuple[bool, str]:
         staged, every = int(staged), float(every)
-        if not 1 <= staged <= 1000:
-            raise ValueError("staged must be between 1 and 1000")
-        span = max(0.001, (staged - 1) * every)
-        await self.lease({"fault": "resume-metadata", "duration_s": span, "staged": staged, "every_s": every})
+        await self.lease("resume-metadata", {"staged": staged, **({"every": f"{every:g}s"} if every else {})})
         return True, "readmitting everyone at once" if staged == 1 else f"readmitting in {staged} steps every {every:g}s"
 
     async def note(self, text: str) -> tuple[bool, str]:
