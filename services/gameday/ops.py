@@ -40,7 +40,9 @@ def journal_path(directory: Path | None = None) -> Path:
 
 def record(directory: Path, action: str, args: dict, ok: bool, message: str) -> dict:
     entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message}
-    with journal_path(directory).open("a") as f:
+    path = journal_path(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the compose stack's players may have no state dir yet
+    with path.open("a") as f:
         f.write(json.dumps(entry) + "\n")
     return entry
 

@@ -12,6 +12,8 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -60,6 +62,18 @@ class Stack:
     def chaos(self, *args: str) -> str:
         return self.compose("run", "--rm", "chaos", *args, timeout=120).stdout
 
+    def scenario(self, text: str) -> dict:
+        """`stormlab scenario run --backend docker` on this stack; returns its journal."""
+        work = Path(tempfile.mkdtemp(prefix="stormlab-e2e-"))
+        (work / "scenario.yaml").write_text(text)
+        env = {**self.env, "STORMLAB_STATE_DIR": str(work / "state")}
+        out = subprocess.run([sys.executable, "-m", "services.cli", "scenario", "run", str(work / "scenario.yaml"),
+                              "--backend", "docker", "--out", str(work / "runs")], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        print(out.stdout, out.stderr)
+        [journal] = (work / "runs").glob("*/journal.json")
+        return json.loads(journal.read_text())
+
     def query(self, expr: str) -> list[dict]:
         url = f"http://127.0.0.1:{self.prometheus_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
         with urllib.request.urlopen(url, timeout=10) as resp:
@@ -86,6 +100,17 @@ class Stack:
         label = f"label=com.docker.compose.project={PROJECT}"
         return {kind: subprocess.run(["docker", *cmd, "--filter", label, "-q"], capture_output=True, text=True).stdout.split()
                 for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]), ("volumes", ["volume", "ls"]))}
+
+
+GAMEDAY = """\
+title: the Monday tail on compose
+steady_state: [{probe: customer_error_ratio, below: 0.05}]
+steps:
+  - {name: look, action: status}
+  - {name: stuck, fault: stuck-partition, args: {tables: metric-groups, duration: 30s}}
+  - {name: one table fails, expect: {probe: table_error_ratio, table: metric-groups, above: 0.5, within: 45s}}
+  - {name: the aggregate looks fine, expect: {probe: customer_error_ratio, below: 0.01, within: 10s}}
+"""
 
 
 def wait_for(what: str, check, within_s: float, every_s: float = 5.0):
@@ -123,6 +148,12 @@ def test_the_storm_on_compose(stack):
         jobs = [t["labels"]["job"] for t in targets if t["health"] == "up"]
         return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus"] + ["racks"] * 10)
     wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
+
+    # A game day on the stack (--backend docker) while the margin alert is still pending.
+    journal = stack.scenario(GAMEDAY)
+    assert journal["outcome"] == "passed", [s for s in journal["steps"] if not s["passed"]]
+    assert [a["action"] for a in journal["player_actions"]] == ["status"]
+    assert "no active faults" in stack.chaos("list")
 
     # Before any blip: GSIs have grown, so the leading indicator fires; no storm, no errors.
     wait_for("the margin alert fires before any blip", lambda: "MetadataMarginLow" in stack.firing(), 240)
