@@ -25,16 +25,24 @@ def ensure_token(directory: Path) -> str:
     if os.environ.get(ENV):
         return os.environ[ENV]
     env_file = directory / ".env"
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith(f"{ENV}="):
-                return line.split("=", 1)[1].strip()
+    found = read_token(env_file)
+    if found:
+        return found
     token = secrets.token_urlsafe(24)
     directory.mkdir(parents=True, exist_ok=True)
     env_file.touch(mode=0o600)
     with env_file.open("a") as f:
         f.write(f"{ENV}={token}\n")
     return token
+
+
+def read_token(env_file: Path) -> str | None:
+    """``STORMLAB_TOKEN=…`` from an env file (the state directory's, or the compose project's)."""
+    if env_file.exists():
+        for line in env_file.read_text().splitlines():
+            if line.startswith(f"{ENV}="):
+                return line.split("=", 1)[1].strip()
+    return None
 
 
 def headers(token: str) -> dict[str, str]:

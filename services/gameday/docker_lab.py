@@ -14,9 +14,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from services.common import auth
 from services.gameday.chaos_args import fault_argv
 from services.gameday.local import run_action
-from services.gameday.ops import Ops, first_look, read_journal, record
+from services.gameday.ops import Ops, first_look, moves_since, record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,17 +28,10 @@ def compose_cmd() -> list[str]:
     return ["docker-compose"]
 
 
-def dot_env(path: Path) -> dict[str, str]:
-    if not path.exists():
-        return {}
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
-
-
 def docker_state(directory: Path) -> dict:
     """A state for `ops` on the compose stack: the metadata service's published port and the
     token from the project's .env (the environment overrides both)."""
-    env = dot_env(ROOT / ".env")
-    os.environ.setdefault("STORMLAB_TOKEN", env.get("STORMLAB_TOKEN", ""))
+    os.environ.setdefault(auth.ENV, auth.read_token(ROOT / ".env") or "")
     port = os.environ.get("METADATA_PORT", "8700")
     url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
     return {"directory": str(directory), "components": {"metadata": {"url": url}}, "supervisor_url": None,
@@ -110,4 +104,4 @@ class DockerLab:
         await asyncio.to_thread(self._chaos, ["halt"])
 
     def player_actions(self) -> list[dict[str, Any]]:
-        return [{**e, "t": round(e["at"] - self.started_at, 3)} for e in read_journal(self.ops.directory, self.started_at)]
+        return moves_since(self.ops.directory, self.started_at)

@@ -6,7 +6,6 @@ fake lab. Rollbacks run whatever happens (a failed step, an error, Ctrl-C).
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, Callable, Protocol
 
 from services.gameday.scenario import Check, Planned, Scenario, Step
@@ -193,7 +192,3 @@ class Runner:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
-
-
-def settings_dict(scenario: Scenario) -> dict[str, Any]:
-    return asdict(scenario.settings)

@@ -10,10 +10,9 @@ import aiohttp
 
 from chaos import cli as chaos_cli
 from services import observe
-from services.common.auth import ensure_token
 from services.common.settings import parse_duration
 from services.gameday.chaos_args import TIMED, fault_request
-from services.gameday.ops import Ops, read_journal
+from services.gameday.ops import Ops, moves_since
 
 KEPT = ("customer_error_ratio", "table_error_ratio", "nodes_total", "nodes_serving", "nodes_disqualified",
         "metadata_inflight", "metadata_cores", "metadata_paused", "metadata_processing_p99_s", "allowance_s",
@@ -43,7 +42,7 @@ class LocalLab:
     def __init__(self, state: dict) -> None:
         self.state = state
         self.ops = Ops(state)
-        self.token = ensure_token(self.ops.directory)
+        self.token = self.ops.token
         self.started_at = time.time()
         self.session: aiohttp.ClientSession | None = None
 
@@ -79,4 +78,4 @@ class LocalLab:
             self.session = None
 
     def player_actions(self) -> list[dict[str, Any]]:
-        return [{**e, "t": round(e["at"] - self.started_at, 3)} for e in read_journal(self.ops.directory, self.started_at)]
+        return moves_since(self.ops.directory, self.started_at)

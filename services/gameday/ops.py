@@ -55,6 +55,11 @@ def read_journal(directory: Path, since: float = 0.0) -> list[dict]:
     return [e for e in entries if e["at"] >= since]
 
 
+def moves_since(directory: Path, started_at: float) -> list[dict]:
+    """The journal's entries since a run started, each with ``t`` in seconds since then."""
+    return [{**e, "t": round(e["at"] - started_at, 3)} for e in read_journal(directory, started_at)]
+
+
 def first_look(snap: dict) -> str:
     """The responder's first lines: is it the storm, and how close is the margin."""
     p99, allowance = snap.get("metadata_processing_p99_s"), snap.get("allowance_s")

@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from services.gameday.scoring import records  # noqa: E402
+
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),
     ("disqualified", "nodes disqualified", lambda s, p: s.get("nodes_disqualified")),
@@ -35,12 +37,8 @@ def _rate(sample: dict, prev: dict | None, attempt: str) -> float | None:
 
 def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
     end = journal["samples"][-1]["t"] if journal["samples"] else 0.0
-    windows = []
-    for record in journal["steps"]:
-        for r in (record, *record.get("autopilot", [])):
-            if r["kind"] == "fault" and r.get("passed") and r.get("duration_s"):
-                windows.append((r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"]))
-    return windows
+    return [(r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"]) for r in records(journal)
+            if r["kind"] == "fault" and r.get("passed") and r.get("duration_s")]
 
 
 def draw(journal: dict[str, Any], out: Path) -> list[Path]:
@@ -82,12 +80,10 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
 
 def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, pngs: list[Path], out: Path) -> Path:
     e = html.escape
-    rows = []
-    for record in journal["steps"]:
-        for r in (record, *record.get("autopilot", [])):
-            rows.append(f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
-                        f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
-                        f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>")
+    rows = [f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
+            f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
+            f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
+            for r in records(journal)]
     moves = "".join(f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
                     for m in journal["player_actions"])
     table = "".join(f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c['lab'])}</td></tr>" for c in comparison)

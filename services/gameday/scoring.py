@@ -10,32 +10,36 @@ from services.gameday.scenario import Scenario
 MITIGATIONS = ("add-capacity", "pause-metadata", "resume")
 
 
+def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every step's record, the autopilot's moves in place after their operator step."""
+    return [r for s in journal["steps"] for r in (s, *s.get("autopilot", []))]
+
+
 def moments(journal: dict[str, Any]) -> dict[str, float]:
     """When each step happened: a fault or action when it was taken, an expectation when it
     was met, the operator phase when the lab recovered."""
     out = {}
-    for record in journal["steps"]:
-        for r in (record, *record.get("autopilot", [])):
-            if r["kind"] == "expect" and r.get("passed"):
-                out[r["name"]] = r["at_s"] + r["met_after_s"]
-            elif r["kind"] == "operator":
-                if r.get("recovered_after_s") is not None:
-                    out[r["name"]] = r["started_s"] + r["recovered_after_s"]
-            elif r["kind"] in ("fault", "action", "wait"):
-                out[r["name"]] = r["at_s"]
+    for r in records(journal):
+        if r["kind"] == "expect" and r.get("passed"):
+            out[r["name"]] = r["at_s"] + r["met_after_s"]
+        elif r["kind"] == "operator":
+            if r.get("recovered_after_s") is not None:
+                out[r["name"]] = r["started_s"] + r["recovered_after_s"]
+        elif r["kind"] in ("fault", "action", "wait"):
+            out[r["name"]] = r["at_s"]
     return out
 
 
 def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
     """The seed's numbers beside the lab's."""
     when = moments(journal)
-    records = {r["name"]: r for s in journal["steps"] for r in (s, *s.get("autopilot", []))}
+    by_name = {r["name"]: r for r in records(journal)}
     rows = []
     for c in scenario.compare:
         kind, _, ref = c.measure.partition(":")
         if kind == "mean":
-            mean = records.get(ref, {}).get("mean")
-            lab = None if mean is None else f"{100 * mean:.1f}%" if records[ref]["expect"].split()[0].endswith("ratio") \
+            mean = by_name.get(ref, {}).get("mean")
+            lab = None if mean is None else f"{100 * mean:.1f}%" if by_name[ref]["expect"].split()[0].endswith("ratio") \
                 else f"{mean:.3g}"
         else:
             a, b = ref.split("..")
