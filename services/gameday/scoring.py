@@ -67,7 +67,7 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     recovered = when.get(operator["name"]) if operator else None
     in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a["action"] in MITIGATIONS]
     return {
-        "onset_s": onset,
+        "onset_s": None if onset is None else round(onset, 1),
         "time_to_detect_s": None if detect is None else round(detect - onset, 1),
         "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
         "customer_error_minutes": round(error_minutes(journal["samples"]), 3),
