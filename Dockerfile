@@ -14,10 +14,12 @@ RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null; then \
 # Python packages: from docker/wheelhouse when it holds wheels (no network), else from PyPI.
 COPY docker/wheelhouse /wheelhouse
 COPY pyproject.toml README.md /opt/stormlab/src/
+COPY common /opt/stormlab/src/common
 COPY metadata_service /opt/stormlab/src/metadata_service
 COPY storage_node /opt/stormlab/src/storage_node
 COPY chaos /opt/stormlab/src/chaos
 COPY services /opt/stormlab/src/services
+COPY stormlab /opt/stormlab/src/stormlab
 RUN python3 -m venv /opt/stormlab/venv \
     && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
          /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse '/opt/stormlab/src[docker]'; \

@@ -50,7 +50,7 @@ def main() -> int:
     results = []
     for i, (name, flags) in enumerate(runs):
         settle = args.baseline if i == 0 else "30s"
-        cmd = [sys.executable, "-m", "services.cli", "demo", "--json", "--settle", settle, "--watch", args.watch, *flags]
+        cmd = [sys.executable, "-m", "stormlab.cli", "demo", "--json", "--settle", settle, "--watch", args.watch, *flags]
         print(f"[{i + 1}/{len(runs)}] {name}: {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
         started = time.monotonic()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)

@@ -26,9 +26,10 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError, max_duration_s as lease_max_duration_s
-from services.common.auth import grafana_auth
-from services.common.web import BadRequest, read_object
+from common.auth import grafana_auth
+from common.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)
 OUTCOMES = ("applied", "reverted", "halted")
@@ -43,7 +44,7 @@ class Plan:
     detail: dict[str, Any]
 
 
-Handler = Callable[[dict[str, Any]], Awaitable[Plan]]
+Handler = Callable[[dict[str, Any]], Awaitable[Plan]]  # gets the request as the catalog checked it
 
 
 class Recorder:
@@ -147,15 +148,16 @@ def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[s
     async def apply(request: web.Request) -> web.Response:
         body = await read_object(request)
         fault = body.get("fault")
-        if fault not in handlers:
+        if not isinstance(fault, str) or fault not in handlers:
             raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
         try:
-            runner.book.check_duration(body.get("duration_s"))
-            plan = await handlers[fault](body)
-            lease = await runner.apply(fault, body["duration_s"], plan)
-        except LeaseError as exc:
+            values = catalog.check(fault, body)
+            runner.book.check_duration(values.get("duration_s"))
+            plan = await handlers[fault](values)
+            lease = await runner.apply(fault, values["duration_s"], plan)
+        except (LeaseError, catalog.ChaosError) as exc:
             raise BadRequest(str(exc)) from None
-        return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": body["duration_s"]},
+        return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": values["duration_s"]},
                                  status=201)
 
     async def listing(request: web.Request) -> web.Response:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
+
+try:  # the Docker SDK is optional: only the docker backend needs it
+    import docker
+    import docker.errors  # (without the SDK, `docker` may name this repository's docker/ folder)
+except ImportError:  # pragma: no cover - installed with stormlab[docker]
+    docker = None
+NOT_FOUND: type[Exception] = docker.errors.NotFound if docker is not None else LookupError
 
 PROJECT_LABEL = "com.docker.compose.project"
 DEFAULT_PROJECT = "stormlab"
@@ -116,32 +123,33 @@ class Runner(Protocol):
 RACK_SERVICE = re.compile(r"^rack-(\d+)$")
 
 
-def build(args, runner: Runner) -> list[Exec]:
-    """The commands for a `stormlab chaos` request on the compose project (rack N is service rack-N)."""
+def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
+    """The commands for a checked fault request (``chaos/catalog.py``) on the compose project
+    (rack N is service rack-N)."""
     racks = runner.racks()
-    f = args.fault
+    f, duration = body["fault"], body["duration_s"]
     if f in ("pause", "kill"):
-        if args.target == "metadata":
+        if body["target"] == "metadata":
             names = runner.containers("metadata")
         else:
-            match = re.fullmatch(r"rack-0*(\d+)", args.target)
+            match = re.fullmatch(r"rack-0*(\d+)", body["target"])
             names = [racks[int(match.group(1))]] if match and int(match.group(1)) in racks else []
         if not names:
-            raise NotOurs(f"--target {args.target!r} is not a container of the lab; targets: metadata, "
+            raise NotOurs(f"--target {body['target']!r} is not a container of the lab; targets: metadata, "
                           f"{', '.join(f'rack-{n}' for n in sorted(racks))}")
-        return pause(names[0], args.duration_s) if f == "pause" else kill(names[0])
-    missing = [r for r in args.rack_list if r not in racks]
+        return pause(names[0], duration) if f == "pause" else kill(names[0])
+    missing = [r for r in body["racks"] if r not in racks]
     if missing:
         raise NotOurs(f"no container for rack(s) {', '.join(map(str, missing))}")
-    chosen = [racks[r] for r in args.rack_list]
+    chosen = [racks[r] for r in body["racks"]]
     if f in ("blip", "partition"):
         meta_ips = [runner.ip(c) for c in runner.containers("metadata")]
-        direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[getattr(args, "direction", "both")]
-        return [cmd for c in chosen for cmd in partition(c, meta_ips, args.duration_s, direction, f)]
+        direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[body.get("direction", "both")]
+        return [cmd for c in chosen for cmd in partition(c, meta_ips, duration, direction, f)]
     if f == "latency":
-        return [cmd for c in chosen for cmd in latency(c, args.delay_ms, args.jitter_ms, args.duration_s)]
+        return [cmd for c in chosen for cmd in latency(c, 1000 * body["delay_s"], 1000 * body["jitter_s"], duration)]
     if f == "loss":
-        return [cmd for c in chosen for cmd in loss(c, args.probability, args.duration_s)]
+        return [cmd for c in chosen for cmd in loss(c, body["probability"], duration)]
     raise ValueError(f"{f} is not a docker fault")
 
 
@@ -176,17 +184,15 @@ class SdkRunner:
     """The Docker SDK behind the Runner interface (imported only when the docker backend is used)."""
 
     def __init__(self, project: str = DEFAULT_PROJECT, client_factory: Callable | None = None) -> None:
-        import docker  # noqa: PLC0415 - optional dependency of the docker backend
-
+        if docker is None and client_factory is None:
+            raise ImportError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'")
         self.project = project
-        self.client = (client_factory or docker.from_env)()
+        self.client = client_factory() if client_factory else docker.from_env()
 
     def labels(self, container: str) -> dict[str, str]:
-        import docker.errors  # noqa: PLC0415
-
         try:
             return self.client.containers.get(container).labels or {}
-        except docker.errors.NotFound:
+        except NOT_FOUND:  # not a container at all
             return {}
 
     def exec(self, command: Exec) -> str:

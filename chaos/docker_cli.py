@@ -2,7 +2,6 @@
 containers (metadata faults still go to the metadata service's API, see chaos/cli.py)."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -11,14 +10,12 @@ import time
 import urllib.request
 
 from chaos import docker_backend as db
-from services.common.auth import grafana_auth
+from chaos.catalog import ChaosError
+from common.auth import grafana_auth
+from common.errors import LabError
 
 
-class DockerChaosError(ValueError):
-    """Bad request on the docker backend: exit code 2, nothing changed."""
-
-
-class NotApplied(RuntimeError):
+class NotApplied(LabError):
     """The fault's shell started but its rules did not go in (exit code 1)."""
 
 
@@ -32,33 +29,34 @@ def runner_for(runner: db.Runner | None) -> db.Runner:
     try:
         return db.SdkRunner(project())
     except ImportError:
-        raise DockerChaosError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'") from None
+        raise ChaosError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'") from None
     except Exception as exc:  # the SDK raises DockerException subclasses when no engine answers
-        raise DockerChaosError(f"no Docker engine answered: {exc}") from None
+        raise ChaosError(f"no Docker engine answered: {exc}") from None
 
 
 def lab_containers(runner: db.Runner) -> list[str]:
     return runner.containers("metadata") + [name for _, name in sorted(runner.racks().items())]
 
 
-def apply(args: argparse.Namespace, runner: db.Runner) -> int:
-    """Build the commands (args already parsed into rack_list / duration_s), run them, confirm."""
+def apply(body: dict, runner: db.Runner, dry_run: bool = False, wait: bool = False) -> int:
+    """Build the commands for a checked request, run them, confirm."""
     try:
-        commands = db.build(args, runner)
-        if args.dry_run:
+        commands = db.build(body, runner)
+        if dry_run:
             for c in commands:
                 print(f"docker exec {'-d ' if c.detach else ''}--user root {c.container} {shlex.join(c.argv)}")
             return 0
         db.run(runner, commands, project())
     except db.NotOurs as exc:
-        raise DockerChaosError(str(exc)) from None
+        raise ChaosError(str(exc)) from None
     targets = sorted({c.container for c in commands})
-    if args.fault != "kill":
-        confirm(runner, targets, args.fault)
-    annotate(args.fault, targets, args.duration_s)
-    print(f"{args.fault} on {', '.join(targets)} for {args.duration_s:g}s: it reverts by itself")
-    if args.wait:
-        time.sleep(args.duration_s)
+    fault, duration = body["fault"], body["duration_s"]
+    if fault != "kill":
+        confirm(runner, targets, fault)
+    annotate(fault, targets, duration)
+    print(f"{fault} on {', '.join(targets)} for {duration:g}s: it reverts by itself")
+    if wait:
+        time.sleep(duration)
     return 0
 
 

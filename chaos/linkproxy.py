@@ -5,30 +5,29 @@ acts on the wire: bytes are dropped or held back, the processes on either side s
 network would show them. Faults are leases held by this process (see ``chaos/control.py``):
 the revert is armed here, on the path, the moment the fault is applied. No root needed.
 
-Faults (``racks`` is a list of rack numbers):
-  blip       {"racks", "duration_s"}                      cut both ways (the 2:19 AM disruption)
-  partition  {"racks", "duration_s", "direction"}          both | to-metadata | from-metadata
-  latency    {"racks", "duration_s", "delay_ms", "jitter_ms"}
-  loss       {"racks", "duration_s", "probability"}        a lost segment arrives one
-             retransmission timeout (200 ms, doubling) later, as TCP delivers it
+Faults (their arguments are in ``chaos/catalog.py``): ``blip`` and ``partition`` drop a rack's
+bytes (both ways, or one), ``latency`` holds them back, ``loss`` delivers a lost segment one
+retransmission timeout (200 ms, doubling) later, as TCP does.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import random
 from typing import Any, AsyncIterator
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from chaos import catalog
 from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
-from services.common.auth import from_env, token_middleware
-from services.common.web import BadRequest, LoopLag, base_app, number
+from common.auth import from_env, token_middleware
+from common.web import BadRequest, LoopLag, base_app, serve
 
 log = logging.getLogger(__name__)
-FAULTS = ("blip", "partition", "latency", "loss")
-DIRECTIONS = ("both", "to-metadata", "from-metadata")
+FAULTS = catalog.names("linkproxy")
 RTO_S = 0.2
 
 
@@ -173,11 +172,10 @@ class LinkProxy:
             for conn in list(link.connections):
                 conn.transport.abort()
 
-    def racks(self, body: dict[str, Any]) -> list[int]:
-        racks = body.get("racks")
-        if (not isinstance(racks, list) or not racks or len(set(map(repr, racks))) != len(racks)
-                or not all(isinstance(r, int) and not isinstance(r, bool) and r in self.links for r in racks)):
-            raise BadRequest(f"racks must be a list of distinct rack numbers among {sorted(self.links)}")
+    def racks(self, values: dict[str, Any]) -> list[int]:
+        racks = values["racks"]
+        if not all(r in self.links for r in racks):
+            raise BadRequest(f"racks must be among {sorted(self.links)}")
         return racks
 
     def plan(self, racks: list[int], table: str, value: Any, detail: dict[str, Any]) -> Plan:
@@ -196,23 +194,20 @@ class LinkProxy:
         target = ",".join(f"rack-{r}" for r in racks) if len(racks) > 1 else f"rack-{racks[0]}"
         return Plan(target, apply, revert, {"racks": racks, **detail})
 
-    async def blip(self, body: dict[str, Any]) -> Plan:
-        return self.plan(self.racks(body), "cuts", "both", {})
+    async def blip(self, values: dict[str, Any]) -> Plan:
+        return self.plan(self.racks(values), "cuts", "both", {})
 
-    async def partition(self, body: dict[str, Any]) -> Plan:
-        direction = body.get("direction", "both")
-        if direction not in DIRECTIONS:
-            raise BadRequest(f"direction must be one of {', '.join(DIRECTIONS)}")
-        return self.plan(self.racks(body), "cuts", direction, {"direction": direction})
+    async def partition(self, values: dict[str, Any]) -> Plan:
+        direction = values["direction"]
+        return self.plan(self.racks(values), "cuts", direction, {"direction": direction})
 
-    async def latency(self, body: dict[str, Any]) -> Plan:
-        delay = number(body, "delay_ms", 0, 60_000) / 1000
-        jitter = number(body | {"jitter_ms": body.get("jitter_ms", 0)}, "jitter_ms", 0, 60_000) / 1000
-        return self.plan(self.racks(body), "delays", (delay, jitter), {"delay_ms": delay * 1000, "jitter_ms": jitter * 1000})
+    async def latency(self, values: dict[str, Any]) -> Plan:
+        delay, jitter = values["delay_s"], values["jitter_s"]
+        return self.plan(self.racks(values), "delays", (delay, jitter), {"delay_s": delay, "jitter_s": jitter})
 
-    async def loss(self, body: dict[str, Any]) -> Plan:
-        p = number(body, "probability", 0, 1)
-        return self.plan(self.racks(body), "losses", p, {"probability": p})
+    async def loss(self, values: dict[str, Any]) -> Plan:
+        p = values["probability"]
+        return self.plan(self.racks(values), "losses", p, {"probability": p})
 
 
 PROXY = web.AppKey("proxy", LinkProxy)
@@ -240,3 +235,15 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token
 
     app.router.add_get("/status", status)
     return app
+
+
+def main() -> None:
+    """``python -m chaos.linkproxy``, its ports in the environment (the launcher sets them)."""
+    host = os.environ.get("STORMLAB_HOST", "127.0.0.1")
+    links = {int(rack): (host, port) for rack, port in json.loads(os.environ["STORMLAB_LINK_PORTS"]).items()}
+    target = (os.environ.get("STORMLAB_METADATA_HOST", "127.0.0.1"), int(os.environ["STORMLAB_METADATA_PORT"]))
+    serve(create_app(target, links), host, int(os.environ["STORMLAB_PORT"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 from metadata_service.app import create_app
-from services.common.settings import LabSettings
-from services.common.web import serve
+from common.settings import LabSettings
+from common.web import serve
 import os
 
 serve(create_app(LabSettings.from_env()), os.environ.get("STORMLAB_HOST", "127.0.0.1"), int(os.environ.get("STORMLAB_PORT", "8700")))

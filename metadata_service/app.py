@@ -1,4 +1,4 @@
-"""The metadata service: answers membership renewals through the virtual CPU.
+"""The metadata service's HTTP face: answers membership renewals through the virtual CPU.
 
 Routes:
   GET  /membership/{node}          a node's membership list (costs base + per_entry x entries)
@@ -11,68 +11,38 @@ Routes:
   GET  /status, /metrics, /healthz
 Admin requests that change the service go through the same overloaded virtual CPU as the
 renewals: the shared-fate path on which capacity could not be added in 2015. ``break_glass``
-takes a path around it. /admin and /faults need the lab token.
+takes a path around it. /admin and /faults need the lab token. The arguments of pause,
+resume and capacity, and their ranges, are those of the fault catalog's leases of the same name.
 """
 from __future__ import annotations
 
-import asyncio
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from aiohttp import web
 
+from chaos import catalog
 from chaos.control import LeaseRunner, Recorder, add_fault_routes
-from metadata_service.admission import Admission
-from metadata_service.cpu_driver import CpuScheduler
-from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable, MAX_GSIS
+from common.auth import from_env, token_middleware
+from common.settings import LabSettings
+from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
+from common.wire import MetadataStatus
+from metadata_service.faults import MetadataFaults
+from metadata_service.membership import MAX_GSIS, MembershipStore, TooManyGsis, UnknownTable
 from metadata_service.metrics import MetadataMetrics
-from metadata_service.vcpu import VirtualCpu
-from services.common.auth import from_env, token_middleware
-from services.common.settings import LabSettings
-from services.common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
-from services.common.window import Window
+from metadata_service.service import MetadataService
 
-SETTINGS = web.AppKey("settings", LabSettings)
-STORE = web.AppKey("store", MembershipStore)
-METRICS = web.AppKey("metrics", MetadataMetrics)
+SERVICE = web.AppKey("service", MetadataService)
 LAG = web.AppKey("lag", LoopLag)
-STATE = web.AppKey("state", "ServiceState")
-
-
-class ServiceState:
-    def __init__(self, settings: LabSettings) -> None:
-        self.settings = settings
-        self.admission = Admission()
-        self.cpu = VirtualCpu(settings.capacity_cores)
-        self.scheduler: CpuScheduler | None = None
-        self.latency = Window(span_s=10.0)
-        self._busy_reported = 0.0
-        self._wasted_reported = 0.0
-
-    def sync_metrics(self, metrics: MetadataMetrics) -> None:
-        """Bring counters up to the model's totals (called before each scrape and status)."""
-        if self.scheduler is not None:
-            self.scheduler.poll()
-        busy, wasted = self.cpu.busy_core_seconds, self.scheduler.wasted_s if self.scheduler else 0.0
-        metrics.busy.inc(busy - self._busy_reported)
-        metrics.wasted.inc(wasted - self._wasted_reported)
-        self._busy_reported, self._wasted_reported = busy, wasted
-        metrics.inflight.set(self.cpu.inflight)
-        metrics.cores.set(self.cpu.cores)
-        metrics.paused.set(1 if self.admission.paused else 0)
 
 
 def create_app(settings: LabSettings, token: str | None = None) -> web.Application:
-    from metadata_service.faults import FAULTS, MetadataFaults
-
     metrics = MetadataMetrics.create()
     lag = LoopLag(metrics.registry)
-    state = ServiceState(settings)
-    store = MembershipStore.for_fleet(settings)
-    app = base_app(metrics.registry, lag, refresh=lambda: state.sync_metrics(metrics),
+    service = MetadataService(settings, MembershipStore.for_fleet(settings), metrics)
+    app = base_app(metrics.registry, lag, refresh=service.sync_metrics,
                    middlewares=[token_middleware(from_env() if token is None else token)])
-    app[SETTINGS], app[STORE], app[METRICS], app[LAG], app[STATE] = settings, store, metrics, lag, state
-    metrics.version.set(store.version)
-    app.cleanup_ctx.append(_scheduler_ctx)
+    app[SERVICE], app[LAG] = service, lag
+    app.cleanup_ctx.append(_service_ctx)
     app.router.add_get("/membership/{node}", membership)
     app.router.add_get("/partition-map", partition_map)
     app.router.add_get("/status", status)
@@ -80,51 +50,43 @@ def create_app(settings: LabSettings, token: str | None = None) -> web.Applicati
     app.router.add_post("/admin/resume", resume)
     app.router.add_post("/admin/capacity", capacity)
     app.router.add_post("/admin/tables/{table}/gsis", grow_gsis)
-    faults = MetadataFaults(app, LeaseRunner(Recorder(metrics.registry, FAULTS, "metadata")))
+    faults = MetadataFaults(service, LeaseRunner(Recorder(metrics.registry, catalog.names("metadata"), "metadata")))
     add_fault_routes(app, faults.runner, faults.handlers())
     return app
 
 
-async def _scheduler_ctx(app: web.Application) -> AsyncIterator[None]:
-    state = app[STATE]
-    state.scheduler = CpuScheduler(state.cpu, app[SETTINGS].abandoned_work)
+async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
+    app[SERVICE].start()
     yield
 
 
-async def on_cpu(app: web.Application, kind: str, work_s: float) -> None:
-    """Serve ``work_s`` on the virtual CPU, counting the request as abandoned if its client leaves."""
-    state, metrics = app[STATE], app[METRICS]
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+def lease_args(fault: str, body: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The admin API's arguments, checked as the fault catalog checks the lease of that name."""
+    spec = catalog.FAULTS[fault]
     try:
-        await state.scheduler.run(work_s)
-    except asyncio.CancelledError:
-        metrics.requests.labels(kind, "abandoned").inc()
-        raise
-    elapsed = loop.time() - started
-    metrics.processing.labels(kind).observe(elapsed)
-    metrics.requests.labels(kind, "ok").inc()
-    if kind == "membership":
-        state.latency.add(loop.time(), elapsed)
+        return {k: spec.wire[k].check(body[k]) if k in body else spec.wire[k].parse(spec.wire[k].default)
+                for k in keys}
+    except catalog.ChaosError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 async def membership(request: web.Request) -> web.Response:
-    store, state, settings, metrics = request.app[STORE], request.app[STATE], request.app[SETTINGS], request.app[METRICS]
+    service = request.app[SERVICE]
     node = request.match_info["node"]
-    if not store.has_node(node):
-        metrics.requests.labels("membership", "rejected").inc()
+    if not service.store.has_node(node):
+        service.metrics.requests.labels("membership", "rejected").inc()
         return json_error(404, "unknown_node", f"no storage node {node!r} in this cell")
-    if not state.admission.admits(node, asyncio.get_running_loop().time()):
-        metrics.requests.labels("membership", "paused").inc()
+    if not service.admission.admits(node, service.now()):
+        service.metrics.requests.labels("membership", "paused").inc()
         return json_error(503, "paused", "membership requests are paused by an operator")
-    entries = store.entries(node)
-    await on_cpu(request.app, "membership", settings.cost_base_s + settings.cost_per_entry_s * entries)
-    metrics.entries.observe(entries)
-    return web.Response(body=store.membership(node), content_type="application/json")
+    entries = service.store.entries(node)
+    await service.on_cpu("membership", service.settings.cost_base_s + service.settings.cost_per_entry_s * entries)
+    service.metrics.entries.observe(entries)
+    return web.Response(body=service.store.membership(node), content_type="application/json")
 
 
 async def partition_map(request: web.Request) -> web.Response:
-    store = request.app[STORE]
+    store = request.app[SERVICE].store
     etag = f'"{store.version}"'
     if request.headers.get("If-None-Match") == etag:
         return web.Response(status=304, headers={"ETag": etag})  # routers poll this: unchanged costs nothing
@@ -132,80 +94,60 @@ async def partition_map(request: web.Request) -> web.Response:
 
 
 async def pause(request: web.Request) -> web.Response:
-    request.app[STATE].admission.pause()
-    request.app[METRICS].paused.set(1)
+    request.app[SERVICE].pause()
     return web.json_response({"paused": True})
 
 
-def staging(body: dict) -> tuple[int, float]:
-    groups = int(number(body | {"staged": body.get("staged", 1)}, "staged", 1, 1000, integer=True))
-    every = number(body | {"every_s": body.get("every_s", 0)}, "every_s", 0, 3600)
-    return groups, every
-
-
 async def resume(request: web.Request) -> web.Response:
-    groups, every = staging(await read_object(request))
-    admission = request.app[STATE].admission
-    admission.resume(asyncio.get_running_loop().time(), groups, every)
-    request.app[METRICS].paused.set(0)
-    return web.json_response(admission.describe(asyncio.get_running_loop().time()))
-
-
-def break_glass(body: dict) -> bool:
-    value = body.get("break_glass", False)
-    if not isinstance(value, bool):
-        raise BadRequest("break_glass must be true or false")
-    return value
-
-
-async def set_capacity(app: web.Application, cores: float, bypass: bool) -> None:
-    """The admin path of 2015: through the same virtual CPU as the renewals, unless ``bypass``."""
-    if not bypass:
-        await on_cpu(app, "admin", app[SETTINGS].admin_cost_s)
-    app[STATE].scheduler.set_cores(cores)
+    args = lease_args("resume-metadata", await read_object(request), ("staged", "every_s"))
+    service = request.app[SERVICE]
+    service.resume(args["staged"], args["every_s"])
+    return web.json_response(service.admission.describe(service.now()))
 
 
 async def capacity(request: web.Request) -> web.Response:
     body = await read_object(request)
-    cores = number(body, "cores", 0.1, 100_000)
-    await set_capacity(request.app, cores, break_glass(body))
-    return web.json_response({"cores": cores})
+    if "cores" not in body:
+        raise BadRequest("cores is required")
+    args = lease_args("capacity", body, ("cores", "break_glass"))
+    await request.app[SERVICE].set_capacity(args["cores"], args["break_glass"])
+    return web.json_response({"cores": args["cores"]})
 
 
 async def grow_gsis(request: web.Request) -> web.Response:
-    store = request.app[STORE]
+    service = request.app[SERVICE]
+    store = service.store
     table = request.match_info["table"]
     add = int(number(await read_object(request), "add", 1, MAX_GSIS, integer=True))
     if table not in store.tables:
         return json_error(404, "unknown_table", f"no table {table!r}; tables: {', '.join(store.tables)}")
     if len(store.tables[table].gsis) + add > MAX_GSIS:
         return json_error(400, "too_many_gsis", f"{table} would exceed {MAX_GSIS} GSIs")
-    await on_cpu(request.app, "admin", request.app[SETTINGS].admin_cost_s)
+    await service.on_cpu("admin", service.settings.admin_cost_s)
     try:
         gsis = store.add_gsis(table, add)
     except (UnknownTable, TooManyGsis) as exc:  # changed while this request waited for the CPU
         return json_error(409, "conflict", str(exc))
-    request.app[METRICS].version.set(store.version)
+    service.store_changed()
     return web.json_response({"table": table, "gsis": gsis, "version": store.version,
                               "sizes": store.size_distribution()})
 
 
 async def status(request: web.Request) -> web.Response:
-    state, store, metrics = request.app[STATE], request.app[STORE], request.app[METRICS]
-    state.sync_metrics(metrics)
-    now = asyncio.get_running_loop().time()
-    return web.json_response({
-        "component": "metadata",
-        "paused": state.admission.paused,
-        "admission": state.admission.describe(now),
-        "cores": state.cpu.cores,
-        "inflight": state.cpu.inflight,
-        "busy_cores": state.cpu.busy_cores,
-        "abandoned_work": state.scheduler.abandoned_work if state.scheduler else None,
-        "wasted_work_s": state.scheduler.wasted_s if state.scheduler else 0.0,
-        "membership_version": store.version,
-        "membership_sizes": {str(k): v for k, v in store.size_distribution().items()},
-        "processing_p99_s": state.latency.quantile(0.99, now),
-        "allowance_s": request.app[SETTINGS].allowance_s,
-        "loop_lag_p99_s": request.app[LAG].p99(request),
-    })
+    service = request.app[SERVICE]
+    service.sync_metrics()
+    now = service.now()
+    return web.json_response(MetadataStatus(
+        loop_lag_p99_s=request.app[LAG].p99(request),
+        paused=service.admission.paused,
+        admission=service.admission.describe(now),
+        cores=service.cpu.cores,
+        inflight=service.cpu.inflight,
+        busy_cores=service.cpu.busy_cores,
+        abandoned_work=service.settings.abandoned_work,
+        wasted_work_s=service.wasted_s,
+        membership_version=service.store.version,
+        membership_sizes={str(k): v for k, v in service.store.size_distribution().items()},
+        processing_p99_s=service.latency.quantile(0.99, now),
+        allowance_s=service.settings.allowance_s,
+    ).to_json())

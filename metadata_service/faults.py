@@ -1,67 +1,61 @@
 """The metadata service's faults, held as leases by the service itself.
 
-  pause-metadata   {"duration_s"}                              AWS's 5:06 AM move; resumes at the end
-  resume-metadata  {"duration_s", "staged": N, "every_s": S}   readmit now, at once or in N steps
-  capacity         {"duration_s", "cores", "break_glass"}      set cores through the shared admin
-                   path (times out in a storm, as in 2015) or around it; restored at the end
-  gsi-growth       {"duration_s", "tables", "factor", "ramp_s"}  customers adopt GSIs: memberships
-                   of those tables grow by ``factor`` over ``ramp_s``; the GSIs go at the end
-  stuck-partition  {"duration_s", "tables"}                    the Monday tail: the metadata partition
-                   behind these tables stops taking its share; they recover at the end
+Their arguments and ranges are declared in the fault catalog (``chaos/catalog.py``); a handler
+gets a request the catalog has checked, and returns what to apply and what to revert:
+
+  pause-metadata   AWS's 5:06 AM move; at the end everyone is readmitted at once
+  resume-metadata  readmit now, at once or in N steps
+  capacity         set cores through the shared admin path (times out in a storm, as in 2015)
+                   or around it; restored at the end
+  gsi-growth       customers adopt GSIs: memberships of those tables grow by ``factor`` over
+                   ``ramp_s``; the GSIs go at the end
+  stuck-partition  the Monday tail: the metadata partition behind these tables stops taking its
+                   share; they recover at the end
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from aiohttp import web
-
-from chaos.control import LeaseRunner, Plan
-from metadata_service import app as meta
+from chaos.control import Handler, LeaseRunner, Plan
+from common.web import BadRequest
 from metadata_service.membership import MAX_GSIS
-from services.common.web import BadRequest, number
-
-FAULTS = ("pause-metadata", "resume-metadata", "capacity", "gsi-growth", "stuck-partition")
+from metadata_service.service import MetadataService
 
 
 class MetadataFaults:
-    def __init__(self, app: web.Application, runner: LeaseRunner) -> None:
-        self.app, self.runner = app, runner
+    def __init__(self, service: MetadataService, runner: LeaseRunner) -> None:
+        self.service, self.runner = service, runner
         self._overrides: dict[object, float] = {}  # active capacity leases, oldest first
         self._base_cores = 0.0
 
-    def handlers(self) -> dict:
+    def handlers(self) -> dict[str, Handler]:
         return {"pause-metadata": self.pause, "resume-metadata": self.resume, "capacity": self.capacity,
                 "gsi-growth": self.gsi_growth, "stuck-partition": self.stuck_partition}
 
-    def _now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    async def pause(self, body: dict[str, Any]) -> Plan:
-        admission = self.app[meta.STATE].admission
+    async def pause(self, values: dict[str, Any]) -> Plan:
+        service = self.service
         epoch: list[int] = []
 
         def revert() -> None:
-            if admission.paused and admission.epoch == epoch[0]:  # not already resumed by an operator
-                admission.resume(self._now())
+            if service.admission.paused and service.admission.epoch == epoch[0]:  # not resumed by an operator
+                service.resume()
 
-        return Plan("metadata", lambda: epoch.append(admission.pause()), revert, {})
+        return Plan("metadata", lambda: epoch.append(service.pause()), revert, {})
 
-    async def resume(self, body: dict[str, Any]) -> Plan:
-        groups, every = meta.staging(body)
-        admission = self.app[meta.STATE].admission
-        return Plan("metadata", lambda: admission.resume(self._now(), groups, every), lambda: None,
+    async def resume(self, values: dict[str, Any]) -> Plan:
+        groups, every = values["staged"], values["every_s"]
+        return Plan("metadata", lambda: self.service.resume(groups, every), lambda: None,
                     {"staged": groups, "every_s": every})
 
-    async def capacity(self, body: dict[str, Any]) -> Plan:
-        cores = number(body, "cores", 0.1, 100_000)
-        bypass = meta.break_glass(body)
-        scheduler = self.app[meta.STATE].scheduler
+    async def capacity(self, values: dict[str, Any]) -> Plan:
+        cores, bypass = values["cores"], values["break_glass"]
+        service = self.service
         key = object()
 
         async def apply() -> None:
-            before = scheduler.cpu.cores
-            await meta.set_capacity(self.app, cores, bypass)
+            before = service.cpu.cores
+            await service.set_capacity(cores, bypass)
             if not self._overrides:
                 self._base_cores = before
             self._overrides[key] = cores
@@ -69,19 +63,21 @@ class MetadataFaults:
         def revert() -> None:
             # overlapping leases: the newest one still running wins, else the capacity before them all
             self._overrides.pop(key, None)
-            scheduler.set_cores(list(self._overrides.values())[-1] if self._overrides else self._base_cores)
+            assert service.scheduler is not None
+            service.scheduler.set_cores(list(self._overrides.values())[-1] if self._overrides else self._base_cores)
 
         return Plan("metadata", apply, revert, {"cores": cores, "break_glass": bypass})
 
-    async def gsi_growth(self, body: dict[str, Any]) -> Plan:
-        store = self.app[meta.STORE]
-        tables = body.get("tables")
-        if not isinstance(tables, list) or not tables or not all(t in store.tables for t in tables):
-            raise BadRequest(f"tables must be a list of tables among {', '.join(store.tables)}")
-        factor = number(body, "factor", 1, 21)
-        ramp = number(body | {"ramp_s": body.get("ramp_s", 0)}, "ramp_s", 0, 3600)
-        if ramp > body.get("duration_s", 0):
-            raise BadRequest("ramp_s must not be longer than duration_s")
+    def _tables(self, values: dict[str, Any]) -> list[str]:
+        store = self.service.store
+        tables: list[str] = values["tables"]
+        if not all(t in store.tables for t in tables):
+            raise BadRequest(f"tables must be among {', '.join(store.tables)}")
+        return tables
+
+    async def gsi_growth(self, values: dict[str, Any]) -> Plan:
+        service, store = self.service, self.service.store
+        tables, factor, ramp = self._tables(values), values["factor"], values["ramp_s"]
         adds = {t: round((factor - 1) * (1 + len(store.tables[t].gsis))) for t in tables}
         if any(len(store.tables[t].gsis) + n > MAX_GSIS for t, n in adds.items()):
             raise BadRequest(f"that factor would take a table past {MAX_GSIS} GSIs")
@@ -92,7 +88,7 @@ class MetadataFaults:
         def grow(table: str) -> None:
             store.add_gsis(table, 1)
             added[table].append(store.tables[table].gsis[-1])
-            self.app[meta.METRICS].version.set(store.version)
+            service.store_changed()
 
         def apply() -> None:
             loop = asyncio.get_running_loop()
@@ -108,25 +104,23 @@ class MetadataFaults:
                 timer.cancel()
             for table, names in added.items():
                 store.remove_gsis(table, names)
-            self.app[meta.METRICS].version.set(store.version)
+            service.store_changed()
 
         return Plan("metadata", apply, revert, {"tables": tables, "factor": factor, "ramp_s": ramp,
                                                 "gsis_added": sum(adds.values())})
 
-    async def stuck_partition(self, body: dict[str, Any]) -> Plan:
-        store = self.app[meta.STORE]
-        tables = body.get("tables")
-        if not isinstance(tables, list) or not tables or not all(t in store.tables for t in tables):
-            raise BadRequest(f"tables must be a list of tables among {', '.join(store.tables)}")
+    async def stuck_partition(self, values: dict[str, Any]) -> Plan:
+        service, store = self.service, self.service.store
+        tables = self._tables(values)
         if set(tables) & store.stuck:
             raise BadRequest(f"already stuck: {', '.join(sorted(set(tables) & store.stuck))}")
 
         def apply() -> None:
             store.stick(tables)
-            self.app[meta.METRICS].version.set(store.version)
+            service.store_changed()
 
         def revert() -> None:
             store.unstick(tables)
-            self.app[meta.METRICS].version.set(store.version)
+            service.store_changed()
 
         return Plan("metadata", apply, revert, {"tables": tables})

@@ -10,12 +10,12 @@ the store changes, so answering a renewal costs the real process almost nothing.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from services.common.fleet import holds_gsi_heavy, node_id
-from services.common.settings import LabSettings
+from common.fleet import holds_gsi_heavy, node_id
+from common.settings import LabSettings
+from common.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 
 # Ordinary tables, among them the control-plane state of the services that cascaded in 2015,
 # with their share of the ordinary nodes' partitions (so of the customer traffic). metric-groups
@@ -56,7 +56,7 @@ class MembershipStore:
         self.nodes = list(nodes)
         self.version = 1
         self.stuck: set[str] = set()  # tables whose metadata partition stopped taking its share
-        self._entries: dict[str, list[dict]] = {}
+        self._entries: dict[str, list[MembershipEntry]] = {}
         self._encoded: dict[str, bytes] = {}
         self._map: bytes | None = None
         self._rebuild()
@@ -86,20 +86,15 @@ class MembershipStore:
         """The node's membership as the JSON bytes sent on the wire (encoded once per version)."""
         payload = self._encoded.get(node)
         if payload is None:
-            body = {"node": node, "version": self.version, "entries": self._entries[node]}
-            payload = self._encoded[node] = json.dumps(body, separators=(",", ":")).encode()
+            payload = self._encoded[node] = Membership(node, self.version, tuple(self._entries[node])).encode()
         return payload
 
     def partition_map(self) -> bytes:
         """Routing for customers: who holds each partition (GSI partitions sit with their table's)."""
         if self._map is None:
-            body = {
-                "version": self.version,
-                "tables": {t.name: {"owners": t.owners, "gsis": t.gsis,
-                                    "status": "updating" if t.name in self.stuck else "active"}
-                           for t in self.tables.values()},
-            }
-            self._map = json.dumps(body, separators=(",", ":")).encode()
+            self._map = PartitionMap(self.version, {
+                t.name: TableRoute(tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active")
+                for t in self.tables.values()}).encode()
         return self._map
 
     def add_gsis(self, table: str, count: int) -> int:
@@ -150,16 +145,14 @@ class MembershipStore:
         return dict(sorted(Counter(len(e) for e in self._entries.values()).items()))
 
     def _rebuild(self) -> None:
-        entries: dict[str, list[dict]] = {n: [] for n in self.nodes}
+        entries: dict[str, list[MembershipEntry]] = {n: [] for n in self.nodes}
         for t in self.tables.values():
             if t.name in self.stuck:
                 continue
             width = HASH_SPACE // max(1, t.partitions)
             for index in [None, *t.gsis]:
                 for p, owner in enumerate(t.owners):
-                    entries[owner].append(
-                        {"table": t.name, "index": index, "partition": p, "range": [p * width, (p + 1) * width - 1]}
-                    )
+                    entries[owner].append(MembershipEntry(t.name, index, p, (p * width, (p + 1) * width - 1)))
         self._entries = entries
         self._encoded.clear()
         self._map = None

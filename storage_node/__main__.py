@@ -1,8 +1,8 @@
 import os
 from pathlib import Path
 
-from services.common.settings import LabSettings
-from services.common.web import serve
+from common.settings import LabSettings
+from common.web import serve
 from storage_node.app import create_app
 
 serve(

@@ -14,8 +14,9 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from services.common.settings import LabSettings
-from services.common.web import BadRequest, LoopLag, base_app, json_error, read_object
+from common.settings import LabSettings
+from common.web import BadRequest, LoopLag, base_app, json_error, read_object
+from common.wire import RackStatus
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Node, Rack
 from storage_node.store import AsyncItemStore
@@ -119,18 +120,17 @@ async def put_item(request: web.Request) -> web.Response:
 async def status(request: web.Request) -> web.Response:
     rack = request.app[RACK]
     counts = rack.count()
-    return web.json_response({
-        "component": "rack",
-        "rack": rack.index,
-        "pid": os.getpid(),
-        "link_up": rack.link_up,
-        "nodes_total": len(rack.nodes),
-        "nodes_serving": counts["serving"],
-        "nodes_disqualified": counts["disqualified"],
-        "nodes_starting": counts["starting"],
-        "renewal_p99_s": rack.renewal_latency.quantile(0.99, rack.now()),
-        "renewal_attempts_total": rack.attempts_total(),
-        "allowance_s": request.app[SETTINGS].allowance_s,
-        "loop_lag_p99_s": request.app[LAG].p99(request),
-        **({"nodes": [n.status() for n in rack.nodes.values()]} if request.query.get("nodes") == "1" else {}),
-    })
+    return web.json_response(RackStatus(
+        loop_lag_p99_s=request.app[LAG].p99(request),
+        rack=rack.index,
+        pid=os.getpid(),
+        link_up=rack.link_up,
+        nodes_total=len(rack.nodes),
+        nodes_serving=counts["serving"],
+        nodes_disqualified=counts["disqualified"],
+        nodes_starting=counts["starting"],
+        renewal_p99_s=rack.renewal_latency.quantile(0.99, rack.now()),
+        renewal_attempts_total=rack.attempts_total(),
+        allowance_s=request.app[SETTINGS].allowance_s,
+        nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
+    ).to_json())

@@ -9,18 +9,19 @@ rack re-fetches its membership at once. That re-fetch is what turns a blip into 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 
 import aiohttp
 
-from services.common.fleet import node_id, startup_phases
-from services.common.settings import LabSettings
-from services.common.window import Window
-from storage_node import retry
+from common.fleet import node_id, startup_phases
+from common.settings import LabSettings
+from common.window import Window
+from common.wire import Membership, WireError
+from storage_node.link import RESTORED, LinkWatch
 from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
-from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
+from storage_node.refusal import NodeState, Refusal
+from storage_node.renewal import OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 
 log = logging.getLogger(__name__)
@@ -34,10 +35,13 @@ class Node:
         self.rng = random.Random(f"{s.seed}/{self.id}")
         self.start_at = now + phase * s.renewal_period_s
         self.schedule = RenewalSchedule(self.start_at, s.renewal_period_s, s.renewal_jitter, self.rng)
-        self.refusal = Refusal(now)
+        self.renewal = Renewal(Refusal(now))
         self.owned: Owned = frozenset()
         self.version = 0
-        self.misses = 0
+
+    @property
+    def refusal(self) -> Refusal:
+        return self.renewal.refusal
 
     def owns(self, table: str, index: str | None, partition: int) -> bool:
         return (table, index, partition) in self.owned
@@ -49,45 +53,31 @@ class Node:
             await self.rack.wait_until(self.schedule.next_after(self.rack.now()))
 
     async def renew(self) -> None:
-        """Renew until it succeeds or the retry policy says to wait for the next slot."""
-        misses, delay, policy = 0, 0.0, self.rack.policy
+        """Renew until it succeeds or the renewal core says to wait for the next slot."""
+        rack = self.rack
+        self.renewal.start()
         while True:
-            started = self.rack.now()
-            reason = await self._attempt("retry" if misses else "first")
-            policy.record(reason is None)
-            if reason is None:
-                self.misses = 0
-                self._handle(RenewalSucceeded(self.rack.now(), len(self.owned)))
+            started = rack.now()
+            outcome = await self._attempt("retry" if self.renewal.misses else "first")
+            decision = self.renewal.after(Attempt(started, rack.now(), outcome, len(self.owned)), rack.policy,
+                                          self.rng, rack.settings.allowance_s)
+            if decision.disqualified_now:
+                rack.metrics.disqualifications.labels(rack.label).inc()
+            if decision.retry_at is None:
                 return
-            misses += 1
-            self.misses = misses
-            self._handle(RenewalMissed(self.rack.now(), reason))
-            next_delay = policy.next_delay(misses, delay, self.rng)
-            if next_delay is None:
-                return
-            delay = next_delay
-            # A fast failure (refused, paused) waits out its allowance so a dead or paused
-            # service is not hit in a tight loop; a timeout has already used it up.
-            retry_at = max(self.rack.now() + next_delay, started + self.rack.settings.allowance_s)
-            await self.rack.wait_until(retry_at)
+            await rack.wait_until(decision.retry_at)
 
-    def _handle(self, event: RenewalSucceeded | RenewalMissed) -> None:
-        before = self.refusal.state
-        after = self.refusal.handle(event)
-        if after is NodeState.DISQUALIFIED and before is not NodeState.DISQUALIFIED:
-            self.rack.metrics.disqualifications.labels(self.rack.label).inc()
-
-    async def _attempt(self, attempt: str) -> str | None:
-        """One renewal request; returns None on success or why it missed."""
+    async def _attempt(self, attempt: str) -> str:
+        """One renewal request; returns its outcome: ok, or why it missed."""
         rack = self.rack
         started = rack.now()
-        reason: str | None = "error"
+        reason = "error"
         try:
             async with rack.session.get(f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout) as resp:
                 body = await resp.read()
                 if resp.status == 200:
                     self._accept(body)
-                    reason = None
+                    reason = OK
                 elif resp.status == 503:
                     reason = "paused"
         except asyncio.TimeoutError:
@@ -97,30 +87,29 @@ class Node:
         except ValueError:
             reason = "error"
         elapsed = rack.now() - started
-        rack.metrics.renewals.labels(rack.label, attempt, reason or "ok").inc()
+        rack.metrics.renewals.labels(rack.label, attempt, reason).inc()
         rack.metrics.renewal_seconds.labels(rack.label).observe(elapsed)
         rack.renewal_latency.add(rack.now(), elapsed)
         return reason
 
     def _accept(self, body: bytes) -> None:
-        membership = json.loads(body)
-        if membership.get("node") != self.id:
-            raise ValueError("membership for another node")
-        if membership["version"] != self.version or not self.owned:
-            self.owned = frozenset((e["table"], e["index"], e["partition"]) for e in membership["entries"])
-            self.version = membership["version"]
+        membership = Membership.decode(body)
+        if membership.node != self.id:
+            raise WireError("membership for another node")
+        if membership.version != self.version or not self.owned:
+            self.owned = membership.owned()
+            self.version = membership.version
 
     def status(self) -> dict:
         return {"id": self.id, "state": self.refusal.state.value, "reason": None if self.refusal.serving else self.refusal.reason,
-                "entries": len(self.owned), "misses": self.misses, "disqualifications": self.refusal.disqualifications}
+                "entries": len(self.owned), "misses": self.renewal.misses, "disqualifications": self.refusal.disqualifications}
 
 
 class Rack:
     def __init__(self, settings: LabSettings, index: int, link_url: str, metrics: RackMetrics) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
-        self.policy = retry.build(settings.retry_policy, settings.retry_base_s, settings.retry_cap_s,
-                                  settings.budget_tokens, settings.budget_ratio)
+        self.policy = rack_policy(settings)
         self.renewal_timeout = aiohttp.ClientTimeout(total=settings.allowance_s)
         self.renewal_latency = Window(span_s=10.0)
         self.link_up = True
@@ -167,7 +156,7 @@ class Rack:
 
     async def _watch_link(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.settings.probe_timeout_s)
-        failures = 0
+        watch = LinkWatch(self.settings.probe_failures)
         while True:
             started = self.now()
             try:
@@ -176,11 +165,9 @@ class Rack:
                     ok = resp.status == 200
             except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
                 ok = False
-            failures = 0 if ok else failures + 1
-            if failures >= self.settings.probe_failures and self.link_up:
-                self._set_link(False)
-            elif ok and not self.link_up:
-                self._set_link(True)
+            change = watch.probe(ok)
+            if change is not None:
+                self._set_link(change == RESTORED)
             await asyncio.sleep(max(0.0, started + self.settings.probe_interval_s - self.now()))
 
     def _set_link(self, up: bool) -> None:

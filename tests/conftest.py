@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from services.common.settings import LabSettings
+from common.settings import LabSettings
 
 
 @pytest.fixture

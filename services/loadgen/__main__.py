@@ -1,7 +1,7 @@
 import os
 
-from services.common.settings import LabSettings
-from services.common.web import serve
+from common.settings import LabSettings
+from common.web import serve
 from services.loadgen.app import create_app
 
 serve(

@@ -14,9 +14,10 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from services.common.settings import LabSettings
-from services.common.web import LoopLag, base_app
-from services.common.window import Window
+from common.settings import LabSettings
+from common.web import LoopLag, base_app
+from common.window import Window
+from common.wire import LoadgenStatus, PartitionMap
 from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class Generator:
                     if resp.status == 304:
                         return
                     resp.raise_for_status()
-                    routes = Routes(await resp.json())
+                    routes = Routes(PartitionMap.decode(await resp.read()))
                 if routes.targets:
                     self.routes = routes
                     for table in routes.tables:
@@ -112,19 +113,19 @@ class Generator:
         self.window.add(now, failed)
         self.table_windows[req.table].add(now, failed)
 
-    def status(self) -> dict:
+    def status(self, loop_lag_p99_s: float) -> LoadgenStatus:
         now = asyncio.get_running_loop().time()
-        return {
-            "component": "loadgen",
-            "rate_per_s": self.settings.customer_rate,
-            "requests_last_10s": len(self.window.values(now)),
-            "customer_error_ratio": self.window.mean(now),
-            "table_error_ratio": {t: w.mean(now) for t, w in sorted(self.table_windows.items())},
-            "requests_total": self.sent,
-            "failures_total": self.failed,
-            "inflight": self.inflight,
-            "routes_version": self.routes.version if self.routes else None,
-        }
+        return LoadgenStatus(
+            loop_lag_p99_s=loop_lag_p99_s,
+            rate_per_s=self.settings.customer_rate,
+            requests_last_10s=len(self.window.values(now)),
+            customer_error_ratio=self.window.mean(now),
+            table_error_ratio={t: w.mean(now) for t, w in sorted(self.table_windows.items())},
+            requests_total=self.sent,
+            failures_total=self.failed,
+            inflight=self.inflight,
+            routes_version=self.routes.version if self.routes else None,
+        )
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -151,7 +152,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
     app.cleanup_ctx.append(traffic_ctx)
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response({**gen.status(), "loop_lag_p99_s": lag.p99(request)})
+        return web.json_response(gen.status(lag.p99(request)).to_json())
 
     app.router.add_get("/status", status)
     return app

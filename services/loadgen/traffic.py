@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from services.common.fleet import rack_of
+from common.fleet import rack_of
+from common.wire import PartitionMap
 
 OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "timeout", "error")
 FAILURES = frozenset({"refused", "wrong_owner", "timeout", "error"})
@@ -28,13 +29,13 @@ class Request:
 
 
 class Routes:
-    def __init__(self, partition_map: dict) -> None:
-        self.version = partition_map["version"]
+    def __init__(self, partition_map: PartitionMap) -> None:
+        self.version = partition_map.version
         self.targets: list[tuple[str, str | None, int, str]] = []
-        for table, spec in sorted(partition_map["tables"].items()):
-            for index in [None, *spec["gsis"]]:
-                self.targets.extend((table, index, p, owner) for p, owner in enumerate(spec["owners"]))
-        self.tables = sorted(partition_map["tables"])
+        for table, route in sorted(partition_map.tables.items()):
+            for index in [None, *route.gsis]:
+                self.targets.extend((table, index, p, owner) for p, owner in enumerate(route.owners))
+        self.tables = sorted(partition_map.tables)
 
     def pick(self, rng: random.Random) -> Request:
         table, index, partition, owner = rng.choice(self.targets)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from services.dashboard_png import draw
-from services.gameday import docker_lab
+from stormlab.dashboard_png import draw
+from stormlab.gameday import docker_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
@@ -67,7 +67,7 @@ class Stack:
         work = Path(tempfile.mkdtemp(prefix="stormlab-e2e-"))
         (work / "scenario.yaml").write_text(text)
         env = {**self.env, "STORMLAB_STATE_DIR": str(work / "state")}
-        out = subprocess.run([sys.executable, "-m", "services.cli", "scenario", "run", str(work / "scenario.yaml"),
+        out = subprocess.run([sys.executable, "-m", "stormlab.cli", "scenario", "run", str(work / "scenario.yaml"),
                               "--backend", "docker", "--out", str(work / "runs")], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=300)
         print(out.stdout, out.stderr)

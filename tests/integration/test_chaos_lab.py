@@ -13,10 +13,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from services import launcher
-from services.cli import main
-from services.common.auth import ensure_token, headers
-from services.common.settings import LabSettings
+from stormlab import launcher
+from stormlab.cli import main
+from common.auth import ensure_token, headers
+from common.settings import LabSettings
 
 SOAK_FAULTS = int(os.environ.get("STORMLAB_SOAK_FAULTS", "40"))
 
@@ -118,7 +118,7 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
 @pytest.mark.timeout(60)
 def test_killing_the_chaos_command_does_not_leave_the_fault_behind(lab, capsys):
     state, auth = lab
-    cmd = [sys.executable, "-m", "services.cli", "chaos", "blip", "--racks", "1", "--duration", "5s", "--wait"]
+    cmd = [sys.executable, "-m", "stormlab.cli", "chaos", "blip", "--racks", "1", "--duration", "5s", "--wait"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert "reverts by itself" in proc.stdout.readline()
     applied = time.monotonic()

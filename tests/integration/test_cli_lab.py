@@ -5,7 +5,7 @@ import urllib.request
 
 import pytest
 
-from services.cli import main
+from stormlab.cli import main
 
 
 @pytest.fixture

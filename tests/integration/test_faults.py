@@ -69,7 +69,8 @@ async def timed_get(port: int, path: str = "/healthz") -> float:
 async def test_latency_delays_only_its_racks_and_reverts(links):
     proxy, ports = links
     base = await timed_get(ports[0])
-    await proxy.post("/faults", json={"fault": "latency", "racks": [0], "delay_ms": 150, "duration_s": 1.5})
+    applied = await proxy.post("/faults", json={"fault": "latency", "racks": [0], "delay_s": 0.15, "duration_s": 1.5})
+    assert applied.status == 201
     slow, other = await timed_get(ports[0]), await timed_get(ports[1])
     assert slow >= 0.3 > other  # delayed each way
     await asyncio.sleep(1.5)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from services.cli import main
+from stormlab.cli import main
 
 SCENARIO = """\
 title: interrupted
@@ -42,15 +42,15 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
     assert "diagnosis:" in capsys.readouterr().out
     assert main(["ops", "pause-metadata"]) == 0
     assert "pause-metadata" in active_faults(capsys)
-    assert main(["ops", "add-capacity", "80"]) == 0  # paused: the admin path is free
-    assert main(["ops", "add-capacity", "-3"]) == 2
+    assert main(["ops", "set-capacity", "80"]) == 0  # paused: the admin path is free
+    assert main(["ops", "set-capacity", "-3"]) == 2
     assert main(["ops", "resume", "--staged", "2", "--every", "1s"]) == 0
     assert main(["ops", "resume", "--staged", "0"]) == 2
     assert main(["ops", "note", "looked", "at", "the", "margin"]) == 0
     capsys.readouterr()
     journal = [json.loads(line) for line in (small_lab / "ops-journal.jsonl").read_text().splitlines()]
     assert [(e["action"], e["ok"]) for e in journal] == [
-        ("status", True), ("pause-metadata", True), ("add-capacity", True), ("add-capacity", False),
+        ("status", True), ("pause-metadata", True), ("set-capacity", True), ("set-capacity", False),
         ("resume", True), ("resume", False), ("note", True)]
     assert journal[-1]["message"] == "looked at the margin"
     assert main(["chaos", "halt"]) == 0
@@ -70,7 +70,7 @@ def test_a_scenario_refuses_a_running_lab_with_other_settings(small_lab, tmp_pat
 def test_interrupting_a_scenario_runs_the_rollbacks_and_leaves_no_fault(small_lab, tmp_path, capsys, sig):
     path = tmp_path / "interrupted.yaml"
     path.write_text(SCENARIO)
-    run = subprocess.Popen([sys.executable, "-m", "services.cli", "scenario", "run", str(path), "--out",
+    run = subprocess.Popen([sys.executable, "-m", "stormlab.cli", "scenario", "run", str(path), "--out",
                             str(tmp_path / "runs"), "--leaderboard", str(tmp_path / "board.jsonl")],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     try:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from services import launcher
-from services.common.settings import LabSettings
-from services.demo import Demo
+from stormlab import launcher
+from common.settings import LabSettings
+from stormlab.demo import Demo
 
 pytestmark = pytest.mark.slow
 SPEED = 2.0

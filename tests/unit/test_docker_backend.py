@@ -98,7 +98,7 @@ class FakeCompose(FakeRunner):
 
 def chaos(argv, runner, capsys):
     from chaos.cli import run
-    from services.cli import build_parser
+    from stormlab.cli import build_parser
     code = run(build_parser().parse_args(["chaos", "--backend", "docker", *argv]), runner)
     return code, capsys.readouterr().out
 
@@ -143,7 +143,7 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
 
 def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
     from chaos import docker_cli
-    from services.launcher import LabError
+    from stormlab.launcher import LabError
     runner = FakeCompose()
     runner.holding = None  # a shell that never writes its fault file
     monkeypatch.setattr(runner, "exec", lambda command: "")

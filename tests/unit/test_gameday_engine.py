@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from services.common.settings import parse_duration
-from services.gameday import scoring
-from services.gameday.engine import Runner
-from services.gameday.reader import load
-from services.gameday.scenario import schedule
+from common.settings import parse_duration
+from stormlab.gameday import scoring
+from stormlab.gameday.engine import Runner
+from stormlab.gameday.moves import ACTIONS
+from stormlab.gameday.reader import load
+from stormlab.gameday.scenario import schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,7 @@ class ToyLab:
 
     async def action(self, action, args, speed):
         ok = True
-        if action == "add-capacity":
+        if action == "set-capacity":
             ok = self.paused or self.storm_at is None
             self.cores = float(args["cores"]) if ok else self.cores
         elif action == "pause-metadata":
@@ -69,7 +70,7 @@ class ToyLab:
         elif action == "resume":
             self.paused, self.resumed_at = False, self.clock.now() if self.cores >= 80 else None
         self.actions.append({"at": self.clock.now(), "t": self.clock.now(), "action": action, "args": args, "ok": ok,
-                             "message": action})
+                             "message": action, "fault": ACTIONS[action].fault})
         return {"ok": ok, "message": action}
 
     async def rollback(self):

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable
-from services.common.fleet import rack_of
-from services.common.settings import LabSettings
+from common.fleet import rack_of
+from common.settings import LabSettings
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from prometheus_client import CollectorRegistry
 
 from chaos.linkproxy import LinkProxy
 from metadata_service.metrics import MetadataMetrics
-from services.common.settings import LabSettings
-from services.common.web import LoopLag
+from common.settings import LabSettings
+from common.web import LoopLag
 from services.loadgen.app import Generator
 from storage_node.metrics import RackMetrics
 

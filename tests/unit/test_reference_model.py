@@ -5,8 +5,8 @@ schedule, the cost model, the allowance and the retry policy alone.
 """
 import pytest
 
-from services.common.settings import LabSettings
-from services.reference_model import ReferenceModel, replay
+from common.settings import LabSettings
+from stormlab.model import ReferenceModel, replay
 
 
 def test_healthy_fleet_stays_healthy_for_fifteen_minutes():
@@ -30,7 +30,7 @@ def test_the_storm_spreads_beyond_the_blipped_racks():
     model.run_until(30.0)
     model.blip({0, 1, 2}, 30.0, 5.0)
     model.run_until(120.0)
-    outside = [n for n in model.nodes.values() if n.rack >= 3 and not n.refusal.serving]
+    outside = [n for n in model.nodes.values() if n.rack >= 3 and not n.renewal.refusal.serving]
     assert len(outside) > 50
 
 
@@ -48,3 +48,75 @@ def test_counterfactuals_heal(changes):
 def test_abandoned_work_that_keeps_running_collapses_the_service():
     r = replay(LabSettings(abandoned_work="continue"), watch_s=90)
     assert r["plateau"] >= 0.9
+
+
+def storm() -> ReferenceModel:
+    """The 2015 story up to the plateau: blip at 30 s, watched to 90 s."""
+    model = ReferenceModel(LabSettings())
+    model.run_until(30.0)
+    model.blip({0, 1, 2}, 30.0, 5.0)
+    model.run_until(90.0)
+    assert model.error_ratio() > 0.45
+    return model
+
+
+def mean_error(model: ReferenceModel, start: float, end: float) -> float:
+    samples = []
+    for t in range(int(start), int(end)):
+        model.run_until(float(t))
+        samples.append(model.error_ratio())
+    return sum(samples) / len(samples)
+
+
+def test_capacity_through_the_shared_admin_path_times_out_in_the_storm():
+    model = storm()
+    model.set_capacity(80, timeout_s=2.0)
+    model.run_until(95.0)
+    assert model.cpu.cores == 40  # the admin request waited behind the storm and gave up
+    model.set_capacity(80, break_glass=True)
+    assert model.cpu.cores == 80
+
+
+def test_a_paused_service_turns_renewals_away_once_per_allowance_per_node():
+    model = storm()
+    model.pause()
+    model.run_until(100.0)
+    assert model.cpu.inflight == 0  # the retries stop reaching the CPU
+    before = {n.id: n.renewal.misses for n in model.nodes.values()}
+    model.run_until(110.0)
+    paced = [n.renewal.misses - before[n.id] for n in model.nodes.values()]
+    assert max(paced) <= 11  # a fast failure waits out its allowance (1 s): no tight loop
+    assert model.error_ratio() == 1.0
+
+
+def test_pause_then_readmit_everyone_at_once_recollapses():
+    model = storm()
+    model.pause()
+    model.run_until(110.0)
+    model.resume()
+    assert mean_error(model, 130, 180) > 0.9  # the herd
+
+
+def test_pause_triple_capacity_then_readmit_at_once_recovers():
+    model = storm()
+    model.pause()
+    model.run_until(100.0)
+    model.set_capacity(120)  # the admin path is free while paused
+    model.run_until(110.0)
+    assert model.cpu.cores == 120
+    model.resume()
+    assert mean_error(model, 140, 180) < 0.01
+
+
+def test_staged_readmission_recovers_without_new_capacity():
+    model = storm()
+    model.pause()
+    model.run_until(110.0)
+    model.resume(groups=10, every_s=10.0)
+    assert mean_error(model, 220, 260) < 0.01
+    assert model.cpu.cores == 40
+
+
+def test_the_retry_budget_is_one_per_rack():
+    model = ReferenceModel(LabSettings(retry_policy="immediate+budget"))
+    assert len({id(p) for p in model.policies.values()}) == 10

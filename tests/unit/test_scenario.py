@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import main
-from services.gameday.reader import load
-from services.gameday.scenario import ScenarioError, schedule
+from stormlab.cli import main
+from stormlab.gameday.reader import load
+from stormlab.gameday.scenario import ScenarioError, schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -58,11 +58,14 @@ def test_validate_exits_2_with_the_message(tmp_path, capsys):
     assert main(["scenario", "validate", str(tmp_path / "missing.yaml")]) == 2
 
 
-def test_fault_arguments_are_checked_by_the_chaos_parser(tmp_path, capsys):
+def test_fault_arguments_are_checked_by_the_fault_catalog(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("{pick: 3, duration: 5s}", "{racks: 3, duration: 5s, probability: 0.5}"))
     assert main(["scenario", "validate", str(bad)]) == 2
-    assert "bad.yaml:3: steps[0] (blip): unrecognized arguments: --probability 0.5" in capsys.readouterr().err
+    assert "bad.yaml:3: steps[0] (blip): blip takes no probability; it takes racks, duration" in capsys.readouterr().err
+    bad.write_text(GOOD.replace("{pick: 3, duration: 5s}", "{racks: 3, duration: 11m}"))
+    assert main(["scenario", "validate", str(bad)]) == 2
+    assert "bad.yaml:3: steps[0] (blip): duration must be more than 0s and at most 600s, got 660" in capsys.readouterr().err
 
 
 def test_the_same_seed_gives_the_same_fault_schedule():
@@ -75,7 +78,7 @@ def test_the_same_seed_gives_the_same_fault_schedule():
 
 
 def test_the_settings_a_scenario_needs_are_named_for_compose_and_a_running_lab():
-    from services.gameday.cli import differences
+    from stormlab.gameday.cli import differences
     scenario = load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
     assert differences(scenario.settings, "dynamodb-2015") == {"STORMLAB_GSI_GROWTH": "off"}
     running = scenario.settings.to_env() | {"STORMLAB_SEED": "7"}

@@ -1,6 +1,6 @@
 import pytest
 
-from services.story import Sample, ratio_between, rolling, summarize
+from stormlab.story import Sample, ratio_between, rolling, summarize
 
 
 def run_of(error_at, seconds=300, rate=200, disq=lambda t: 0):
@@ -60,7 +60,7 @@ def test_validity_uses_the_whole_run_lag_when_given():
 
 
 def test_window_quantile_within_a_span():
-    from services.common.window import Window
+    from common.window import Window
     w = Window(span_s=100.0)
     for t in range(100):
         w.add(float(t), 1.0 if t < 50 else 0.0)

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from services.gameday.scoring import records  # noqa: E402
+from stormlab.gameday.scoring import records  # noqa: E402
 
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),

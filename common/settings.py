@@ -12,13 +12,16 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from common.errors import UsageError
+
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 ABANDONED_WORK = ("cancel", "continue")
+CORES = (0.1, 100_000.0)  # the metadata service's virtual cores: at start-up, by `capacity`, by the admin API
 
 
-class SettingsError(ValueError):
-    """A setting has a value the lab cannot run with."""
+class SettingsError(UsageError):
+    """A setting has a value the lab cannot run with (exit code 2)."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class LabSettings:
     renewal_period_s: float = field(default=10.0, metadata={"doc": "fixed-rate membership renewal period", "min": 0.05, "max": 3600})
     renewal_jitter: float = field(default=0.05, metadata={"doc": "+/- fraction of the period each renewal slot moves (does not accumulate)", "min": 0, "max": 0.5})
     allowance_s: float = field(default=1.0, metadata={"doc": "renewal timeout: a node without its membership by then disqualifies itself", "min": 0.01, "max": 600})
-    capacity_cores: float = field(default=40.0, metadata={"doc": "metadata virtual cores (processor sharing)", "min": 0.1, "max": 100_000})
+    capacity_cores: float = field(default=40.0, metadata={"doc": "metadata virtual cores (processor sharing)", "min": CORES[0], "max": CORES[1]})
     cost_base_s: float = field(default=0.005, metadata={"doc": "core-seconds per membership request", "min": 0, "max": 60})
     cost_per_entry_s: float = field(default=0.0045, metadata={"doc": "core-seconds per membership entry", "min": 0, "max": 60})
     admin_cost_s: float = field(default=0.5, metadata={"doc": "core-seconds per admin request on the shared path", "min": 0, "max": 600})

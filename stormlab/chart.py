@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from services.story import Sample, rolling  # noqa: E402
+from stormlab.story import Sample, rolling  # noqa: E402
 
 
 def write_chart(samples: Sequence[Sample], times: dict, allowance_s: float, path: Path, summary: dict) -> Path:

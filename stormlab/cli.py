@@ -1,19 +1,20 @@
-"""The `stormlab` command: up, status, down, demo, chaos."""
+"""The `stormlab` command: up, status, down, demo, chaos, scenario, ops."""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 import aiohttp
 
 from chaos import cli as chaos_cli
-from services import launcher, observe
-from services.gameday import cli as gameday_cli, ops
-from services.gameday.scenario import ScenarioError
-from services.common.settings import SettingsError, parse_bool, parse_duration, profile
-from services.launcher import LabError
+from common.errors import LabError, UsageError
+from common.labstate import running
+from common.settings import LabSettings, parse_bool, parse_duration, profile
+from stormlab import demo, launcher, observe
+from stormlab.gameday import cli as gameday_cli, ops
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
@@ -31,7 +32,7 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
 
 
-def settings_from(args: argparse.Namespace):
+def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
     changes = {
         "racks": args.racks, "nodes_per_rack": args.nodes_per_rack, "retry_policy": args.retry_policy,
@@ -56,7 +57,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    state = launcher.running()
+    state = running()
     if not state:
         raise LabError("no lab is up: start one with `stormlab up`")
 
@@ -75,13 +76,19 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from services import demo
+def stormlab_version() -> str:
+    try:
+        return version("stormlab")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout that was never installed
+        return "unknown"
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stormlab", description=(
         "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
         "nodes exchanging membership over HTTP on loopback."))
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"stormlab {stormlab_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = sub.add_parser("up", help="start the lab as local processes and return")
     lab_flags(up)
     up.set_defaults(func=cmd_up)
@@ -92,25 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="the whole story: settle, show the margin, blip, watch the storm hold, report")
     lab_flags(d)
     demo.add_flags(d)
-    d.set_defaults(func=demo.run)
+    d.set_defaults(func=lambda args: demo.run(args, settings_from(args)))
     chaos_cli.add_parser(sub)
-    sub.choices["chaos"].set_defaults(func=chaos_cli.run)
     gameday_cli.add_parser(sub)
     ops.add_parser(sub)
-    sub.choices["ops"].set_defaults(func=ops.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (chaos_cli.ChaosError, ScenarioError) as exc:
+        return int(args.func(args))
+    except (UsageError, LabError) as exc:
         print(f"stormlab: {exc}", file=sys.stderr)
-        return 2
-    except (SettingsError, LabError) as exc:
-        print(f"stormlab: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, SettingsError) else 1
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

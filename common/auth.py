@@ -14,7 +14,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from services.common.web import json_error
+from common.web import json_error
 
 ENV = "STORMLAB_TOKEN"
 PROTECTED = ("/admin", "/faults")

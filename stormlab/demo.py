@@ -16,12 +16,15 @@ from pathlib import Path
 
 import aiohttp
 
-from chaos.cli import parse_racks
-from services import launcher, observe
-from services.common.auth import ensure_token, headers
-from services.common.fleet import rack_of
-from services.common.settings import parse_duration
-from services.story import Sample, rolling, summarize
+from chaos import catalog
+from common.errors import LabError
+from common.settings import LabSettings
+from stormlab import launcher, observe
+from common.auth import ensure_token, headers
+from common.fleet import rack_of
+from common.settings import parse_duration
+from stormlab.chart import write_chart
+from stormlab.story import Sample, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -39,7 +42,7 @@ class Demo:
     def __init__(self, state: dict, out, settle_s: float, blip_s: float, watch_s: float, blip_racks: str) -> None:
         self.state, self.out = state, out
         self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
-        self.racks = parse_racks(blip_racks, int(state["settings"]["STORMLAB_RACKS"]))
+        self.racks = catalog.RACKS_ARG.parse(blip_racks, int(state["settings"]["STORMLAB_RACKS"]))
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
         self.allowance_s = float(state["settings"]["STORMLAB_ALLOWANCE_S"])
@@ -86,7 +89,7 @@ class Demo:
                 return
             self.say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
             await asyncio.sleep(2.0)
-        raise launcher.LabError(f"not every node was serving after {limit_s:.0f}s")
+        raise LabError(f"not every node was serving after {limit_s:.0f}s")
 
     async def per_node(self, session: aiohttp.ClientSession) -> dict[str, int]:
         snap = await observe.snapshot(session, self.state, nodes=True)
@@ -105,7 +108,7 @@ class Demo:
             proxy = self.state["components"]["linkproxy"]["url"]
             blip_start = self.now()
             auth = headers(ensure_token(Path(self.state["directory"])))
-            body = {"fault": "blip", "racks": racks, "duration_s": blip}
+            body = catalog.request("blip", {"racks": racks, "duration": blip}).body
             async with session.post(f"{proxy}/faults", json=body, headers=auth) as resp:
                 resp.raise_for_status()
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
@@ -127,12 +130,9 @@ class Demo:
                 "and nobody was watching membership size")
 
 
-def run(args: argparse.Namespace) -> int:
-    from services.cli import settings_from
-
-    settings = settings_from(args)
+def run(args: argparse.Namespace, settings: LabSettings) -> int:
     durations = parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch)
-    parse_racks(args.blip_racks, settings.racks)  # refuse bad input before starting anything
+    catalog.RACKS_ARG.parse(args.blip_racks, settings.racks)  # refuse bad input before starting anything
     out = sys.stderr if args.json else sys.stdout
     print(f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
           f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
@@ -148,7 +148,6 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    from services.chart import write_chart
     chart = write_chart(demo.samples, times, demo.allowance_s, out_dir / f"demo-{stamp}.png", result)
     (out_dir / f"demo-{stamp}.json").write_text(json.dumps(
         {"summary": result, "times": times, "samples": [s.__dict__ for s in demo.samples]}, indent=1))

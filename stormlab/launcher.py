@@ -18,22 +18,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.common.auth import ENV as TOKEN_ENV, ensure_token
-from services.common.settings import LabSettings
+from common.auth import ENV as TOKEN_ENV, ensure_token
+from common.errors import LabError
+from common.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
+from common.settings import LabSettings
 
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
-
-
-class LabError(RuntimeError):
-    """Something the user should read: the lab is already up, not up, or did not start."""
-
-
-def state_dir() -> Path:
-    default = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "stormlab"
-    return Path(os.environ.get("STORMLAB_STATE_DIR", default)).resolve()
 
 
 @dataclass(frozen=True)
@@ -89,7 +82,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
     comps = [
         Component("metadata", "metadata_service", meta, {}),
-        Component("linkproxy", "chaos", proxy, {"STORMLAB_METADATA_PORT": str(meta),
+        Component("linkproxy", "chaos.linkproxy", proxy, {"STORMLAB_METADATA_PORT": str(meta),
                                                 "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)})}),
     ]
     comps += [Component(f"rack-{r:02d}", "storage_node", racks[r],
@@ -99,31 +92,6 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
                            {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}))
     return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port),
                                                  "STORMLAB_HOST": HOST}) for c in comps]
-
-
-def read_state(directory: Path | None = None) -> dict | None:
-    path = (directory or state_dir()) / "state.json"
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _is_supervisor(pid: int, directory: Path) -> bool:
-    """Only signal the process we started: check its command line, not just the pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return b"services.supervisor" in cmdline and str(directory).encode() in cmdline
-
-
-def running(directory: Path | None = None) -> dict | None:
-    directory = directory or state_dir()
-    state = read_state(directory)
-    if state and _is_supervisor(state["supervisor_pid"], directory):
-        return state
-    return None
 
 
 def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float = 60.0,
@@ -143,7 +111,7 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
     env = {**os.environ, TOKEN_ENV: ensure_token(directory),
            "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl")}
     with open(directory / "logs" / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "services.supervisor", str(directory)], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(directory)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _STARTED[proc.pid] = proc
     deadline = time.monotonic() + wait_s
@@ -173,15 +141,15 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
     """Stop exactly what ``up`` started; returns False if nothing was up."""
     directory = directory or state_dir()
     state = read_state(directory)
-    if not state or not _is_supervisor(state["supervisor_pid"], directory):
+    if not state or not is_supervisor(state["supervisor_pid"], directory):
         (directory / "state.json").unlink(missing_ok=True)
         return False
     pid = state["supervisor_pid"]
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s
-    while _is_supervisor(pid, directory) and time.monotonic() < deadline:
+    while is_supervisor(pid, directory) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _is_supervisor(pid, directory):
+    if is_supervisor(pid, directory):
         os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
     if pid in _STARTED:
         _STARTED.pop(pid).wait()

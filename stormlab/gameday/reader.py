@@ -6,8 +6,14 @@ from typing import Any
 
 import yaml
 
-from services.common.settings import LabSettings, SettingsError, parse_duration, parse_value, profile
-from services.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
+from chaos import catalog
+from common.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
+from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
+
+
+# Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
+ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text"}))
+NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
 
 
 def load(text: str, source: str = "scenario") -> Scenario:
@@ -167,7 +173,10 @@ class _Reader:
             if action not in ACTIONS:
                 raise self.fail(m["action"], f"{path}.action", f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
             failure = m.get("expect_failure")
-            expect_failure = failure is not None and self.text(failure, f"{path}.expect_failure").lower() in ("true", "yes", "on")
+            try:
+                expect_failure = failure is not None and parse_bool(self.text(failure, f"{path}.expect_failure"))
+            except SettingsError as exc:
+                raise self.fail(failure, f"{path}.expect_failure", str(exc)) from None
             return Step(**common, action=action, args=args, expect_failure=expect_failure)
         if kind == "wait":
             return Step(**common, wait_s=self.duration(m["wait"], f"{path}.wait"))
@@ -184,14 +193,13 @@ class _Reader:
     def args(self, node: yaml.Node | None, path: str) -> dict:
         if node is None:
             return {}
-        m = self.mapping(node, path, ("racks", "pick", "duration", "tables", "factor", "ramp", "cores", "break_glass",
-                                      "timeout", "staged", "every", "target", "delay", "jitter", "probability", "text"))
+        m = self.mapping(node, path, ARG_KEYS)
         out = {}
         for key, value in m.items():
             text = self.text(value, f"{path}.{key}")
-            if key in ("duration", "ramp", "timeout", "every", "delay", "jitter"):
+            if key in catalog.timed_keys():
                 self.duration(value, f"{path}.{key}")
-            if key in ("pick", "staged", "cores", "factor", "probability"):
+            if key in NUMERIC_KEYS:
                 number = self.number(value, f"{path}.{key}")
                 if number < 0:
                     raise self.fail(value, f"{path}.{key}", "must not be negative")

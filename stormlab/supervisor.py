@@ -1,6 +1,6 @@
 """Starts the lab's components, restarts any that dies, holds process faults, stops all on SIGTERM.
 
-Run by ``stormlab up`` as ``python -m services.supervisor STATE_DIR``; it reads ``plan.json``,
+Run by ``stormlab up`` as ``python -m stormlab.supervisor STATE_DIR``; it reads ``plan.json``,
 keeps ``state.json`` (pids and URLs) current for ``status`` and ``down``, and serves a control
 API on its own port:
 
@@ -27,14 +27,14 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from chaos import catalog
 from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
-from services.common.auth import from_env, token_middleware
-from services.common.web import BadRequest, LoopLag, base_app
+from common.auth import from_env, token_middleware
+from common.web import BadRequest, LoopLag, base_app, serve
 
 PR_SET_PDEATHSIG = 1
 RESTART_DELAY_S = 1.0
-FAULTS = ("pause", "kill")
-TARGETABLE = ("metadata", "rack-")
+FAULTS = catalog.names("supervisor")
 
 
 def _die_with_parent() -> None:
@@ -94,11 +94,11 @@ class Supervisor:
         tmp.write_text(json.dumps(state, indent=1))
         tmp.replace(self.directory / "state.json")
 
-    def target(self, body: dict[str, Any]) -> str:
-        name = body.get("target")
-        if name not in self.comps or not name.startswith(TARGETABLE):
-            raise BadRequest(f"target must be the metadata service or a rack: "
-                             f"{', '.join(n for n in self.comps if n.startswith(TARGETABLE))}")
+    def target(self, values: dict[str, Any]) -> str:
+        name = values["target"]  # the catalog checked it names metadata or a rack
+        if name not in self.comps:
+            raise BadRequest(f"target must be the metadata service or a rack of this lab: "
+                             f"{', '.join(n for n in self.comps if catalog.TARGET_NAME.match(n))}")
         if name in self.held_down or name in self.stopped:
             raise web.HTTPConflict(text=f"{name} already has a pause or kill fault on it")
         if self.procs[name].returncode is not None:
@@ -185,8 +185,6 @@ def create_app(sup: Supervisor) -> web.Application:
 
 
 def main() -> None:
-    from services.common.web import serve
-
     sup = Supervisor(Path(sys.argv[1]))
     serve(create_app(sup), "127.0.0.1", sup.plan["supervisor_port"])
 

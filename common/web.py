@@ -10,7 +10,12 @@ from typing import Any, AsyncIterator, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
-from services.common.window import Window
+from common.window import Window
+
+try:  # uvloop where the platform has it (not on Windows)
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
@@ -137,11 +142,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 def serve(app: web.Application, host: str, port: int) -> None:
     """Run until SIGTERM/SIGINT; handlers are cancelled when their client goes away."""
-    try:
-        import uvloop
-        loop = uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - platforms without uvloop
-        loop = asyncio.new_event_loop()
+    loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None,
                 backlog=4096, loop=loop)

@@ -9,16 +9,16 @@ import signal
 import time
 from pathlib import Path
 
-from services import launcher
-from services.gameday import report, scoring
-from services.gameday.engine import Runner
-from chaos.cli import ChaosError
-from services.common.settings import LabSettings, profile
-from services.gameday.docker_lab import DockerLab
-from services.gameday.chaos_args import fault_request
-from services.gameday.local import LocalLab
-from services.gameday.reader import load
-from services.gameday.scenario import Scenario, ScenarioError, schedule
+from chaos import catalog
+from common.labstate import running, state_dir
+from common.settings import LabSettings, profile
+from stormlab import launcher
+from stormlab.gameday import report, scoring
+from stormlab.gameday.engine import Runner
+from stormlab.gameday.labs import DockerLab, LocalLab
+from stormlab.gameday.moves import ACTIONS, move_values
+from stormlab.gameday.reader import load
+from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
@@ -65,19 +65,18 @@ def read(path: Path) -> Scenario:
 
 
 def check_faults(scenario: Scenario, source: str) -> None:
-    """Every fault step as `stormlab chaos` would take it (its parser, its limits), on a lab of
-    the scenario's size; a bad argument names the step's line."""
+    """Every fault and move as the fault catalog takes it (its arguments, its limits), on a lab
+    of the scenario's size; a bad argument names the step's line."""
     racks = scenario.settings.racks
-    lab = {"settings": {"STORMLAB_RACKS": str(racks)}, "supervisor_url": "-",
-           "components": {"metadata": {"url": "-"}, "linkproxy": {"url": "-"},
-                          **{f"rack-{r:02d}": {"url": "-"} for r in range(racks)}}}
     for planned in schedule(scenario, scenario.settings.seed):
-        for step in (planned.step, *planned.step.autopilot):
-            if step.kind != "fault":
-                continue
+        for step in (planned.step, *planned.step.autopilot, *scenario.rollback):
+            args = planned.args if step is planned.step else step.args
             try:
-                fault_request(step.fault, planned.args if step is planned.step else step.args, lab)
-            except (ValueError, ChaosError) as exc:
+                if step.kind == "fault":
+                    catalog.request(step.fault, args, racks)
+                elif step.kind == "action" and ACTIONS[step.action].fault:
+                    catalog.request(ACTIONS[step.action].fault, move_values(ACTIONS[step.action], args), racks)
+            except catalog.ChaosError as exc:
                 raise ScenarioError(f"{source}:{step.line}: {step.path} ({step.name}): {exc}") from None
 
 
@@ -97,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         needed = " ".join(f"{k}={v}" for k, v in differences(settings, scenario.profile).items())
         if needed:
             print(f"this scenario needs the stack started with: {needed} docker compose up -d", flush=True)
-        return play(scenario, plan, seed, args, DockerLab(launcher.state_dir()))
-    state, started = launcher.running(), False
+        return play(scenario, plan, seed, args, DockerLab(state_dir()))
+    state, started = running(), False
     if state is not None:
         unlike = {k: v for k, v in differences(settings, state["settings"]).items() if k != "STORMLAB_SEED"}
         if unlike:
@@ -164,7 +163,7 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
     pngs = report.draw(journal, out)
     page = report.write_html(journal, comparison, score, pngs, out)
     has_players = any(s.kind == "operator" for s in scenario.steps)
-    board_path = args.leaderboard or launcher.state_dir() / "leaderboard.jsonl"
+    board_path = args.leaderboard or state_dir() / "leaderboard.jsonl"
     board = scoring.append_leaderboard(board_path, {"at": time.time(), "scenario": scenario.title,
                                                     "autopilot": args.autopilot, "speed": args.speed,
                                                     **score}) if has_players else []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from services.gameday.scenario import Check, Planned, Scenario, Step
+from stormlab.gameday.scenario import Check, Planned, Scenario, Step
 
 
 class Lab(Protocol):

@@ -4,24 +4,26 @@ A scenario is a title, a profile (with optional setting overrides), steady-state
 timeline of steps, rollbacks that always run, scoring hints and the seed-vs-lab comparison.
 Each step does one thing: apply a ``fault``, take an operator ``action``, ``wait``, check an
 ``expect`` (a measured condition within a time), or hand over to the ``operator`` (the players,
-or ``--autopilot``). Files are read and checked by ``services.gameday.reader``. Pure.
+or ``--autopilot``). Files are read and checked by ``stormlab.gameday.reader``. Pure.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 
-from services.common.settings import LabSettings
+from chaos import catalog
+from common.errors import UsageError
+from common.settings import LabSettings
+from stormlab.gameday import moves
 
-FAULTS = ("blip", "partition", "latency", "loss", "pause", "kill", "pause-metadata", "resume-metadata",
-          "capacity", "gsi-growth", "stuck-partition")
-ACTIONS = ("status", "add-capacity", "pause-metadata", "resume", "note")
+FAULTS = tuple(catalog.FAULTS)
+ACTIONS = tuple(moves.ACTIONS)
 PROBES = ("customer_error_ratio", "table_error_ratio", "worst_table_error_ratio", "nodes_disqualified",
           "disqualified_fraction", "margin", "metadata_inflight", "renewal_p99_s", "metadata_paused")
 KINDS = ("fault", "action", "wait", "expect", "operator")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UsageError):
     """A scenario file that cannot run: the message names the field and its line (exit code 2)."""
 
 

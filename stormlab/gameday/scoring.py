@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.gameday.scenario import Scenario
+from chaos import catalog
+from stormlab.gameday.scenario import Scenario
 
-MITIGATIONS = ("add-capacity", "pause-metadata", "resume")
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,7 +65,7 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     players = journal["player_actions"]
     detect = next((a["t"] for a in players if onset is not None and a["t"] >= onset and a["action"] == "status"), None)
     recovered = when.get(operator["name"]) if operator else None
-    in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a["action"] in MITIGATIONS]
+    in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a.get("fault") in catalog.MOVES]
     return {
         "onset_s": None if onset is None else round(onset, 1),
         "time_to_detect_s": None if detect is None else round(detect - onset, 1),

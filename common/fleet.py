@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from services.common.settings import LabSettings
+from common.settings import LabSettings
 
 _NODE = re.compile(r"^r(\d{2,})n(\d{3,})$")
 

@@ -1,0 +1,317 @@
+"""The fault catalog: every fault the lab can inject, declared once (pure).
+
+Each fault names the process that holds it (the one that applies it and arms its revert), what
+it emulates in 2015, what the end of its lease does, and its arguments with their kind, range,
+default and help. Everything that speaks of faults reads them here: the `stormlab chaos`
+subcommands are built from this table, the holders check the requests they receive with it,
+and scenario files and `stormlab ops` build their requests through it.
+
+A request is built from a plain mapping of argument keys to values, either text as a person
+types it (``"5s"``, ``"2,5,7"``, ``"on"``) or JSON values, and comes out as the body the holder
+takes: ``{"fault": NAME, "duration_s": …, …}`` in base units (seconds, cores, rack numbers).
+Changing a fault's range is a one-line change here.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from chaos.lease import max_duration_s
+from common.errors import UsageError
+from common.settings import CORES, SettingsError, parse_bool, parse_duration
+
+HOLDERS = ("linkproxy", "supervisor", "metadata")
+DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
+    "duration", "number", "integer", "flag", "choice", "racks", "tables", "target")
+TARGET_NAME = re.compile(r"^(metadata|rack-\d{1,4})$")
+
+
+class ChaosError(UsageError):
+    """A fault request that cannot be made: nothing was changed (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a fault: ``name`` is its key in the request, in base units."""
+    name: str
+    kind: str
+    help: str
+    lo: float | None = None
+    hi: float | Callable[[], float] | None = None
+    lo_open: bool = False  # the lower bound itself is refused (a duration of 0)
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    client: bool = False  # read by the command that asks (how long it waits), never sent
+
+    @property
+    def key(self) -> str:
+        """How people write it: scenario args, `ops` options, and the flag ``--KEY``."""
+        return self.name.removesuffix("_s")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    def upper(self) -> float | None:
+        return self.hi() if callable(self.hi) else self.hi
+
+    def limits(self) -> str:
+        unit = "s" if self.kind == DURATION else ""
+        low = f"more than {self.lo:g}{unit}" if self.lo_open else f"at least {self.lo:g}{unit}"
+        return f"{low} and at most {self.upper():g}{unit}"
+
+    def describe(self) -> str:
+        """The help line: what it is, its range, its default."""
+        extra = []
+        if self.choices:
+            extra.append("one of " + ", ".join(self.choices))
+        if self.lo is not None and self.kind in (DURATION, NUMBER, INTEGER):
+            extra.append(self.limits())
+        if self.default not in (None, False):
+            extra.append(f"default {self.default}")
+        return self.help + (f" ({'; '.join(extra)})" if extra else "")
+
+    def parse(self, raw: Any, racks_total: int | None = None) -> Any:
+        """A value as a person or a scenario gives it (text or JSON), as the holder takes it."""
+        value = self._from_text(raw.strip(), racks_total) if isinstance(raw, str) else raw
+        return self.check(value, racks_total)
+
+    def _from_text(self, text: str, racks_total: int | None) -> Any:
+        try:
+            if self.kind == DURATION:
+                return parse_duration(text)
+            if self.kind == NUMBER:
+                return float(text)
+            if self.kind == INTEGER:
+                return int(text)
+            if self.kind == FLAG:
+                return parse_bool(text)
+        except (ValueError, SettingsError):
+            raise ChaosError(f"{self.key}: not {_KIND_WORDS[self.kind]}: {text!r}") from None
+        if self.kind == RACKS:
+            return _racks_from_text(text, racks_total)
+        if self.kind == TABLES:
+            return [t.strip() for t in text.split(",") if t.strip()]
+        return text
+
+    def check(self, value: Any, racks_total: int | None = None) -> Any:
+        """The value as the holder takes it, or a ChaosError that says what is wrong (strict)."""
+        if self.kind in (DURATION, NUMBER, INTEGER):
+            kinds: tuple[type, ...] = (int,) if self.kind == INTEGER else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ChaosError(f"{self.key} must be {_KIND_WORDS[self.kind]}")
+            hi = self.upper()
+            too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
+            if too_low or (hi is not None and value > hi):
+                raise ChaosError(f"{self.key} must be {self.limits()}, got {value:g}")
+            return float(value) if self.kind != INTEGER else value
+        if self.kind == FLAG:
+            if not isinstance(value, bool):
+                raise ChaosError(f"{self.key} must be true or false")
+            return value
+        if self.kind == CHOICE:
+            if value not in self.choices:
+                raise ChaosError(f"{self.key} must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
+        if self.kind == RACKS:
+            return _check_racks(value, racks_total)
+        if self.kind == TABLES:
+            if (not isinstance(value, list) or not value or len(set(map(repr, value))) != len(value)
+                    or not all(isinstance(t, str) and t for t in value)):
+                raise ChaosError(f"{self.key} must be a list of distinct table names")
+            return value
+        if not isinstance(value, str) or not TARGET_NAME.match(value):
+            raise ChaosError(f"{self.key} must name a process: metadata or rack-NN, got {value!r}")
+        return value
+
+
+_KIND_WORDS = {DURATION: "a duration (5s, 500ms, 2m)", NUMBER: "a number", INTEGER: "an integer",
+               FLAG: "on/off"}
+
+
+def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
+    """``3`` means three racks (0, 1, 2); ``2,5,7`` (or ``5,``) names them."""
+    if "," not in text:
+        try:
+            count = int(text)
+        except ValueError:
+            raise ChaosError(f"racks must be a count or a comma list of rack numbers, got {text!r}") from None
+        if count < 1 or (racks_total is not None and count > racks_total):
+            raise ChaosError(f"racks {count}: the lab has {racks_total} racks")
+        return list(range(count))
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ChaosError(f"racks must be rack numbers, got {text!r}") from None
+
+
+def _check_racks(value: Any, racks_total: int | None) -> list[int]:
+    if (not isinstance(value, list) or not value or len(set(map(repr, value))) != len(value)
+            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value)):
+        raise ChaosError("racks must be a list of distinct rack numbers")
+    if racks_total is not None and any(r >= racks_total for r in value):
+        raise ChaosError(f"racks {','.join(map(str, value))}: racks are numbered 0..{racks_total - 1}")
+    return value
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    holder: str
+    help: str
+    emulates: str
+    reverts: str
+    args: tuple[Arg, ...]
+    lease_s: Callable[[dict[str, Any]], float] | None = None  # the lease's length, from the other args
+    checks: tuple[tuple[Callable[[dict[str, Any]], bool], str], ...] = ()
+    move: bool = False  # a responder's move: journaled and scored in game days
+    wire: dict[str, Arg] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "wire", {a.name: a for a in self.args if not a.client})
+
+    def arg(self, key: str) -> Arg:
+        return next(a for a in self.args if a.key == key)
+
+
+@dataclass(frozen=True)
+class Request:
+    fault: Fault
+    body: dict[str, Any]  # what the holder receives
+    client: dict[str, Any]  # what the asking command keeps (e.g. its timeout)
+
+
+def request(name: str, values: Mapping[str, Any], racks_total: int | None = None) -> Request:
+    """The request for fault ``name`` from argument keys and values (text or JSON); a missing
+    argument takes its default; anything wrong raises ChaosError naming the argument."""
+    fault = find(name)
+    unknown = sorted(set(values) - {a.key for a in fault.args})
+    if unknown:
+        raise ChaosError(f"{name} takes no {', '.join(unknown)}; it takes {', '.join(a.key for a in fault.args)}")
+    body: dict[str, Any] = {"fault": name}
+    client: dict[str, Any] = {}
+    for arg in fault.args:
+        raw = values.get(arg.key)
+        if raw is None:
+            if arg.required:
+                raise ChaosError(f"{name}: {arg.flag} is required ({arg.help})")
+            raw = arg.default
+        if raw is not None:
+            (client if arg.client else body)[arg.name] = arg.parse(raw, racks_total)
+    return Request(fault, _finish(fault, body), client)
+
+
+def check(name: str, body: Mapping[str, Any], racks_total: int | None = None) -> dict[str, Any]:
+    """A holder's check of a request body it received (JSON values only); returns the body with
+    every default filled in."""
+    fault = find(name)
+    allowed = {"fault", "duration_s", *fault.wire}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise ChaosError(f"{name} takes no {', '.join(unknown)}; it takes {', '.join(sorted(allowed - {'fault'}))}")
+    out: dict[str, Any] = {"fault": name}
+    for arg in fault.wire.values():
+        if arg.name in body:
+            out[arg.name] = arg.check(body[arg.name], racks_total)
+        elif arg.required:
+            raise ChaosError(f"{name}: {arg.name} is required ({arg.help})")
+        elif arg.default is not None:
+            out[arg.name] = arg.parse(arg.default, racks_total)
+    if fault.lease_s is not None and "duration_s" in body:
+        out["duration_s"] = body["duration_s"]  # checked by the lease book like any other lease
+    return _finish(fault, out)
+
+
+def _finish(fault: Fault, body: dict[str, Any]) -> dict[str, Any]:
+    if fault.lease_s is not None and "duration_s" not in body:
+        body["duration_s"] = fault.lease_s(body)
+    for holds, message in fault.checks:
+        if not holds(body):
+            raise ChaosError(f"{fault.name}: {message}")
+    return body
+
+
+def find(name: str) -> Fault:
+    if name not in FAULTS:
+        raise ChaosError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
+    return FAULTS[name]
+
+
+def names(holder: str) -> tuple[str, ...]:
+    """The faults one process holds."""
+    return tuple(f.name for f in FAULTS.values() if f.holder == holder)
+
+
+def timed_keys() -> set[str]:
+    """Argument keys that are durations: a scenario run at speed X divides them by X."""
+    return {a.key for f in FAULTS.values() for a in f.args if a.kind == DURATION}
+
+
+# -- the catalog --------------------------------------------------------------------------------
+
+DURATION_ARG = Arg("duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m",
+                   lo=0, lo_open=True, hi=max_duration_s, required=True)
+RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
+TARGET_ARG = Arg("target", TARGET, "the process: metadata or rack-NN", required=True)
+
+
+def _staged_lease_s(body: dict[str, Any]) -> float:
+    return max(0.001, (body["staged"] - 1) * body["every_s"])
+
+
+_FAULTS = (
+    Fault("blip", "linkproxy", "cut racks off from the metadata service, both ways",
+          "2:19 AM: a brief network disruption on a portion of the storage servers",
+          "the link heals; every node of the rack renews at once (the herd)", (RACKS_ARG, DURATION_ARG)),
+    Fault("partition", "linkproxy", "cut racks off from the metadata service, both ways or one",
+          "a network partition, by direction", "the link heals, as after a blip",
+          (RACKS_ARG, Arg("direction", CHOICE, "which traffic is dropped", default="both",
+                          choices=("both", "to-metadata", "from-metadata")), DURATION_ARG)),
+    Fault("latency", "linkproxy", "delay the traffic on racks' links", "a slow network", "the delays stop",
+          (RACKS_ARG, Arg("delay_s", DURATION, "added delay, e.g. 200ms", lo=0, hi=60, required=True),
+           Arg("jitter_s", DURATION, "+/- jitter, e.g. 50ms", lo=0, hi=60, default=0.0), DURATION_ARG)),
+    Fault("loss", "linkproxy", "lose segments on racks' links (TCP delivers them a retransmission timeout later)",
+          "a lossy network", "the loss stops",
+          (RACKS_ARG, Arg("probability", NUMBER, "chance a segment is lost", lo=0, hi=1, required=True), DURATION_ARG)),
+    Fault("pause", "supervisor", "freeze a process (SIGSTOP)", "a server that stops answering but keeps its connections",
+          "the process is continued (SIGCONT)", (TARGET_ARG, DURATION_ARG)),
+    Fault("kill", "supervisor", "kill a process (SIGKILL)", "a storage server or the metadata service crashing",
+          "the process is started again", (TARGET_ARG, DURATION_ARG)),
+    Fault("pause-metadata", "metadata", "pause membership requests: renewals are turned away at the door",
+          "5:06 AM: AWS pauses requests to the metadata service",
+          "the pause ends and everyone is readmitted at once (the herd), unless an operator resumed first",
+          (DURATION_ARG,), move=True),
+    Fault("resume-metadata", "metadata", "readmit the fleet now: all at once, or in steps",
+          "the readmission after the pause", "nothing to undo: after the last step everyone is in",
+          (Arg("staged", INTEGER, "readmit in this many steps (1: all at once)", lo=1, hi=1000, default=1),
+           Arg("every_s", DURATION, "time between steps, e.g. 10s", lo=0, hi=3600, default=0.0)),
+          lease_s=_staged_lease_s,
+          checks=((lambda b: b["duration_s"] <= max_duration_s(), "the last step must come within the fault limit"),),
+          move=True),
+    Fault("capacity", "metadata", "set the metadata service's virtual cores, through the shared admin path",
+          "attempts to add metadata-service capacity fail: the admin path shares the overloaded service",
+          "the cores go back to what they were before the lease",
+          (Arg("cores", NUMBER, "virtual cores while the lease lasts (the profile has 40)", lo=CORES[0], hi=CORES[1],
+               required=True),
+           Arg("break_glass", FLAG, "go around the overloaded admin path (the path AWS did not have)", default=False),
+           Arg("timeout_s", DURATION, "how long the admin request may take", lo=0, lo_open=True, hi=600,
+               default="2s", client=True),
+           DURATION_ARG), move=True),
+    Fault("gsi-growth", "metadata", "customers adopt GSIs: memberships of these tables grow",
+          "the months before: GSI adoption erodes the margin, unseen unless membership size is watched",
+          "the GSIs the lease added go",
+          (Arg("tables", TABLES, "comma list of tables", default="catalog,clickstream"),
+           Arg("factor", NUMBER, "growth of those tables' entries", lo=1, hi=21, default=2.0),
+           Arg("ramp_s", DURATION, "spread the growth over this long", lo=0, hi=3600, default=0.0), DURATION_ARG),
+          checks=((lambda b: b["ramp_s"] <= b["duration_s"], "ramp must not be longer than duration"),)),
+    Fault("stuck-partition", "metadata",
+          "the Monday tail: the metadata partition behind these tables stops taking its share",
+          "21 September: one metadata partition does not take its share; a few customers fail",
+          "the tables come back into the memberships",
+          (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"),
+           DURATION_ARG)),
+)
+FAULTS: dict[str, Fault] = {f.name: f for f in _FAULTS}
+MOVES = tuple(f.name for f in _FAULTS if f.move)

@@ -1,0 +1,101 @@
+"""Asking the processes that hold faults: one path for `stormlab chaos`, `stormlab ops` and the
+game-day runner.
+
+A request is built by the fault catalog from plain values, sent to the process that holds the
+fault (its ``/faults`` API), and, when it is a responder's move (pause, resume, capacity),
+written to the responders' journal whichever command made it.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Mapping
+
+from chaos import catalog, journal
+from chaos.catalog import ChaosError
+from common.auth import headers
+from common.errors import LabError
+
+
+def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict[str, Any]:
+    """One JSON request; a 4xx answer raises ChaosError, an unreachable or failing process
+    LabError, a request slower than ``timeout`` TimeoutError."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **headers(token)})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            answer = json.loads(resp.read())
+            return answer if isinstance(answer, dict) else {"answer": answer}
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            message = json.loads(raw).get("message", str(exc))
+        except (ValueError, AttributeError):
+            message = f"{exc}: {raw[:200].decode(errors='replace')}"
+        if exc.code >= 500:
+            raise LabError(f"{url} failed: {message}") from None
+        if exc.code == 401:
+            raise LabError(f"refused: {message}") from None
+        raise ChaosError(message) from None
+    except TimeoutError:
+        raise
+    except OSError as exc:
+        if isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise TimeoutError(str(exc)) from None
+        raise LabError(f"{url} did not answer: {exc}") from None
+
+
+def holders(state: Mapping[str, Any]) -> dict[str, str]:
+    """Each fault-holding process of the lab and its URL."""
+    comps = state.get("components", {})
+    found = {"linkproxy": comps.get("linkproxy", {}).get("url"), "supervisor": state.get("supervisor_url"),
+             "metadata": comps.get("metadata", {}).get("url")}
+    return {who: url for who, url in found.items() if url}
+
+
+def racks_total(state: Mapping[str, Any]) -> int:
+    return int(state["settings"]["STORMLAB_RACKS"])
+
+
+def build(state: Mapping[str, Any], fault: str, values: Mapping[str, Any]) -> tuple[str, catalog.Request]:
+    """The holder's URL and the checked request (nothing is sent)."""
+    req = catalog.request(fault, values, racks_total(state))
+    url = holders(state).get(req.fault.holder)
+    if url is None:
+        raise ChaosError(f"{fault} is held by the {req.fault.holder}, which this lab does not have")
+    return url, req
+
+
+def send(url: str, req: catalog.Request, token: str) -> dict[str, Any]:
+    timeout = req.client.get("timeout_s", 5.0)
+    try:
+        return call("POST", f"{url}/faults", token, req.body, timeout=timeout)
+    except TimeoutError:
+        raise LabError(f"{req.fault.name} timed out after {timeout:g}s: the admin request waits behind the storm "
+                       "on the metadata service's own CPU (as in 2015). Nothing changed. Pause first, or "
+                       "--break-glass goes around it.") from None
+
+
+def apply(state: Mapping[str, Any], fault: str, values: Mapping[str, Any], token: str, *,
+          journal_dir: Path | None = None, via: str = "chaos", action: str | None = None) -> dict[str, Any]:
+    """Build, send and, for a responder's move, journal one fault; returns the holder's lease."""
+    url, req = build(state, fault, values)
+    move = journal_dir is not None and req.fault.move
+    args = {k: v for k, v in values.items() if v is not None}
+    try:
+        lease = send(url, req, token)
+    except (ChaosError, LabError) as exc:
+        if move:
+            journal.record(journal_dir, action or fault, args, False, str(exc), fault=fault, via=via)
+        raise
+    if move:
+        journal.record(journal_dir, action or fault, args, True, describe(lease, req), fault=fault, via=via)
+    return lease
+
+
+def describe(lease: Mapping[str, Any], req: catalog.Request) -> str:
+    return (f"{lease.get('fault', req.fault.name)} #{lease.get('id')} on {lease.get('target')} for "
+            f"{req.body['duration_s']:g}s; it reverts by itself, and then {req.fault.reverts}")

@@ -1,0 +1,194 @@
+"""The documents one process writes and another reads, as typed structures (pure).
+
+- :class:`Membership`: a node's membership, written by the metadata service, read by the racks.
+- :class:`PartitionMap`: who holds each partition, written by the metadata service, read by
+  the customers (loadgen) to route their requests.
+- :class:`RackStatus`, :class:`MetadataStatus`, :class:`LoadgenStatus`: each process's JSON
+  ``/status``, written by the process, read by ``stormlab status``, the demo and game days.
+
+Each is encoded by the writer and decoded by the reader through the same class: a document
+that does not have the shape raises :class:`WireError` (a ``ValueError``) instead of a
+``KeyError`` deep inside the reader.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T", bound="Status")
+
+
+class WireError(ValueError):
+    """A document that does not have the shape its type says."""
+
+
+def _object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise WireError("not a JSON object")
+    return doc
+
+
+def _int(doc: dict[str, Any], key: str) -> int:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireError(f"{key} must be an integer")
+    return value
+
+
+def _str_list(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise WireError(f"{what} must be a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class MembershipEntry:
+    """One partition a node holds: of a table (``index`` None) or of one of its GSIs."""
+    table: str
+    index: str | None
+    partition: int
+    range: tuple[int, int]
+
+    def key(self) -> tuple[str, str | None, int]:
+        return self.table, self.index, self.partition
+
+
+@dataclass(frozen=True)
+class Membership:
+    node: str
+    version: int
+    entries: tuple[MembershipEntry, ...]
+
+    def encode(self) -> bytes:
+        body = {"node": self.node, "version": self.version,
+                "entries": [{"table": e.table, "index": e.index, "partition": e.partition, "range": list(e.range)}
+                            for e in self.entries]}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Membership:
+        doc = _object(raw)
+        node, entries = doc.get("node"), doc.get("entries")
+        if not isinstance(node, str) or not isinstance(entries, list):
+            raise WireError("a membership has a node and a list of entries")
+        return cls(node, _int(doc, "version"), tuple(_entry(e) for e in entries))
+
+    def owned(self) -> frozenset[tuple[str, str | None, int]]:
+        return frozenset(e.key() for e in self.entries)
+
+
+def _entry(e: Any) -> MembershipEntry:
+    if (not isinstance(e, dict) or not isinstance(e.get("table"), str)
+            or not (e.get("index") is None or isinstance(e.get("index"), str))):
+        raise WireError("a membership entry has a table and an index (or null)")
+    span = e.get("range")
+    if not isinstance(span, list) or len(span) != 2 or not all(isinstance(x, int) for x in span):
+        raise WireError("a membership entry's range is two integers")
+    return MembershipEntry(e["table"], e["index"], _int(e, "partition"), (span[0], span[1]))
+
+
+@dataclass(frozen=True)
+class TableRoute:
+    owners: tuple[str, ...]  # owners[p] holds partition p of the table and of each of its GSIs
+    gsis: tuple[str, ...]
+    status: str  # "active", or "updating" while its metadata partition is stuck
+
+
+@dataclass(frozen=True)
+class PartitionMap:
+    version: int
+    tables: dict[str, TableRoute]
+
+    def encode(self) -> bytes:
+        body = {"version": self.version,
+                "tables": {name: {"owners": list(t.owners), "gsis": list(t.gsis), "status": t.status}
+                           for name, t in self.tables.items()}}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes | str | dict[str, Any]) -> PartitionMap:
+        doc = _object(raw)
+        tables = doc.get("tables")
+        if not isinstance(tables, dict):
+            raise WireError("a partition map has tables")
+        routes = {}
+        for name, spec in tables.items():
+            if not isinstance(spec, dict) or not isinstance(spec.get("status"), str):
+                raise WireError(f"table {name!r} needs owners, gsis and a status")
+            routes[name] = TableRoute(_str_list(spec.get("owners"), f"{name}.owners"),
+                                      _str_list(spec.get("gsis"), f"{name}.gsis"), spec["status"])
+        return cls(_int(doc, "version"), routes)
+
+
+@dataclass(frozen=True)
+class Status:
+    """A process's ``/status``: every field is written; a reader gets the same fields back."""
+    COMPONENT: ClassVar[str] = ""
+    loop_lag_p99_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"component": self.COMPONENT, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls: type[T], raw: bytes | str | dict[str, Any]) -> T:
+        doc = _object(raw)
+        if doc.get("component") != cls.COMPONENT:
+            raise WireError(f"not the status of a {cls.COMPONENT}: component={doc.get('component')!r}")
+        missing = [f.name for f in dataclasses.fields(cls)
+                   if f.name not in doc and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise WireError(f"{cls.COMPONENT} status without {', '.join(missing)}")
+        return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls) if f.name in doc})
+
+
+@dataclass(frozen=True)
+class RackStatus(Status):
+    COMPONENT: ClassVar[str] = "rack"
+    rack: int
+    pid: int | None
+    link_up: bool
+    nodes_total: int
+    nodes_serving: int
+    nodes_disqualified: int
+    nodes_starting: int
+    renewal_p99_s: float | None
+    renewal_attempts_total: dict[str, float]  # "first" and "retry"
+    allowance_s: float
+    nodes: list[dict[str, Any]] | None = None  # each node's state, when asked for (?nodes=1)
+
+
+@dataclass(frozen=True)
+class MetadataStatus(Status):
+    COMPONENT: ClassVar[str] = "metadata"
+    paused: bool
+    admission: dict[str, Any]
+    cores: float
+    inflight: int
+    busy_cores: float
+    abandoned_work: str | None
+    wasted_work_s: float
+    membership_version: int
+    membership_sizes: dict[str, int]  # entries -> nodes with that many
+    processing_p99_s: float | None
+    allowance_s: float
+
+
+@dataclass(frozen=True)
+class LoadgenStatus(Status):
+    COMPONENT: ClassVar[str] = "loadgen"
+    rate_per_s: float
+    requests_last_10s: int
+    customer_error_ratio: float | None
+    table_error_ratio: dict[str, float | None] = field(default_factory=dict)
+    requests_total: int = 0
+    failures_total: int = 0
+    inflight: int = 0
+    routes_version: int | None = None

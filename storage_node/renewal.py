@@ -1,0 +1,73 @@
+"""What a node does after each renewal attempt (pure): the one decision the rack's renewal loop
+and the reference model both make.
+
+A renewal starts at a scheduled slot (or at once when the rack's link comes back). After each
+attempt the node tells its refusal state machine (disqualify on a miss, requalify on a success),
+tells the retry policy (a budget counts the outcome), and then either waits for its next slot
+(success, or the policy gives up) or retries. A retry never comes sooner than the allowance
+after the attempt began: a fast failure (refused at a paused service's door, unreachable) waits
+out its allowance, so a dead or paused metadata service is not hit in a tight loop; a timeout
+has used the allowance up already, so an immediate retry stays immediate.
+
+The retry budget's scope is the rack: one policy per rack process (``rack_policy``), shared by
+its nodes, in the lab and in the model alike.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from common.settings import LabSettings
+from storage_node import retry
+from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
+
+OK = "ok"
+MISSES = ("timeout", "unreachable", "paused", "error")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    started: float
+    ended: float
+    outcome: str  # "ok" or one of MISSES
+    entries: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: NodeState
+    disqualified_now: bool  # this attempt took the node out of service
+    retry_at: float | None  # None: wait for the next scheduled slot
+
+
+@dataclass
+class Renewal:
+    """One node's renewal state: its refusal state machine and the misses of this renewal."""
+    refusal: Refusal
+    misses: int = 0
+    last_delay: float = 0.0
+
+    def start(self) -> None:
+        """A new renewal (a scheduled slot, or the link came back): misses count from zero."""
+        self.misses, self.last_delay = 0, 0.0
+
+    def after(self, attempt: Attempt, policy: retry.RetryPolicy, rng: random.Random, allowance_s: float) -> Decision:
+        ok = attempt.outcome == OK
+        policy.record(ok)
+        before = self.refusal.state
+        if ok:
+            self.misses, self.last_delay = 0, 0.0
+            return Decision(self.refusal.handle(RenewalSucceeded(attempt.ended, attempt.entries)), False, None)
+        self.misses += 1
+        after = self.refusal.handle(RenewalMissed(attempt.ended, attempt.outcome))
+        newly = after is NodeState.DISQUALIFIED and before is not NodeState.DISQUALIFIED
+        delay = policy.next_delay(self.misses, self.last_delay, rng)
+        if delay is None:
+            return Decision(after, newly, None)
+        self.last_delay = delay
+        return Decision(after, newly, max(attempt.ended + delay, attempt.started + allowance_s))
+
+
+def rack_policy(s: LabSettings) -> retry.RetryPolicy:
+    """The retry policy of one rack (a budget, if any, is shared by the rack's nodes)."""
+    return retry.build(s.retry_policy, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio)

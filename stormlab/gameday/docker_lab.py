@@ -1,0 +1,100 @@
+"""The compose stack as game days and `ops` see it: the metadata service's and loadgen's /status
+(published ports), each rack's state from Prometheus (the racks publish no port), faults through
+the chaos container (exactly what `docker compose run --rm chaos …` does)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from common import auth
+from common.wire import LoadgenStatus, MetadataStatus, RackStatus
+from stormlab import observe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def compose_cmd() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"]
+
+
+def docker_state(directory: Path) -> dict[str, Any]:
+    """A state for `ops` on the compose stack: the metadata service's published port and the
+    token from the project's .env (the environment overrides both)."""
+    os.environ.setdefault(auth.ENV, auth.read_token(ROOT / ".env") or "")
+    port = os.environ.get("METADATA_PORT", "8700")
+    url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
+    return {"directory": str(directory), "components": {"metadata": {"url": url}}, "supervisor_url": None,
+            "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")}}
+
+
+def _get(url: str) -> Any:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            return json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+
+
+class DockerStack:
+    def __init__(self, directory: Path) -> None:
+        self.state = docker_state(directory)
+        self.directory = directory
+        self.metadata = self.state["components"]["metadata"]["url"]
+        self.loadgen = f"http://127.0.0.1:{os.environ.get('LOADGEN_PORT', '8702')}"
+        self.prometheus = f"http://127.0.0.1:{os.environ.get('PROMETHEUS_PORT', '9090')}"
+        self.compose = compose_cmd()
+
+    def _prom(self, expr: str) -> dict[tuple[str, ...], float]:
+        reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        rows = reply["data"]["result"] if reply else []
+        return {tuple(r["metric"].get(k, "") for k in ("rack", "state", "attempt")): float(r["value"][1]) for r in rows}
+
+    def racks(self) -> list[RackStatus]:
+        """Each rack's status as Prometheus last scraped it."""
+        nodes = self._prom("sum by (rack, state) (stormlab_nodes)")
+        attempts = self._prom("sum by (rack, attempt) (stormlab_renewals_total)")
+        p99 = self._prom("histogram_quantile(0.99, sum by (rack, le) (rate(stormlab_renewal_seconds_bucket[1m])))")
+        link = self._prom("max by (rack) (stormlab_link_up)")
+        allowance = self._prom("max by (rack) (stormlab_renewal_allowance_seconds)")
+        lag = self._prom("max(histogram_quantile(0.99, sum by (instance, le) (rate(stormlab_event_loop_lag_seconds_bucket[1m]))))")
+        worst_lag = next(iter(lag.values()), 0.0)
+        out = []
+        for (rack,) in sorted({(k[0],) for k in nodes if k[0]}, key=lambda k: int(k[0])):
+            count = {state: int(v) for (r, state, _), v in nodes.items() if r == rack}
+            out.append(RackStatus(
+                loop_lag_p99_s=_finite(worst_lag) or 0.0, rack=int(rack), pid=None,
+                link_up=link.get((rack, "", ""), 1.0) > 0, nodes_total=sum(count.values()),
+                nodes_serving=count.get("serving", 0), nodes_disqualified=count.get("disqualified", 0),
+                nodes_starting=count.get("starting", 0), renewal_p99_s=_finite(p99.get((rack, "", ""))),
+                renewal_attempts_total={a: v for (r, _, a), v in attempts.items() if r == rack},
+                allowance_s=allowance.get((rack, "", ""), 0.0)))
+        return out
+
+    def _sample(self) -> dict[str, Any]:
+        meta, loadgen = _get(f"{self.metadata}/status"), _get(f"{self.loadgen}/status")
+        racks = self.racks()
+        return observe.summarize(
+            endpoints={"metadata": self.metadata, "loadgen": self.loadgen, "prometheus": self.prometheus},
+            unreachable=[n for n, r in (("metadata", meta), ("loadgen", loadgen)) if r is None],
+            metadata=observe.read_status(MetadataStatus, meta), loadgen=observe.read_status(LoadgenStatus, loadgen), racks=racks,
+            allowance_s=max((r.allowance_s for r in racks), default=None) or None,
+            loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None), faults=[])
+
+    async def sample(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self._sample)
+
+    def chaos(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.compose, "run", "--rm", "chaos", *argv], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and value == value and value != float("inf") else None

@@ -1,0 +1,120 @@
+"""The scenario runner's two labs: the local one (samples from /status, faults through the
+holders' /faults APIs, the requests `stormlab chaos` makes) and the compose stack (samples from
+/status and Prometheus, faults through the chaos container). Both take the players' and the
+autopilot's moves through `ops`, and read the players' moves from the responders' journal."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from chaos import catalog, client, journal
+from common.errors import LabError, UsageError
+from common.settings import parse_duration
+from stormlab import observe
+from stormlab.gameday.docker_lab import DockerStack
+from stormlab.gameday.ops import Ops
+
+KEPT = ("customer_error_ratio", "table_error_ratio", "nodes_total", "nodes_serving", "nodes_disqualified",
+        "metadata_inflight", "metadata_cores", "metadata_paused", "metadata_processing_p99_s", "allowance_s",
+        "renewal_p99_s", "renewal_attempts_total", "loop_lag_p99_s", "membership_sizes")
+
+
+def scaled(args: dict[str, Any], speed: float) -> dict[str, Any]:
+    """A step's arguments with every duration divided by ``speed`` (in seconds)."""
+    timed = catalog.timed_keys()
+    return {k: parse_duration(v) / speed if k in timed else v for k, v in args.items()}
+
+
+class _Lab:
+    ops: Ops
+    started_at: float
+
+    async def action(self, action: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
+        """A scenario's action through `ops`, its times divided by ``speed``."""
+        kwargs = scaled(args, speed)
+        if action == "set-capacity" and "timeout" not in kwargs:
+            kwargs["timeout"] = 2.0 / speed
+        entry = await self.ops.run(action, kwargs)
+        lines = entry["message"].splitlines()
+        if action == "status":  # the diagnosis, not the whole screen
+            lines = [line for line in lines if line.startswith("diagnosis:")] or lines[-1:]
+        return {"ok": entry["ok"], "message": "\n".join(lines)}
+
+    def player_actions(self) -> list[dict[str, Any]]:
+        return journal.moves_since(self.ops.directory, self.started_at)
+
+
+class LocalLab(_Lab):
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self.ops = Ops(state)
+        self.started_at = time.time()
+        self.session: aiohttp.ClientSession | None = None
+
+    async def sample(self) -> dict[str, Any]:
+        if self.session is None:
+            self.session = aiohttp.ClientSession()
+        snap = await observe.snapshot(self.session, self.state)
+        return {k: snap.get(k) for k in KEPT}
+
+    async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
+        values = scaled(args, speed)
+        try:
+            _, req = client.build(self.state, fault, values)
+            lease = await asyncio.to_thread(client.apply, self.state, fault, values, self.ops.token)
+        except (UsageError, LabError) as exc:
+            return {"ok": False, "message": str(exc)}
+        return {"ok": True, "duration_s": req.body["duration_s"], "message": client.describe(lease, req)}
+
+    async def rollback(self) -> None:
+        for url in client.holders(self.state).values():
+            try:
+                await asyncio.to_thread(client.call, "DELETE", f"{url}/faults", self.ops.token)
+            except (UsageError, LabError, OSError):
+                pass  # a holder that is gone holds nothing; the others still get halted
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+
+class DockerLab(_Lab):
+    def __init__(self, directory: Path) -> None:
+        self.stack = DockerStack(directory)
+        self.ops = Ops(self.stack.state, docker=self.stack)
+        self.started_at = time.time()
+
+    async def sample(self) -> dict[str, Any]:
+        snap = await self.stack.sample()
+        return {k: snap.get(k) for k in KEPT}
+
+    async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
+        values = scaled(args, speed)
+        try:
+            req = catalog.request(fault, values)
+        except UsageError as exc:
+            return {"ok": False, "message": str(exc)}
+        done = await asyncio.to_thread(self.stack.chaos, [fault, *argv(req.fault, values)])
+        said = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        return {"ok": done.returncode == 0, "message": said[-1] if said else f"exit {done.returncode}",
+                "duration_s": req.body["duration_s"]}
+
+    async def rollback(self) -> None:
+        await asyncio.to_thread(self.stack.chaos, ["halt"])
+
+
+def argv(fault: catalog.Fault, values: dict[str, Any]) -> list[str]:
+    """A fault's values as `stormlab chaos FAULT` flags (durations in seconds)."""
+    out: list[str] = []
+    for arg in fault.args:
+        value = values.get(arg.key)
+        if value is None:
+            continue
+        if arg.kind == catalog.FLAG:
+            out += [arg.flag] if arg.parse(value) else []
+        else:
+            out += [arg.flag, f"{value:g}s" if isinstance(value, float) and arg.kind == catalog.DURATION else str(value)]
+    return out

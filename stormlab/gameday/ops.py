@@ -1,0 +1,139 @@
+"""`stormlab ops …`: the operator runbook of 2015, for the players (and the autopilot).
+
+  status              what a responder looks at first: errors, who is disqualified, the margin
+  set-capacity CORES  set the metadata service's virtual cores, through the shared admin path
+                      (times out in a storm, as in 2015) or --break-glass around it
+  pause-metadata      stop taking membership requests (AWS, 5:06 AM)
+  resume              readmit the fleet, all at once or --staged N --every S
+  note TEXT           mark the timeline
+
+The moves are fault leases of the metadata service (chaos/catalog.py): each ends by itself, and
+its help says when and what the end does. Every command goes into the responders' journal
+(ops-journal.jsonl in the state directory), like the same moves made with `stormlab chaos`: a
+running scenario reads it to mark the players' moves and to score them.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from chaos import catalog, client, journal
+from chaos.lease import max_duration_s
+from common.auth import ensure_token
+from common.errors import LabError, UsageError
+from common.labstate import running, state_dir
+from stormlab import observe
+from stormlab.gameday.docker_lab import DockerStack
+from stormlab.gameday.moves import ACTIONS, move_values
+
+
+def first_look(snap: dict[str, Any]) -> str:
+    """The responder's first lines: is it the storm, and how close is the margin."""
+    p99, allowance = snap.get("metadata_processing_p99_s"), snap.get("allowance_s")
+    margin = f"{p99 / allowance:.0%} of the allowance" if p99 is not None and allowance else "n/a"
+    total = snap.get("nodes_total") or 0
+    disq = snap.get("nodes_disqualified") or 0
+    worst = sorted(((v or 0.0, t) for t, v in snap.get("table_error_ratio", {}).items()), reverse=True)[:3]
+    diagnosis = ("STORM: renewals are timing out and nodes disqualify themselves; retries keep the metadata "
+                 "service overloaded. Runbook: pause-metadata, set-capacity, resume --staged"
+                 if total and disq / total > 0.1 else
+                 "margin is thin: big memberships take most of the allowance" if p99 and allowance and p99 / allowance > 0.6
+                 else "no storm")
+    return "\n".join([
+        f"diagnosis:  {diagnosis}",
+        f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})",
+        f"fleet:      {disq} of {total} nodes disqualified",
+        f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
+    ])
+
+
+class Ops:
+    """The runbook against a lab (``state``: the local lab's, or the compose stack's)."""
+
+    def __init__(self, state: dict[str, Any], directory: Path | None = None, docker: DockerStack | None = None) -> None:
+        self.state = state
+        self.directory = Path(state.get("directory") or directory or state_dir())
+        self.token = ensure_token(self.directory)
+        self.docker = docker
+
+    async def run(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Make one move; returns what the journal holds of it (``ok``, ``message``), and for a
+        move that failed, the ``error`` that says why."""
+        if action not in ACTIONS:
+            raise catalog.ChaosError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
+        spec = ACTIONS[action]
+        if spec.fault is None:
+            message = await self.status() if action == "status" else str(args.get("text", "")).strip() or "(empty note)"
+            return journal.record(self.directory, action, args, True, message)
+        try:
+            values = move_values(spec, args)
+            _, req = client.build(self.state, spec.fault, values)
+        except UsageError as exc:
+            journal.record(self.directory, action, args, False, str(exc), fault=spec.fault)
+            return {"ok": False, "message": str(exc), "error": exc}
+        try:  # sent and journaled on the one path `stormlab chaos` takes too
+            lease = await asyncio.to_thread(client.apply, self.state, spec.fault, values, self.token,
+                                            journal_dir=self.directory, via="ops", action=action)
+        except (UsageError, LabError) as exc:
+            return {"ok": False, "message": str(exc), "error": exc}
+        return {"ok": True, "message": client.describe(lease, req)}
+
+    async def status(self) -> str:
+        if self.docker is not None:
+            return first_look(await self.docker.sample())
+        async with aiohttp.ClientSession() as session:
+            snap = await observe.snapshot(session, self.state)
+        return observe.render(snap) + "\n" + first_look(snap)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    ops = sub.add_parser("ops", help="the operator runbook: status, set-capacity, pause-metadata, resume, note",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ops.add_argument("--backend", choices=("local", "docker"),
+                     help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)")
+    actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action in ACTIONS.values():
+        fault = catalog.FAULTS[action.fault] if action.fault else None
+        description = action.help + (f".\nIt is a lease: it ends by itself after --duration (default "
+                                     f"{max_duration_s():g}s), and then {fault.reverts}." if fault and "duration" in action.keys
+                                     else f".\n{fault.reverts}." if fault else ".")
+        p = actions.add_parser(action.name, help=action.help, description=description)
+        for key in action.keys:
+            arg = fault.arg(key) if fault else None
+            if arg is None:
+                continue
+            if key == "cores":
+                p.add_argument("cores", help=arg.describe())
+            elif arg.kind == catalog.FLAG:
+                p.add_argument(arg.flag, action="store_true", default=None, help=arg.describe())
+            else:
+                p.add_argument(arg.flag, metavar=key.upper(), help=arg.describe())
+        if action.name == "note":
+            p.add_argument("text", nargs="+")
+    ops.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = ACTIONS[args.action]
+    kwargs: dict[str, Any] = {k: getattr(args, k) for k in spec.keys}
+    if args.action == "note":
+        kwargs = {"text": " ".join(args.text)}
+    if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
+        stack = DockerStack(state_dir())
+        ops = Ops(stack.state, docker=stack)
+    else:
+        state = running()
+        if not state:
+            raise LabError("no lab is up: start one with `stormlab up` or `stormlab scenario run` "
+                           "(or --backend docker for the compose stack)")
+        ops = Ops(state)
+    entry = asyncio.run(ops.run(args.action, kwargs))
+    print(entry["message"])
+    if not entry["ok"]:
+        raise entry["error"]
+    return 0

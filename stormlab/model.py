@@ -1,0 +1,260 @@
+"""The reference model: the lab's own pure cores run in virtual time, no sockets.
+
+It wires the lab's pieces together the way the live processes do and steps through events in
+simulated time, so a storm over 1,000 nodes and five minutes runs in seconds: the membership
+store, the virtual CPU and the admission rule (pause, staged readmission) of the metadata
+service; the renewal schedule, the renewal core (refusal, retry policy with its budget per rack,
+the allowance floor for fast failures) and the link watch of the racks. What it leaves out (HTTP,
+the event loops, the link proxy's bytes) is what the live lab adds; ``tests/integration/
+test_storm.py`` compares the two.
+
+The operator's moves are here too: pause, readmit (at once or staged), and capacity through the
+admin path (which queues on the same virtual CPU and times out in a storm) or break-glass.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.fleet import holds_gsi_heavy, rack_of, startup_phases
+from common.settings import LabSettings
+from metadata_service.admission import Admission
+from metadata_service.membership import MembershipStore
+from metadata_service.vcpu import VirtualCpu
+from storage_node.link import RESTORED, LinkWatch
+from storage_node.refusal import Refusal
+from storage_node.renewal import OK, Attempt, Renewal, rack_policy
+from storage_node.schedule import RenewalSchedule
+
+
+@dataclass
+class _Node:
+    id: str
+    rack: int
+    entries: int
+    big: bool
+    schedule: RenewalSchedule
+    renewal: Renewal
+    rng: random.Random
+    attempt: int | None = None  # the attempt in flight, if any
+    started: float = 0.0
+    waiting: str = "renew"  # what the node waits for between attempts: its next slot, or a retry
+    wake: int = 0  # bumped when the node is woken early: events scheduled before are stale
+
+
+@dataclass
+class _Rack:
+    watch: LinkWatch
+    cuts: list[tuple[float, float]] = field(default_factory=list)
+
+    def cut_at(self, t: float) -> tuple[float, float] | None:
+        return next(((a, b) for a, b in self.cuts if a <= t < b), None)
+
+
+class ReferenceModel:
+    def __init__(self, settings: LabSettings) -> None:
+        s = self.s = settings
+        store = MembershipStore.for_fleet(settings)
+        phases = startup_phases(settings)
+        self.cpu = VirtualCpu(s.capacity_cores)
+        self.admission = Admission()
+        self.policies = {r: rack_policy(s) for r in range(s.racks)}  # the budget's scope is the rack
+        self.racks = {r: _Rack(LinkWatch(s.probe_failures)) for r in range(s.racks)}
+        self.nodes: dict[str, _Node] = {}
+        for n in store.nodes:
+            rng = random.Random(f"{s.seed}/{n}")
+            rack = rack_of(n)
+            big = holds_gsi_heavy(rack, int(n.split("n")[-1]), s)
+            self.nodes[n] = _Node(n, rack, store.entries(n), big,
+                                  RenewalSchedule(phases[n] * s.renewal_period_s, s.renewal_period_s, s.renewal_jitter, rng),
+                                  Renewal(Refusal(0.0)), rng)
+        self.total_entries = sum(n.entries for n in self.nodes.values())
+        self.now = 0.0
+        self._events: list[tuple[float, int, str, Any, int]] = []
+        self._seq = itertools.count()
+        self._jobs = itertools.count()
+        self._abandoned: set[int] = set()
+        self._admin: dict[int, float] = {}  # admin jobs in flight -> the cores they set
+        probe_rng = random.Random(f"{s.seed}/probes")
+        for r in self.racks:
+            self._at(probe_rng.uniform(0, s.probe_interval_s), "probe", r)
+        for node in self.nodes.values():
+            self._at(node.schedule.next_after(-1.0), "renew", node)
+
+    # -- what the operator and the chaos tool do -------------------------------------------
+
+    def blip(self, racks: set[int], start: float, duration: float) -> None:
+        """Black-hole these racks' traffic to the metadata service from ``start`` for ``duration``."""
+        for r in racks:
+            self.racks[r].cuts.append((start, start + duration))
+
+    def pause(self) -> None:
+        self.admission.pause()
+
+    def resume(self, groups: int = 1, every_s: float = 0.0) -> None:
+        self.admission.resume(self.now, groups, every_s)
+
+    def set_capacity(self, cores: float, break_glass: bool = False, timeout_s: float = 2.0) -> None:
+        """Through the shared admin path (a job on the same virtual CPU, given up after
+        ``timeout_s``), or around it."""
+        if break_glass:
+            self._settle(self.cpu.set_cores(cores, self.now))
+            return
+        job = next(self._jobs)
+        self._admin[job] = cores
+        self._settle(self.cpu.submit(("admin", job), self.s.admin_cost_s, self.now))
+        self._at(self.now + timeout_s, "admin_timeout", None, job)
+
+    # -- what the lab shows ----------------------------------------------------------------
+
+    def error_ratio(self) -> float:
+        """Customer traffic is uniform over partitions, so this is the refusing nodes' share."""
+        refusing = sum(n.entries for n in self.nodes.values() if not n.renewal.refusal.serving)
+        return refusing / self.total_entries
+
+    def disqualified_by_class(self) -> dict[str, float]:
+        """The fraction of the big-membership and of the small-membership nodes refusing now."""
+        out = {}
+        for name, big in (("big", True), ("small", False)):
+            members = [n for n in self.nodes.values() if n.big == big]
+            out[name] = sum(not n.renewal.refusal.serving for n in members) / max(1, len(members))
+        return out
+
+    # -- the clock -------------------------------------------------------------------------
+
+    def run_until(self, t_end: float) -> None:
+        while True:
+            cpu_next = self.cpu.next_completion()
+            ev_next = self._events[0][0] if self._events else float("inf")
+            t = min(cpu_next if cpu_next is not None else float("inf"), ev_next)
+            if t > t_end:
+                self._settle(self.cpu.advance(t_end))
+                self.now = t_end
+                return
+            self.now = t
+            self._settle(self.cpu.advance(t))
+            while self._events and self._events[0][0] <= t:
+                _, _, kind, subject, tag = heapq.heappop(self._events)
+                getattr(self, f"_on_{kind}")(subject, tag)
+
+    def _at(self, t: float, kind: str, subject: Any, tag: int = 0) -> None:
+        heapq.heappush(self._events, (t, next(self._seq), kind, subject, tag))
+
+    def _settle(self, finished: list[Any]) -> None:
+        for job in finished:
+            self._finished(job)
+
+    # -- a node's renewals -----------------------------------------------------------------
+
+    def _send(self, node: _Node) -> None:
+        job = node.attempt = next(self._jobs)
+        node.started = self.now
+        rack = self.racks[node.rack]
+        cut = rack.cut_at(self.now)
+        if cut is not None:  # black-holed; when the link heals the connection is reset
+            self._at(min(self.now + self.s.allowance_s, cut[1]), "lost", node, job)
+            return
+        if not self.admission.admits(node.id, self.now):  # turned away at the door, for free
+            node.attempt = None
+            self._decide(node, Attempt(self.now, self.now, "paused"))
+            return
+        self._settle(self.cpu.submit((node.id, job), self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.now))
+        self._at(self.now + self.s.allowance_s, "timeout", node, job)
+
+    def _decide(self, node: _Node, attempt: Attempt) -> None:
+        decision = node.renewal.after(attempt, self.policies[node.rack], node.rng, self.s.allowance_s)
+        if decision.retry_at is None:
+            node.waiting = "renew"
+            self._at(node.schedule.next_after(self.now), "renew", node, node.wake)
+        else:
+            node.waiting = "retry"
+            self._at(decision.retry_at, "retry", node, node.wake)
+
+    def _on_renew(self, node: _Node, wake: int) -> None:
+        if node.attempt is None and wake == node.wake:
+            node.renewal.start()
+            self._send(node)
+
+    def _on_retry(self, node: _Node, wake: int) -> None:
+        if node.attempt is None and wake == node.wake:
+            self._send(node)
+
+    def _finished(self, key: tuple[Any, int]) -> None:
+        who, job = key
+        if who == "admin":
+            cores = self._admin.pop(job, None)
+            if cores is not None:
+                self._settle(self.cpu.set_cores(cores, self.now))
+            return
+        if job in self._abandoned:
+            self._abandoned.discard(job)
+            return
+        node = self.nodes[who]
+        if node.attempt != job or self.racks[node.rack].cut_at(self.now):
+            return  # given up already, or the answer is lost on a cut link (the node times out)
+        node.attempt = None
+        self._decide(node, Attempt(node.started, self.now, OK, node.entries))
+
+    def _on_timeout(self, node: _Node, job: int) -> None:
+        if node.attempt != job:
+            return
+        node.attempt = None
+        if self.s.abandoned_work == "cancel":
+            _, finished = self.cpu.cancel((node.id, job), self.now)
+            self._settle(finished)
+        else:
+            self._abandoned.add(job)
+        self._decide(node, Attempt(node.started, self.now, "timeout"))
+
+    def _on_lost(self, node: _Node, job: int) -> None:
+        if node.attempt == job:
+            node.attempt = None
+            timed_out = self.now >= node.started + self.s.allowance_s
+            self._decide(node, Attempt(node.started, self.now, "timeout" if timed_out else "unreachable"))
+
+    def _on_admin_timeout(self, subject: None, job: int) -> None:
+        if self._admin.pop(job, None) is not None:  # the admin request gave up: nothing changes
+            _, finished = self.cpu.cancel(("admin", job), self.now)
+            self._settle(finished)
+
+    # -- a rack's link ---------------------------------------------------------------------
+
+    def _on_probe(self, rack_index: int, tag: int) -> None:
+        rack, s = self.racks[rack_index], self.s
+        cut = rack.cut_at(self.now)
+        if cut is not None:  # the probe fails by its timeout, or when the healed link resets it
+            rack.watch.probe(False)
+            self._at(min(self.now + s.probe_timeout_s, cut[1]), "probe", rack_index)
+            return
+        if rack.watch.probe(True) == RESTORED:
+            for node in self.nodes.values():
+                if node.rack == rack_index and node.attempt is None:
+                    node.wake += 1  # every waiting node of the rack renews now: the herd
+                    if node.waiting == "renew":
+                        node.renewal.start()
+                    self._send(node)
+        self._at(self.now + s.probe_interval_s, "probe", rack_index)
+
+
+def replay(settings: LabSettings, settle_s: float = 30.0, blip_racks: int = 3, blip_s: float = 5.0,
+           watch_s: float = 240.0) -> dict[str, Any]:
+    """One story: error ratios before the blip, the mean of the last 60 s, the mean after the
+    blip, the peak, and which node classes are disqualified at the end."""
+    model = ReferenceModel(settings)
+    model.run_until(settle_s)
+    baseline = model.error_ratio()
+    model.blip(set(range(blip_racks)), settle_s, blip_s)
+    samples = []
+    t = settle_s
+    while t < settle_s + blip_s + watch_s:
+        t += 1.0
+        model.run_until(t)
+        samples.append((t, model.error_ratio()))
+    end = samples[-1][0]
+    last = [r for ts, r in samples if ts > end - 6 * settings.renewal_period_s]
+    after = [r for ts, r in samples if ts > settle_s + blip_s]
+    return {"baseline": baseline, "plateau": sum(last) / len(last), "post_blip": sum(after) / len(after),
+            "peak": max(r for _, r in samples), "disqualified_at_end": model.disqualified_by_class()}

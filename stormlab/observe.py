@@ -1,0 +1,120 @@
+"""Reads the running lab's /status endpoints and sums them up: what `status` and the demo show."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+
+from common.auth import ensure_token, headers
+from common.wire import LoadgenStatus, MetadataStatus, RackStatus, Status, WireError
+
+TIMEOUT = aiohttp.ClientTimeout(total=2.0)
+
+
+async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = None) -> dict | None:
+    try:
+        async with session.get(url, timeout=TIMEOUT, headers=headers) as resp:
+            return await resp.json() if resp.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return None
+
+
+async def snapshot(session: aiohttp.ClientSession, state: dict[str, Any], nodes: bool = False,
+                   lag_window_s: float | None = None) -> dict[str, Any]:
+    """One reading of the whole local lab; missing components show as unreachable.
+
+    ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``."""
+    comps = state["components"]
+    names = list(comps)
+    query = "&".join(q for q in ("nodes=1" if nodes else "", f"lag_window_s={lag_window_s}" if lag_window_s else "") if q)
+    auth = headers(ensure_token(Path(state["directory"])))
+    replies = await asyncio.gather(
+        *(_get(session, f"{comps[n]['url']}/status?{query}") for n in names),
+        *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])))
+    by_name = dict(zip(names, replies))
+    held = [reply for reply in replies[len(names):] if reply]
+    lags = [r.get("loop_lag_p99_s") or 0.0 for r in by_name.values() if r]
+    return summarize(
+        endpoints={n: c["url"] for n, c in comps.items()},
+        unreachable=sorted(n for n, r in by_name.items() if r is None),
+        metadata=read_status(MetadataStatus, by_name.get("metadata")),
+        loadgen=read_status(LoadgenStatus, by_name.get("loadgen")),
+        racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
+        allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
+        loop_lag_p99_s=max(lags) if lags else None,
+        faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
+        nodes=nodes)
+
+
+S = TypeVar("S", bound=Status)
+
+
+def read_status(kind: type[S], raw: Any) -> S | None:
+    """A process's /status as its type, or None if it did not answer or answered something else."""
+    try:
+        return kind.from_json(raw) if isinstance(raw, dict) else None
+    except WireError:
+        return None
+
+
+def summarize(*, endpoints: dict[str, str], unreachable: list[str], metadata: MetadataStatus | None,
+              loadgen: LoadgenStatus | None, racks: list[RackStatus], allowance_s: float | None,
+              loop_lag_p99_s: float | None, faults: list[dict[str, Any]], nodes: bool = False) -> dict[str, Any]:
+    """The lab in one reading, from its processes' statuses: the one shape `status`, the demo
+    and game days (local or on compose) read."""
+    renewal = [r.renewal_p99_s for r in racks if r.renewal_p99_s is not None]
+    return {
+        "endpoints": endpoints,
+        "unreachable": unreachable,
+        "nodes_total": sum(r.nodes_total for r in racks),
+        "nodes_serving": sum(r.nodes_serving for r in racks),
+        "nodes_disqualified": sum(r.nodes_disqualified for r in racks),
+        "nodes_starting": sum(r.nodes_starting for r in racks),
+        "racks_link_down": sorted(r.rack for r in racks if not r.link_up),
+        "customer_error_ratio": loadgen.customer_error_ratio if loadgen else None,
+        "table_error_ratio": loadgen.table_error_ratio if loadgen else {},
+        "customer_requests_total": loadgen.requests_total if loadgen else None,
+        "customer_failures_total": loadgen.failures_total if loadgen else None,
+        "metadata_inflight": metadata.inflight if metadata else None,
+        "metadata_cores": metadata.cores if metadata else None,
+        "metadata_paused": metadata.paused if metadata else None,
+        "metadata_processing_p99_s": metadata.processing_p99_s if metadata else None,
+        "membership_sizes": metadata.membership_sizes if metadata else {},
+        "renewal_p99_s": max(renewal) if renewal else None,
+        "renewal_attempts_total": {a: sum(r.renewal_attempts_total.get(a, 0) for r in racks) for a in ("first", "retry")},
+        "allowance_s": allowance_s,
+        "loop_lag_p99_s": loop_lag_p99_s,
+        "faults": faults,
+        "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
+    }
+
+
+def render(snap: dict[str, Any]) -> str:
+    """The human view of a snapshot."""
+    def pct(x: float | None) -> str:
+        return "  n/a" if x is None else f"{100 * x:5.1f}%"
+
+    def sec(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}s"
+
+    lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap["endpoints"].items()]
+    if snap["unreachable"]:
+        lines.append(f"unreachable: {', '.join(snap['unreachable'])}")
+    lines += [
+        f"nodes:      {snap['nodes_serving']} serving, {snap['nodes_disqualified']} disqualified, "
+        f"{snap['nodes_starting']} starting (of {snap['nodes_total']})",
+        f"customers:  {pct(snap['customer_error_ratio'])} of requests failing (last 10 s)",
+        f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
+        f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
+        f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
+        f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} "
+        f"({'ok' if (snap['loop_lag_p99_s'] or 0) < 0.05 * snap['allowance_s'] else 'TOO HIGH: the host, not the model, is shaping the run'})",
+    ]
+    if snap["racks_link_down"]:
+        lines.append(f"links down: racks {snap['racks_link_down']}")
+    for f in snap["faults"]:
+        lines.append(f"fault:      {f['fault']} #{f['id']} on {f['target']}, {f['left_s']:.1f}s left")
+    return "\n".join(lines)
