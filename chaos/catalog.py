@@ -14,8 +14,9 @@ Changing a fault's range is a one-line change here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from chaos.lease import max_duration_s
 from common.errors import UsageError
@@ -102,6 +103,7 @@ class Arg:
             kinds: tuple[type, ...] = (int,) if self.kind == INTEGER else (int, float)
             if isinstance(value, bool) or not isinstance(value, kinds):
                 raise ChaosError(f"{self.key} must be {_KIND_WORDS[self.kind]}")
+            assert isinstance(value, (int, float))
             hi = self.upper()
             too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
             if too_low or (hi is not None and value > hi):
@@ -258,7 +260,7 @@ TARGET_ARG = Arg("target", TARGET, "the process: metadata or rack-NN", required=
 
 
 def _staged_lease_s(body: dict[str, Any]) -> float:
-    return max(0.001, (body["staged"] - 1) * body["every_s"])
+    return max(0.001, float((body["staged"] - 1) * body["every_s"]))
 
 
 _FAULTS = (

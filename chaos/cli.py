@@ -15,7 +15,8 @@ import sys
 import time
 from typing import Any
 
-from chaos import catalog, client, docker_backend as db, docker_cli
+from chaos import catalog, client, docker_cli
+from chaos import docker_backend as db
 from chaos.catalog import ChaosError
 from common.auth import ensure_token
 from common.errors import LabError, UsageError
@@ -80,7 +81,8 @@ def values_from(args: argparse.Namespace, racks_total: int) -> dict[str, Any]:
             raise ChaosError("--fraction must be more than 0 and at most 1")
         values["racks"] = list(range(max(1, round(args.fraction * racks_total))))
     if getattr(args, "between", None):
-        values["racks"], values["direction"] = parse_between(*args.between, racks_total, args.one_way)
+        a, b = args.between
+        values["racks"], values["direction"] = parse_between(a, b, racks_total, args.one_way)
     return values
 
 

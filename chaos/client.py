@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from chaos import catalog, journal
 from chaos.catalog import ChaosError
@@ -83,16 +84,16 @@ def apply(state: Mapping[str, Any], fault: str, values: Mapping[str, Any], token
           journal_dir: Path | None = None, via: str = "chaos", action: str | None = None) -> dict[str, Any]:
     """Build, send and, for a responder's move, journal one fault; returns the holder's lease."""
     url, req = build(state, fault, values)
-    move = journal_dir is not None and req.fault.move
+    directory = journal_dir if req.fault.move else None
     args = {k: v for k, v in values.items() if v is not None}
     try:
         lease = send(url, req, token)
     except (ChaosError, LabError) as exc:
-        if move:
-            journal.record(journal_dir, action or fault, args, False, str(exc), fault=fault, via=via)
+        if directory is not None:
+            journal.record(directory, action or fault, args, False, str(exc), fault=fault, via=via)
         raise
-    if move:
-        journal.record(journal_dir, action or fault, args, True, describe(lease, req), fault=fault, via=via)
+    if directory is not None:
+        journal.record(directory, action or fault, args, True, describe(lease, req), fault=fault, via=via)
     return lease
 
 

@@ -18,16 +18,18 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from chaos import catalog
-from chaos.lease import Lease, LeaseBook, LeaseError, max_duration_s as lease_max_duration_s
+from chaos.lease import Lease, LeaseBook, LeaseError
+from chaos.lease import max_duration_s as lease_max_duration_s
 from common.auth import grafana_auth
 from common.web import BadRequest, read_object
 
@@ -82,11 +84,11 @@ class Recorder:
         body = {"time": int(event["at"] * 1000), "tags": ["stormlab", "chaos", event["fault"], event["event"]],
                 "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})"}
         try:
-            async with aiohttp.ClientSession() as s:
-                async with s.post(f"{url}/api/annotations", json=body, headers={"Authorization": auth},
-                                  timeout=aiohttp.ClientTimeout(total=2)) as resp:
-                    await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            async with aiohttp.ClientSession() as s, s.post(
+                    f"{url}/api/annotations", json=body, headers={"Authorization": auth},
+                    timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                await resp.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
             log.warning("grafana annotation not written: %s", exc)
 
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 try:  # the Docker SDK is optional: only the docker backend needs it
-    import docker
     import docker.errors  # (without the SDK, `docker` may name this repository's docker/ folder)
+
+    import docker
 except ImportError:  # pragma: no cover - installed with stormlab[docker]
-    docker = None
+    docker = None  # type: ignore[assignment]
 NOT_FOUND: type[Exception] = docker.errors.NotFound if docker is not None else LookupError
 
 PROJECT_LABEL = "com.docker.compose.project"
@@ -187,7 +189,7 @@ class SdkRunner:
         if docker is None and client_factory is None:
             raise ImportError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'")
         self.project = project
-        self.client = client_factory() if client_factory else docker.from_env()
+        self.client = client_factory() if client_factory else docker.from_env()  # type: ignore[attr-defined]
 
     def labels(self, container: str) -> dict[str, str]:
         try:

@@ -62,25 +62,25 @@ class LeaseBook:
 
     def due(self, now: float) -> list[Lease]:
         """Leases whose time is up, removed from the book, oldest end first."""
-        done = sorted((l for l in self._leases.values() if l.ends_at <= now), key=lambda l: l.ends_at)
+        done = sorted((lease for lease in self._leases.values() if lease.ends_at <= now), key=lambda lease: lease.ends_at)
         for lease in done:
             del self._leases[lease.id]
         return done
 
     def halt(self) -> list[Lease]:
-        leases = sorted(self._leases.values(), key=lambda l: l.id)
+        leases = sorted(self._leases.values(), key=lambda lease: lease.id)
         self._leases.clear()
         return leases
 
     def next_end(self) -> float | None:
-        return min((l.ends_at for l in self._leases.values()), default=None)
+        return min((lease.ends_at for lease in self._leases.values()), default=None)
 
     def holding(self, target: str, fault: str | None = None) -> list[Lease]:
-        return [l for l in self._leases.values()
-                if target in l.targets and (fault is None or l.fault == fault)]
+        return [lease for lease in self._leases.values()
+                if target in lease.targets and (fault is None or lease.fault == fault)]
 
     def active(self, now: float) -> list[dict[str, Any]]:
-        return [l.describe(now) for l in sorted(self._leases.values(), key=lambda l: l.id)]
+        return [lease.describe(now) for lease in sorted(self._leases.values(), key=lambda lease: lease.id)]
 
     def __len__(self) -> int:
         return len(self._leases)

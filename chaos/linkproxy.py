@@ -16,7 +16,8 @@ import json
 import logging
 import os
 import random
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -39,7 +40,7 @@ class Link:
         self.cuts: dict[object, str] = {}
         self.delays: dict[object, tuple[float, float]] = {}
         self.losses: dict[object, float] = {}
-        self.connections: set["_Downstream"] = set()
+        self.connections: set[_Downstream] = set()
 
     def dropping(self, upstream: bool) -> bool:
         wanted = "to-metadata" if upstream else "from-metadata"
@@ -90,7 +91,7 @@ class _Pipe:
 
 
 class _Upstream(asyncio.Protocol):
-    def __init__(self, down: "_Downstream") -> None:
+    def __init__(self, down: _Downstream) -> None:
         self.down = down
 
     def data_received(self, data: bytes) -> None:
@@ -111,8 +112,8 @@ class _Downstream(asyncio.Protocol):
         self.lost_bytes = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        self.to_rack = _Pipe(self.link, transport)
+        self.transport = cast(asyncio.Transport, transport)  # a TCP server's transport
+        self.to_rack = _Pipe(self.link, self.transport)
         self.link.connections.add(self)
         self._connecting = asyncio.ensure_future(self._connect())
 

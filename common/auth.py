@@ -9,8 +9,8 @@ import base64
 import hmac
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from aiohttp import web
 

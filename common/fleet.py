@@ -12,11 +12,20 @@ def node_id(rack: int, index: int) -> str:
     return f"r{rack:02d}n{index:03d}"
 
 
-def rack_of(node: str) -> int:
+def _parts(node: str) -> tuple[int, int]:
     match = _NODE.match(node)
     if not match:
         raise ValueError(f"not a node id: {node!r}")
-    return int(match.group(1))
+    return int(match.group(1)), int(match.group(2))
+
+
+def rack_of(node: str) -> int:
+    return _parts(node)[0]
+
+
+def node_index(node: str) -> int:
+    """The node's place in its rack."""
+    return _parts(node)[1]
 
 
 def holds_gsi_heavy(rack: int, index: int, s: LabSettings) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from common.errors import UsageError
 
@@ -24,35 +25,46 @@ class SettingsError(UsageError):
     """A setting has a value the lab cannot run with (exit code 2)."""
 
 
+def setting(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
+            choices: tuple[str, ...] = ()) -> Any:
+    """A settings field: its default, one line of doc, and its range or choices."""
+    meta: dict[str, Any] = {"doc": doc}
+    if lo is not None:
+        meta |= {"min": lo, "max": hi}
+    if choices:
+        meta["choices"] = choices
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class LabSettings:
-    racks: int = field(default=10, metadata={"doc": "racks (one OS process each)", "min": 1, "max": 64})
-    nodes_per_rack: int = field(default=100, metadata={"doc": "virtual storage nodes per rack", "min": 1, "max": 1000})
-    small_entries: int = field(default=20, metadata={"doc": "membership entries of an ordinary node", "min": 1, "max": 10_000})
-    big_base_entries: int = field(default=46, metadata={"doc": "base-table entries of a node holding GSI-heavy tables", "min": 1, "max": 10_000})
-    big_gsis: int = field(default=2, metadata={"doc": "GSIs per GSI-heavy table when gsi_growth is on (each as large as its table)", "min": 0, "max": 20})
-    big_every: int = field(default=20, metadata={"doc": "out of every big_every nodes ...", "min": 1, "max": 1000})
-    big_per_every: int = field(default=3, metadata={"doc": "... this many hold GSI-heavy tables (3/20 = 15%)", "min": 0, "max": 1000})
-    gsi_growth: bool = field(default=True, metadata={"doc": "start with the GSIs customers adopted in 2015 (off: pre-GSI sizes)"})
-    renewal_period_s: float = field(default=10.0, metadata={"doc": "fixed-rate membership renewal period", "min": 0.05, "max": 3600})
-    renewal_jitter: float = field(default=0.05, metadata={"doc": "+/- fraction of the period each renewal slot moves (does not accumulate)", "min": 0, "max": 0.5})
-    allowance_s: float = field(default=1.0, metadata={"doc": "renewal timeout: a node without its membership by then disqualifies itself", "min": 0.01, "max": 600})
-    capacity_cores: float = field(default=40.0, metadata={"doc": "metadata virtual cores (processor sharing)", "min": CORES[0], "max": CORES[1]})
-    cost_base_s: float = field(default=0.005, metadata={"doc": "core-seconds per membership request", "min": 0, "max": 60})
-    cost_per_entry_s: float = field(default=0.0045, metadata={"doc": "core-seconds per membership entry", "min": 0, "max": 60})
-    admin_cost_s: float = field(default=0.5, metadata={"doc": "core-seconds per admin request on the shared path", "min": 0, "max": 600})
-    abandoned_work: str = field(default="cancel", metadata={"doc": "cancel or continue the work of a request whose client gave up", "choices": ABANDONED_WORK})
-    retry_policy: str = field(default="immediate", metadata={"doc": "immediate, exponential, full-jitter, decorrelated-jitter; append +budget for a retry budget"})
-    retry_base_s: float = field(default=0.5, metadata={"doc": "first backoff step of the backoff policies", "min": 0, "max": 600})
-    retry_cap_s: float = field(default=10.0, metadata={"doc": "longest backoff of the backoff policies", "min": 0, "max": 3600})
-    budget_tokens: float = field(default=10.0, metadata={"doc": "retry budget: bucket size per rack (gRPC retry throttling)", "min": 1, "max": 1e6})
-    budget_ratio: float = field(default=0.1, metadata={"doc": "retry budget: tokens a success puts back", "min": 0, "max": 1e6})
-    probe_interval_s: float = field(default=0.2, metadata={"doc": "how often a rack probes its link to the metadata service", "min": 0.01, "max": 60})
-    probe_timeout_s: float = field(default=0.5, metadata={"doc": "a probe slower than this counts as a failure", "min": 0.01, "max": 60})
-    probe_failures: int = field(default=2, metadata={"doc": "consecutive failed probes that mean the link is down", "min": 1, "max": 100})
-    customer_rate: float = field(default=200.0, metadata={"doc": "customer requests per second from loadgen", "min": 0, "max": 100_000})
-    customer_timeout_s: float = field(default=1.0, metadata={"doc": "customer request timeout", "min": 0.01, "max": 600})
-    seed: int = field(default=2015, metadata={"doc": "seed for every random choice (jitter, traffic)", "min": 0, "max": 2**63})
+    racks: int = setting(10, "racks (one OS process each)", 1, 64)
+    nodes_per_rack: int = setting(100, "virtual storage nodes per rack", 1, 1000)
+    small_entries: int = setting(20, "membership entries of an ordinary node", 1, 10_000)
+    big_base_entries: int = setting(46, "base-table entries of a node holding GSI-heavy tables", 1, 10_000)
+    big_gsis: int = setting(2, "GSIs per GSI-heavy table when gsi_growth is on (each as large as its table)", 0, 20)
+    big_every: int = setting(20, "out of every big_every nodes ...", 1, 1000)
+    big_per_every: int = setting(3, "... this many hold GSI-heavy tables (3/20 = 15%)", 0, 1000)
+    gsi_growth: bool = setting(True, "start with the GSIs customers adopted in 2015 (off: pre-GSI sizes)")
+    renewal_period_s: float = setting(10.0, "fixed-rate membership renewal period", 0.05, 3600)
+    renewal_jitter: float = setting(0.05, "+/- fraction of the period each renewal slot moves (does not accumulate)", 0, 0.5)
+    allowance_s: float = setting(1.0, "renewal timeout: a node without its membership by then disqualifies itself", 0.01, 600)
+    capacity_cores: float = setting(40.0, "metadata virtual cores (processor sharing)", CORES[0], CORES[1])
+    cost_base_s: float = setting(0.005, "core-seconds per membership request", 0, 60)
+    cost_per_entry_s: float = setting(0.0045, "core-seconds per membership entry", 0, 60)
+    admin_cost_s: float = setting(0.5, "core-seconds per admin request on the shared path", 0, 600)
+    abandoned_work: str = setting("cancel", "cancel or continue the work of a request whose client gave up", choices=ABANDONED_WORK)
+    retry_policy: str = setting("immediate", "immediate, exponential, full-jitter, decorrelated-jitter; append +budget for a retry budget")
+    retry_base_s: float = setting(0.5, "first backoff step of the backoff policies", 0, 600)
+    retry_cap_s: float = setting(10.0, "longest backoff of the backoff policies", 0, 3600)
+    budget_tokens: float = setting(10.0, "retry budget: bucket size per rack (gRPC retry throttling)", 1, 1e6)
+    budget_ratio: float = setting(0.1, "retry budget: tokens a success puts back", 0, 1e6)
+    probe_interval_s: float = setting(0.2, "how often a rack probes its link to the metadata service", 0.01, 60)
+    probe_timeout_s: float = setting(0.5, "a probe slower than this counts as a failure", 0.01, 60)
+    probe_failures: int = setting(2, "consecutive failed probes that mean the link is down", 1, 100)
+    customer_rate: float = setting(200.0, "customer requests per second from loadgen", 0, 100_000)
+    customer_timeout_s: float = setting(1.0, "customer request timeout", 0.01, 600)
+    seed: int = setting(2015, "seed for every random choice (jitter, traffic)", 0, 2**63)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -72,14 +84,14 @@ class LabSettings:
     def nodes_total(self) -> int:
         return self.racks * self.nodes_per_rack
 
-    def sped_up(self, factor: float) -> "LabSettings":
+    def sped_up(self, factor: float) -> LabSettings:
         """The same profile with time running ``factor`` times faster: every duration and every
         cost (core-seconds) divided by ``factor``, so the storm keeps its shape."""
         if factor <= 0:
             raise SettingsError("a time factor must be positive")
         return self.replace(**{f.name: getattr(self, f.name) / factor for f in fields(self) if f.name.endswith("_s")})
 
-    def replace(self, **changes: Any) -> "LabSettings":
+    def replace(self, **changes: Any) -> LabSettings:
         return dataclasses.replace(self, **changes)
 
     def to_env(self) -> dict[str, str]:
@@ -87,7 +99,7 @@ class LabSettings:
         return {ENV_PREFIX + f.name.upper(): _format(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "LabSettings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LabSettings:
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in fields(cls):
@@ -132,7 +144,7 @@ def parse_bool(text: str) -> bool:
     raise SettingsError(f"not on/off: {text!r}")
 
 
-def parse_value(f: dataclasses.Field, raw: str) -> Any:
+def parse_value(f: dataclasses.Field[Any], raw: str) -> Any:
     try:
         if f.type in ("bool", bool):
             return parse_bool(raw)

@@ -5,7 +5,8 @@ import asyncio
 import gc
 import json
 import logging
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
@@ -15,7 +16,7 @@ from common.window import Window
 try:  # uvloop where the platform has it (not on Windows)
     import uvloop
 except ImportError:  # pragma: no cover
-    uvloop = None
+    uvloop = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024

@@ -1,6 +1,7 @@
-from metadata_service.app import create_app
+import os
+
 from common.settings import LabSettings
 from common.web import serve
-import os
+from metadata_service.app import create_app
 
 serve(create_app(LabSettings.from_env()), os.environ.get("STORMLAB_HOST", "127.0.0.1"), int(os.environ.get("STORMLAB_PORT", "8700")))

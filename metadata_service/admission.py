@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Admission:
             return True
         return zlib.crc32(node.encode()) % self.staging.groups < admitted
 
-    def describe(self, now: float) -> dict:
+    def describe(self, now: float) -> dict[str, Any]:
         if self.paused:
             return {"paused": True}
         if self.staging is None or self.staging.admitted_groups(now) >= self.staging.groups:

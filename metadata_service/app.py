@@ -16,7 +16,8 @@ resume and capacity, and their ranges, are those of the fault catalog's leases o
 """
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 

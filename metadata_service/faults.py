@@ -41,12 +41,17 @@ class MetadataFaults:
             if service.admission.paused and service.admission.epoch == epoch[0]:  # not resumed by an operator
                 service.resume()
 
-        return Plan("metadata", lambda: epoch.append(service.pause()), revert, {})
+        def apply() -> None:
+            epoch.append(service.pause())
+
+        return Plan("metadata", apply, revert, {})
 
     async def resume(self, values: dict[str, Any]) -> Plan:
         groups, every = values["staged"], values["every_s"]
-        return Plan("metadata", lambda: self.service.resume(groups, every), lambda: None,
-                    {"staged": groups, "every_s": every})
+        def apply() -> None:
+            self.service.resume(groups, every)
+
+        return Plan("metadata", apply, lambda: None, {"staged": groups, "every_s": every})
 
     async def capacity(self, values: dict[str, Any]) -> Plan:
         cores, bypass = values["cores"], values["break_glass"]

@@ -62,8 +62,9 @@ class MembershipStore:
         self._rebuild()
 
     @classmethod
-    def for_fleet(cls, settings: LabSettings) -> "MembershipStore":
-        nodes, big = [], []
+    def for_fleet(cls, settings: LabSettings) -> MembershipStore:
+        nodes: list[str] = []
+        big: list[str] = []
         for rack in range(settings.racks):
             for index in range(settings.nodes_per_rack):
                 (big if holds_gsi_heavy(rack, index, settings) else nodes).append(node_id(rack, index))
@@ -174,7 +175,7 @@ def _interleave(weights: dict[str, int]) -> list[str]:
     for _ in range(total):
         for name, weight in weights.items():
             current[name] += weight
-        chosen = max(current, key=current.get)
+        chosen = max(current, key=lambda name: current[name])
         current[chosen] -= total
         turns.append(chosen)
     return turns

@@ -25,7 +25,7 @@ class MetadataMetrics:
     version: Gauge
 
     @classmethod
-    def create(cls) -> "MetadataMetrics":
+    def create(cls) -> MetadataMetrics:
         r = CollectorRegistry()
         m = cls(
             registry=r,

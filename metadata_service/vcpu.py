@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
 _EPS = 1e-12
 

@@ -9,8 +9,8 @@ partition it does not hold answers 409 ``wrong_owner``; an unknown node 404.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 from aiohttp import web
 

@@ -26,7 +26,7 @@ class RackMetrics:
     allowance: Gauge
 
     @classmethod
-    def create(cls, rack: int) -> "RackMetrics":
+    def create(cls, rack: int) -> RackMetrics:
         r = CollectorRegistry()
         m = cls(
             registry=r,

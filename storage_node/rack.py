@@ -29,7 +29,7 @@ Owned = frozenset[tuple[str, str | None, int]]
 
 
 class Node:
-    def __init__(self, rack: "Rack", index: int, now: float, phase: float) -> None:
+    def __init__(self, rack: Rack, index: int, now: float, phase: float) -> None:
         s = rack.settings
         self.rack, self.id = rack, node_id(rack.index, index)
         self.rng = random.Random(f"{s.seed}/{self.id}")
@@ -80,7 +80,7 @@ class Node:
                     reason = OK
                 elif resp.status == 503:
                     reason = "paused"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             reason = "timeout"
         except (aiohttp.ClientError, OSError):
             reason = "unreachable"
@@ -141,7 +141,7 @@ class Rack:
             return
         try:
             await asyncio.wait_for(self._restored.wait(), delay)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     def start(self) -> None:
@@ -163,7 +163,7 @@ class Rack:
                 async with self.session.get(f"{self.link_url}/healthz", timeout=timeout) as resp:
                     await resp.read()
                     ok = resp.status == 200
-            except (asyncio.TimeoutError, aiohttp.ClientError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 ok = False
             change = watch.probe(ok)
             if change is not None:

@@ -24,6 +24,7 @@ When to use which:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -101,8 +102,8 @@ def build(name: str, base_s: float, cap_s: float, budget_tokens: float, budget_r
     inner_name, _, suffix = name.partition("+")
     if inner_name == "budget":
         inner_name, suffix = "immediate", "budget"
-    makers = {
-        "immediate": lambda: Immediate(),
+    makers: dict[str, Callable[[], RetryPolicy]] = {
+        "immediate": Immediate,
         "exponential": lambda: Exponential(base_s, cap_s),
         "full-jitter": lambda: FullJitter(base_s, cap_s),
         "decorrelated-jitter": lambda: DecorrelatedJitter(base_s, cap_s),

@@ -1,8 +1,8 @@
 """The demo's PNG: customer errors, nodes disqualified, renewal latency against the allowance."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 

@@ -14,7 +14,8 @@ from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import LabSettings, parse_bool, parse_duration, profile
 from stormlab import demo, launcher, observe
-from stormlab.gameday import cli as gameday_cli, ops
+from stormlab.gameday import cli as gameday_cli
+from stormlab.gameday import ops
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:

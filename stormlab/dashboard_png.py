@@ -40,7 +40,7 @@ def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tu
     cols = 2
     fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)),
                              squeeze=False)
-    for ax, panel in zip(axes.flat, panels):
+    for ax, panel in zip(axes.flat, panels, strict=False):
         percent = panel["fieldConfig"]["defaults"].get("unit") in PERCENT
         for target in panel["targets"]:
             for series in query_range(prometheus, target["expr"], start, end, 5):
@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=10)
     p.add_argument("--shade", help="unix times START,END of a fault to shade")
     args = p.parse_args(argv)
-    shade = tuple(float(x) for x in args.shade.split(",")) if args.shade else None
+    shade = None
+    if args.shade:
+        start, end = (float(x) for x in args.shade.split(","))
+        shade = (start, end)
     print(draw(json.loads(args.dashboard.read_text()), args.prometheus, args.out, args.minutes, shade))
     return 0
 

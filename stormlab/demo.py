@@ -17,12 +17,11 @@ from pathlib import Path
 import aiohttp
 
 from chaos import catalog
-from common.errors import LabError
-from common.settings import LabSettings
-from stormlab import launcher, observe
 from common.auth import ensure_token, headers
-from common.fleet import rack_of
-from common.settings import parse_duration
+from common.errors import LabError
+from common.fleet import holds_gsi_heavy, node_index, rack_of
+from common.settings import LabSettings, parse_duration
+from stormlab import launcher, observe
 from stormlab.chart import write_chart
 from stormlab.story import Sample, rolling, summarize
 
@@ -91,9 +90,18 @@ class Demo:
             await asyncio.sleep(2.0)
         raise LabError(f"not every node was serving after {limit_s:.0f}s")
 
-    async def per_node(self, session: aiohttp.ClientSession) -> dict[str, int]:
+    async def per_node(self, session: aiohttp.ClientSession) -> dict[str, dict]:
         snap = await observe.snapshot(session, self.state, nodes=True)
-        return {n["id"]: n["disqualifications"] for r in snap["racks"].values() for n in r["nodes"]}
+        return {n["id"]: n for r in snap["racks"].values() for n in r["nodes"]}
+
+    def by_class(self, nodes: dict[str, dict]) -> dict[str, float]:
+        """The fraction of the big-membership and of the small-membership nodes refusing now."""
+        settings = LabSettings.from_env(self.state["settings"])
+        out = {}
+        for name, big in (("big", True), ("small", False)):
+            members = [n for n in nodes.values() if holds_gsi_heavy(rack_of(n["id"]), node_index(n["id"]), settings) == big]
+            out[name] = sum(n["state"] != "serving" for n in members) / max(1, len(members))
+        return out
 
     async def run(self) -> dict:
         settle, blip, watch, racks = self.settle_s, self.blip_s, self.watch_s, self.racks
@@ -115,9 +123,11 @@ class Demo:
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
             run_lag = (await observe.snapshot(session, self.state, lag_window_s=self.now() - settle_start))["loop_lag_p99_s"]
-        outside = sum(1 for n, count in after.items() if count > before.get(n, 0) and rack_of(n) not in racks)
+        outside = sum(1 for n, node in after.items()
+                      if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks)
         summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period, run_lag)
         summary["disqualified_outside_blip"] = outside
+        summary["disqualified_at_end"] = self.by_class(after)
         summary["blip_racks"] = racks
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
         return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}

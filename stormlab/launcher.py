@@ -18,7 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.auth import ENV as TOKEN_ENV, ensure_token
+from common.auth import ENV as TOKEN_ENV
+from common.auth import ensure_token
 from common.errors import LabError
 from common.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
 from common.settings import LabSettings

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.fleet import holds_gsi_heavy, rack_of, startup_phases
+from common.fleet import holds_gsi_heavy, node_index, rack_of, startup_phases
 from common.settings import LabSettings
 from metadata_service.admission import Admission
 from metadata_service.membership import MembershipStore
@@ -67,7 +67,7 @@ class ReferenceModel:
         for n in store.nodes:
             rng = random.Random(f"{s.seed}/{n}")
             rack = rack_of(n)
-            big = holds_gsi_heavy(rack, int(n.split("n")[-1]), s)
+            big = holds_gsi_heavy(rack, node_index(n), s)
             self.nodes[n] = _Node(n, rack, store.entries(n), big,
                                   RenewalSchedule(phases[n] * s.renewal_period_s, s.renewal_period_s, s.renewal_jitter, rng),
                                   Renewal(Refusal(0.0)), rng)
@@ -244,17 +244,18 @@ def replay(settings: LabSettings, settle_s: float = 30.0, blip_racks: int = 3, b
     """One story: error ratios before the blip, the mean of the last 60 s, the mean after the
     blip, the peak, and which node classes are disqualified at the end."""
     model = ReferenceModel(settings)
-    model.run_until(settle_s)
+    blip_at = 1.5 * settings.renewal_period_s + settle_s  # every node has its membership, then the baseline
+    model.run_until(blip_at)
     baseline = model.error_ratio()
-    model.blip(set(range(blip_racks)), settle_s, blip_s)
+    model.blip(set(range(blip_racks)), blip_at, blip_s)
     samples = []
-    t = settle_s
-    while t < settle_s + blip_s + watch_s:
+    t = blip_at
+    while t < blip_at + blip_s + watch_s:
         t += 1.0
         model.run_until(t)
         samples.append((t, model.error_ratio()))
     end = samples[-1][0]
     last = [r for ts, r in samples if ts > end - 6 * settings.renewal_period_s]
-    after = [r for ts, r in samples if ts > settle_s + blip_s]
+    after = [r for ts, r in samples if ts > blip_at + blip_s]
     return {"baseline": baseline, "plateau": sum(last) / len(last), "post_blip": sum(after) / len(after),
             "peak": max(r for _, r in samples), "disqualified_at_end": model.disqualified_by_class()}

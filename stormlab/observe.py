@@ -18,7 +18,7 @@ async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = 
     try:
         async with session.get(url, timeout=TIMEOUT, headers=headers) as resp:
             return await resp.json() if resp.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+    except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
 
 
@@ -34,7 +34,7 @@ async def snapshot(session: aiohttp.ClientSession, state: dict[str, Any], nodes:
     replies = await asyncio.gather(
         *(_get(session, f"{comps[n]['url']}/status?{query}") for n in names),
         *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])))
-    by_name = dict(zip(names, replies))
+    by_name = dict(zip(names, replies, strict=False))
     held = [reply for reply in replies[len(names):] if reply]
     lags = [r.get("loop_lag_p99_s") or 0.0 for r in by_name.values() if r]
     return summarize(
@@ -100,6 +100,8 @@ def render(snap: dict[str, Any]) -> str:
     def sec(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}s"
 
+    lag, allowance = snap["loop_lag_p99_s"] or 0.0, snap["allowance_s"] or 0.0
+    valid = "ok" if lag < 0.05 * allowance else "TOO HIGH: the host, not the model, is shaping the run"
     lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap["endpoints"].items()]
     if snap["unreachable"]:
         lines.append(f"unreachable: {', '.join(snap['unreachable'])}")
@@ -111,7 +113,7 @@ def render(snap: dict[str, Any]) -> str:
         f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
         f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} "
-        f"({'ok' if (snap['loop_lag_p99_s'] or 0) < 0.05 * snap['allowance_s'] else 'TOO HIGH: the host, not the model, is shaping the run'})",
+        f"({valid})",
     ]
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")

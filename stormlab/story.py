@@ -6,8 +6,9 @@ seconds on the demo's clock.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 STORM_RATIO = 0.2  # a lab losing a fifth of its customer requests is in a storm
 RECOVERED_RATIO = 0.01

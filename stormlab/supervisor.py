@@ -154,7 +154,7 @@ class Supervisor:
         for proc in self.procs.values():
             try:
                 await asyncio.wait_for(proc.wait(), timeout=10.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
         (self.directory / "state.json").unlink(missing_ok=True)

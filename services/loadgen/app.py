@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -21,7 +21,6 @@ from common.wire import LoadgenStatus, PartitionMap
 from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
 
 log = logging.getLogger(__name__)
-GEN = web.AppKey("generator", "Generator")
 LAG = web.AppKey("lag", LoopLag)
 MAX_INFLIGHT = 5000
 MAP_REFRESH_S = 30.0
@@ -55,7 +54,7 @@ class Generator:
                 self._spawn(self._load_routes(session, once=True))
             for _ in range(due(self.settings.customer_rate, now - started, sent)):
                 sent += 1
-                if self.inflight < MAX_INFLIGHT:
+                if self.inflight < MAX_INFLIGHT and self.routes is not None:
                     self._spawn(self._send(session, self.routes.pick(self.rng)))
 
     def _spawn(self, coro) -> None:
@@ -80,7 +79,7 @@ class Generator:
                         for o in OUTCOMES:
                             self.requests.labels(table, o)
                 return
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError) as exc:
+            except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
                 log.warning("partition map not loaded: %s", exc)
                 if once:
                     return
@@ -94,11 +93,11 @@ class Generator:
         started = loop.time()
         self.inflight += 1
         try:
-            kwargs = {"json": {"value": {"at": started}}} if req.method == "PUT" else {}
-            async with session.request(req.method, url, params=params, timeout=self.timeout, **kwargs) as resp:
-                body = await resp.json(content_type=None) if resp.status != 200 else await resp.read()
-                result = outcome(resp.status, body.get("error") if isinstance(body, dict) else None)
-        except asyncio.TimeoutError:
+            item = {"value": {"at": started}} if req.method == "PUT" else None
+            async with session.request(req.method, url, params=params, timeout=self.timeout, json=item) as resp:
+                answer = await resp.json(content_type=None) if resp.status != 200 else await resp.read()
+                result = outcome(resp.status, answer.get("error") if isinstance(answer, dict) else None)
+        except TimeoutError:
             result = "timeout"
         except (aiohttp.ClientError, OSError, ValueError):
             result = "error"
@@ -131,6 +130,9 @@ class Generator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+GEN = web.AppKey("generator", Generator)
 
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:

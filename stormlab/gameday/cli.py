@@ -72,10 +72,10 @@ def check_faults(scenario: Scenario, source: str) -> None:
         for step in (planned.step, *planned.step.autopilot, *scenario.rollback):
             args = planned.args if step is planned.step else step.args
             try:
-                if step.kind == "fault":
+                if step.fault:
                     catalog.request(step.fault, args, racks)
-                elif step.kind == "action" and ACTIONS[step.action].fault:
-                    catalog.request(ACTIONS[step.action].fault, move_values(ACTIONS[step.action], args), racks)
+                elif step.action and (move := ACTIONS[step.action]).fault:
+                    catalog.request(move.fault, move_values(move, args), racks)
             except catalog.ChaosError as exc:
                 raise ScenarioError(f"{source}:{step.line}: {step.path} ({step.name}): {exc}") from None
 
@@ -148,7 +148,9 @@ async def settle_then(lab, runner: Runner, limit_s: float = 180.0) -> dict:
           f"{100 * (snap['customer_error_ratio'] or 0):.1f}%", flush=True)
     lab.started_at = time.time()
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     return await runner.run()
 
 

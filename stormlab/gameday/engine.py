@@ -6,7 +6,8 @@ fake lab. Rollbacks run whatever happens (a failed step, an error, Ctrl-C).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from stormlab.gameday.scenario import Check, Planned, Scenario, Step
 
@@ -118,20 +119,20 @@ class Runner:
         while self.elapsed() < end:
             await self.tick()
 
-    async def do(self, step: Step, args: dict) -> dict[str, Any]:
+    async def do(self, step: Step, args: dict[str, Any]) -> dict[str, Any]:
         record: dict[str, Any] = {"name": step.name, "kind": step.kind, "line": step.line, "at_s": round(self.elapsed(), 3)}
-        if step.kind == "fault":
+        if step.kind == "fault" and step.fault:
             result = await self.lab.fault(step.fault, args, self.speed)
             record |= {"fault": step.fault, "args": args, "passed": result["ok"], "detail": result["message"],
                        "duration_s": result.get("duration_s")}
-        elif step.kind == "action":
+        elif step.kind == "action" and step.action:
             result = await self.lab.action(step.action, args, self.speed)
             record |= {"action": step.action, "args": args, "ok": result["ok"], "detail": result["message"],
                        "passed": result["ok"] != step.expect_failure, "expect_failure": step.expect_failure}
         elif step.kind == "wait":
             await self.wait(step.wait_s / self.speed)
             record |= {"passed": True, "detail": f"waited {step.wait_s / self.speed:g}s"}
-        elif step.kind == "expect":
+        elif step.kind == "expect" and step.check:
             record |= await self.expect(step.check)
         else:
             record |= await self.operator(step)
@@ -143,10 +144,11 @@ class Runner:
         start = self.elapsed()
         deadline = start + (check.within_s / self.speed if within_s is None else within_s)
         hold = check.for_s / self.speed
-        since, values = None, []
+        since: float | None = None
+        values: list[float] = []
         while True:
             value = probe(self.samples[-1], check)
-            if check.holds(value):
+            if value is not None and check.holds(value):
                 since = self.elapsed() if since is None else since
                 values.append(value)
                 if self.elapsed() - since >= hold:
@@ -161,6 +163,7 @@ class Runner:
             await self.tick()
 
     async def operator(self, step: Step) -> dict[str, Any]:
+        assert step.check is not None, "the reader gives every operator step its recovery check"
         start = self.elapsed()
         limit = step.time_limit_s / self.speed
         if self.autopilot:

@@ -10,7 +10,6 @@ from chaos import catalog
 from common.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
 
-
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
 ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text"}))
 NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
@@ -137,7 +136,8 @@ class _Reader:
             raise self.fail(node, path, "needs above, below or both")
         if (probe_ == "table_error_ratio") != ("table" in m):
             raise self.fail(node, path, "table goes with the table_error_ratio probe, and that probe needs it")
-        check = Check(probe_, *(self.number(m[k], f"{path}.{k}") if k in m else None for k in ("above", "below")),
+        above, below = (self.number(m[k], f"{path}.{k}") if k in m else None for k in ("above", "below"))
+        check = Check(probe_, above, below,
                       table=self.text(m["table"], f"{path}.table") if "table" in m else None,
                       within_s=self.duration(m["within"], f"{path}.within") if "within" in m else 0.0,
                       for_s=self.duration(m["for"], f"{path}.for") if "for" in m else 0.0)
@@ -176,7 +176,7 @@ class _Reader:
             try:
                 expect_failure = failure is not None and parse_bool(self.text(failure, f"{path}.expect_failure"))
             except SettingsError as exc:
-                raise self.fail(failure, f"{path}.expect_failure", str(exc)) from None
+                raise self.fail(m["expect_failure"], f"{path}.expect_failure", str(exc)) from None
             return Step(**common, action=action, args=args, expect_failure=expect_failure)
         if kind == "wait":
             return Step(**common, wait_s=self.duration(m["wait"], f"{path}.wait"))

@@ -65,7 +65,7 @@ class Step:
     wait_s: float = 0.0
     check: Check | None = None
     time_limit_s: float = 0.0
-    autopilot: tuple["Step", ...] = ()
+    autopilot: tuple[Step, ...] = ()
 
 
 @dataclass(frozen=True)

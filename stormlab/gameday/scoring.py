@@ -9,7 +9,6 @@ from chaos import catalog
 from stormlab.gameday.scenario import Scenario
 
 
-
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
     """Every step's record, the autopilot's moves in place after their operator step."""
     return [r for s in journal["steps"] for r in (s, *s.get("autopilot", []))]
@@ -51,7 +50,7 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
 def error_minutes(samples: list[dict[str, Any]]) -> float:
     """Customer error-minutes: the error ratio integrated over the run (lab minutes)."""
     total = 0.0
-    for a, b in zip(samples, samples[1:]):
+    for a, b in zip(samples, samples[1:], strict=False):
         ea, eb = a.get("customer_error_ratio"), b.get("customer_error_ratio")
         if ea is not None and eb is not None:
             total += (ea + eb) / 2 * (b["t"] - a["t"])

@@ -1,6 +1,5 @@
 """Chaos on a real small lab: process faults, crash safety, and a soak that leaves nothing behind."""
 import asyncio
-import json
 import os
 import random
 import shutil
@@ -13,10 +12,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from stormlab import launcher
-from stormlab.cli import main
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
+from stormlab import launcher
+from stormlab.cli import main
 
 SOAK_FAULTS = int(os.environ.get("STORMLAB_SOAK_FAULTS", "40"))
 
@@ -42,7 +41,7 @@ async def wait_for(check, limit_s=20.0):
         try:
             if await check():
                 return
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             pass
         await asyncio.sleep(0.1)
     raise AssertionError("condition not met in time")
@@ -91,7 +90,7 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
                     async with s.put(url, json={"value": {"i": i}}, timeout=aiohttp.ClientTimeout(total=2)) as r:
                         if r.status == 200:
                             acked[f"k{i}"] = (url, {"i": i})
-                except (aiohttp.ClientError, asyncio.TimeoutError):
+                except (TimeoutError, aiohttp.ClientError):
                     pass
                 if len(acked) == 1500 and not killed.is_set():
                     killed.set()

@@ -158,7 +158,7 @@ async def link_get(port, path="/healthz", timeout=0.3):
         try:
             async with s.get(f"http://127.0.0.1:{port}{path}", timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 return r.status
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return "timeout"
 
 

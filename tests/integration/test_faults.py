@@ -60,9 +60,8 @@ async def test_one_way_partition_drops_one_direction_and_reverts(links, directio
 async def timed_get(port: int, path: str = "/healthz") -> float:
     loop = asyncio.get_running_loop()
     start = loop.time()
-    async with aiohttp.ClientSession() as s:
-        async with s.get(f"http://127.0.0.1:{port}{path}", timeout=aiohttp.ClientTimeout(total=5)) as r:
-            await r.read()
+    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}{path}", timeout=aiohttp.ClientTimeout(total=5)) as r:
+        await r.read()
     return loop.time() - start
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stormlab import launcher
 from common.settings import LabSettings
+from stormlab import launcher
 from stormlab.demo import Demo
+from stormlab.model import replay
 
 pytestmark = pytest.mark.slow
 SPEED = 2.0
@@ -52,13 +53,19 @@ def assert_host_stayed_out_of_the_way(r: dict) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_storm_forms_spreads_and_holds_after_the_blip(tmp_path):
+def test_storm_forms_spreads_and_holds_after_the_blip_as_the_model_predicts(tmp_path):
     r = run_story(scaled(), tmp_path / "lab")
     assert_host_stayed_out_of_the_way(r)
     assert r["baseline_error_ratio"] < 0.01
     assert 0.35 <= r["plateau_error_ratio"] <= 0.75
     assert r["storm_holds"] is True and r["recovery_s"] is None
     assert r["disqualified_outside_blip"] > 0
+    # The reference model runs the same cores on the same settings and story, in virtual time.
+    model = replay(scaled(), settle_s=10 / SPEED, blip_s=5 / SPEED, watch_s=90 / SPEED)
+    print({"model": model})
+    assert abs(model["plateau"] - r["plateau_error_ratio"]) <= 0.05
+    for predicted in (model["disqualified_at_end"], r["disqualified_at_end"]):  # every big node, no small one
+        assert predicted["big"] >= 0.9 and predicted["small"] <= 0.02, predicted
 
 
 @pytest.mark.timeout(300)

@@ -119,7 +119,8 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
 def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
     from chaos.cli import ChaosError
     runner = FakeCompose()
-    for argv in (["kill", "--target", "rack-9", "--duration", "1s"], ["kill", "--target", "rack-x", "--duration", "1s"], ["pause", "--target", "db-0", "--duration", "1s"],
+    for argv in (["kill", "--target", "rack-9", "--duration", "1s"], ["kill", "--target", "rack-x", "--duration", "1s"],
+                 ["pause", "--target", "db-0", "--duration", "1s"],
                  ["blip", "--racks", "7", "--duration", "1s"],
                  ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"], ["blip", "--duration", "0s"]):
         with pytest.raises(ChaosError):

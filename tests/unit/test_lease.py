@@ -19,7 +19,7 @@ def test_due_in_end_order_and_halt_takes_everything():
     assert book.due(11.0) == [b, a]
     book.open("kill", "rack-3", 60, now=0.0)
     book.open("kill", "rack-4", 60, now=0.0)
-    assert [l.target for l in book.halt()] == ["rack-3", "rack-4"] and len(book) == 0
+    assert [x.target for x in book.halt()] == ["rack-3", "rack-4"] and len(book) == 0
 
 
 @pytest.mark.parametrize("duration", [0, -1, 601, float("inf"), "5", None, True])
@@ -40,6 +40,6 @@ def test_a_lease_on_several_targets_holds_each_of_them():
     book = LeaseBook()
     book.open("blip", "rack-0,rack-1", 5, now=0.0)
     book.open("latency", "rack-1", 5, now=0.0)
-    assert [l.fault for l in book.holding("rack-1")] == ["blip", "latency"]
-    assert [l.fault for l in book.holding("rack-1", "blip")] == ["blip"]
+    assert [x.fault for x in book.holding("rack-1")] == ["blip", "latency"]
+    assert [x.fault for x in book.holding("rack-1", "blip")] == ["blip"]
     assert book.holding("rack-2") == []

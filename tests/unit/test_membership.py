@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable
 from common.fleet import rack_of
 from common.settings import LabSettings
+from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from chaos.linkproxy import LinkProxy
-from metadata_service.metrics import MetadataMetrics
 from common.settings import LabSettings
 from common.web import LoopLag
+from metadata_service.metrics import MetadataMetrics
 from services.loadgen.app import Generator
 from storage_node.metrics import RackMetrics
 

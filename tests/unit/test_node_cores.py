@@ -1,7 +1,8 @@
 import random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from storage_node import retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
@@ -45,7 +46,7 @@ def test_exponential_doubles_up_to_the_cap():
 def test_full_jitter_stays_under_the_exponential_ceiling_and_differs_between_nodes():
     a = schedule_of(retry.FullJitter(0.5, 4.0), seed=1)
     b = schedule_of(retry.FullJitter(0.5, 4.0), seed=2)
-    for delay, ceiling in zip(a, [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]):
+    for delay, ceiling in zip(a, [0.5, 1.0, 2.0, 4.0, 4.0, 4.0], strict=False):
         assert 0.0 <= delay <= ceiling
     assert a != b
 
@@ -104,7 +105,7 @@ def test_every_class_and_every_rack_renews_evenly_over_the_period():
     phases = startup_phases(s)
     assert len(phases) == 1000 and all(0 <= p < 1 for p in phases.values())
     big = sorted(p for n, p in phases.items() if holds_gsi_heavy(int(n[1:3]), int(n[4:]), s))
-    gaps = [b - a for a, b in zip(big, big[1:])]
+    gaps = [b - a for a, b in zip(big, big[1:], strict=False)]
     assert len(big) == 150 and max(gaps) == pytest.approx(1 / 150)
     for rack in range(10):
         mine = sorted(p for n, p in phases.items() if n.startswith(f"r{rack:02d}"))

@@ -1,7 +1,7 @@
 import pytest
 
-from stormlab.cli import main
 from common.settings import LabSettings, SettingsError, parse_duration
+from stormlab.cli import main
 
 
 def test_durations():
