@@ -10,16 +10,28 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 
-.PHONY: install test test-unit test-integration demo gameday local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration check constraints demo gameday local-up local-status local-down clean \
         up down blip logs e2e
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package at the version CI tested: a fresh machine gets the same.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check]'
 	touch $(STAMP)
+
+# Lint, format check and types (ruff, mypy; configured in pyproject.toml).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# After a deliberate upgrade: pin what the virtualenv now holds (run `make test check` first).
+constraints: $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,docker]'
+	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 test: $(STAMP)
 	$(BIN)/pytest tests/unit tests/integration
@@ -73,7 +85,7 @@ logs:
 
 # End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
 e2e: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test,docker]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,docker]'
 	$(BIN)/pytest -p no:cacheprovider tests/e2e -s
 
 clean:

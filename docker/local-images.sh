@@ -25,7 +25,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
 fi
 
 say "wheelhouse for the lab image"
-"$PIP" wheel --quiet -w docker/wheelhouse 'setuptools>=68' wheel '.[docker]'
+"$PIP" wheel --quiet -c constraints.txt -w docker/wheelhouse 'setuptools>=68' wheel '.[docker]'
 rm -f docker/wheelhouse/stormlab-*.whl
 
 if ! docker image inspect "$PROMETHEUS" >/dev/null 2>&1; then
