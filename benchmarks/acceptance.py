@@ -6,6 +6,7 @@ Each case is a full demo (1,000 nodes, a 5 s blip of 3 of 10 racks, 240 s watche
 run one after another; the whole matrix takes about 50 minutes with a 15-minute baseline.
 Results go to reports/acceptance-*.json and the table to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,17 @@ CASES = {
     "full-jitter": ["--retry-policy", "full-jitter"],
     "abandoned-work continue": ["--abandoned-work", "continue"],
 }
-COLUMNS = ("baseline_error_ratio", "peak_error_ratio", "plateau_error_ratio", "post_blip_error_ratio", "onset_s",
-           "storm_holds", "recovery_s", "disqualified_outside_blip", "loop_lag_p99_s")
+COLUMNS = (
+    "baseline_error_ratio",
+    "peak_error_ratio",
+    "plateau_error_ratio",
+    "post_blip_error_ratio",
+    "onset_s",
+    "storm_holds",
+    "recovery_s",
+    "disqualified_outside_blip",
+    "loop_lag_p99_s",
+)
 
 
 def fmt(value) -> str:

@@ -11,6 +11,7 @@ types it (``"5s"``, ``"2,5,7"``, ``"on"``) or JSON values, and comes out as the 
 takes: ``{"fault": NAME, "duration_s": …, …}`` in base units (seconds, cores, rack numbers).
 Changing a fault's range is a one-line change here.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,7 +25,15 @@ from common.settings import CORES, SettingsError, parse_bool, parse_duration
 
 HOLDERS = ("linkproxy", "supervisor", "metadata")
 DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
-    "duration", "number", "integer", "flag", "choice", "racks", "tables", "target")
+    "duration",
+    "number",
+    "integer",
+    "flag",
+    "choice",
+    "racks",
+    "tables",
+    "target",
+)
 TARGET_NAME = re.compile(r"^(metadata|rack-\d{1,4})$")
 
 
@@ -35,6 +44,7 @@ class ChaosError(UsageError):
 @dataclass(frozen=True)
 class Arg:
     """One argument of a fault: ``name`` is its key in the request, in base units."""
+
     name: str
     kind: str
     help: str
@@ -120,8 +130,12 @@ class Arg:
         if self.kind == RACKS:
             return _check_racks(value, racks_total)
         if self.kind == TABLES:
-            if (not isinstance(value, list) or not value or len(set(map(repr, value))) != len(value)
-                    or not all(isinstance(t, str) and t for t in value)):
+            if (
+                not isinstance(value, list)
+                or not value
+                or len(set(map(repr, value))) != len(value)
+                or not all(isinstance(t, str) and t for t in value)
+            ):
                 raise ChaosError(f"{self.key} must be a list of distinct table names")
             return value
         if not isinstance(value, str) or not TARGET_NAME.match(value):
@@ -129,8 +143,7 @@ class Arg:
         return value
 
 
-_KIND_WORDS = {DURATION: "a duration (5s, 500ms, 2m)", NUMBER: "a number", INTEGER: "an integer",
-               FLAG: "on/off"}
+_KIND_WORDS = {DURATION: "a duration (5s, 500ms, 2m)", NUMBER: "a number", INTEGER: "an integer", FLAG: "on/off"}
 
 
 def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
@@ -150,8 +163,12 @@ def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
 
 
 def _check_racks(value: Any, racks_total: int | None) -> list[int]:
-    if (not isinstance(value, list) or not value or len(set(map(repr, value))) != len(value)
-            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(set(map(repr, value))) != len(value)
+        or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value)
+    ):
         raise ChaosError("racks must be a list of distinct rack numbers")
     if racks_total is not None and any(r >= racks_total for r in value):
         raise ChaosError(f"racks {','.join(map(str, value))}: racks are numbered 0..{racks_total - 1}")
@@ -253,8 +270,9 @@ def timed_keys() -> set[str]:
 
 # -- the catalog --------------------------------------------------------------------------------
 
-DURATION_ARG = Arg("duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m",
-                   lo=0, lo_open=True, hi=max_duration_s, required=True)
+DURATION_ARG = Arg(
+    "duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
+)
 RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
 TARGET_ARG = Arg("target", TARGET, "the process: metadata or rack-NN", required=True)
 
@@ -264,56 +282,122 @@ def _staged_lease_s(body: dict[str, Any]) -> float:
 
 
 _FAULTS = (
-    Fault("blip", "linkproxy", "cut racks off from the metadata service, both ways",
-          "2:19 AM: a brief network disruption on a portion of the storage servers",
-          "the link heals; every node of the rack renews at once (the herd)", (RACKS_ARG, DURATION_ARG)),
-    Fault("partition", "linkproxy", "cut racks off from the metadata service, both ways or one",
-          "a network partition, by direction", "the link heals, as after a blip",
-          (RACKS_ARG, Arg("direction", CHOICE, "which traffic is dropped", default="both",
-                          choices=("both", "to-metadata", "from-metadata")), DURATION_ARG)),
-    Fault("latency", "linkproxy", "delay the traffic on racks' links", "a slow network", "the delays stop",
-          (RACKS_ARG, Arg("delay_s", DURATION, "added delay, e.g. 200ms", lo=0, hi=60, required=True),
-           Arg("jitter_s", DURATION, "+/- jitter, e.g. 50ms", lo=0, hi=60, default=0.0), DURATION_ARG)),
-    Fault("loss", "linkproxy", "lose segments on racks' links (TCP delivers them a retransmission timeout later)",
-          "a lossy network", "the loss stops",
-          (RACKS_ARG, Arg("probability", NUMBER, "chance a segment is lost", lo=0, hi=1, required=True), DURATION_ARG)),
-    Fault("pause", "supervisor", "freeze a process (SIGSTOP)", "a server that stops answering but keeps its connections",
-          "the process is continued (SIGCONT)", (TARGET_ARG, DURATION_ARG)),
-    Fault("kill", "supervisor", "kill a process (SIGKILL)", "a storage server or the metadata service crashing",
-          "the process is started again", (TARGET_ARG, DURATION_ARG)),
-    Fault("pause-metadata", "metadata", "pause membership requests: renewals are turned away at the door",
-          "5:06 AM: AWS pauses requests to the metadata service",
-          "the pause ends and everyone is readmitted at once (the herd), unless an operator resumed first",
-          (DURATION_ARG,), move=True),
-    Fault("resume-metadata", "metadata", "readmit the fleet now: all at once, or in steps",
-          "the readmission after the pause", "nothing to undo: after the last step everyone is in",
-          (Arg("staged", INTEGER, "readmit in this many steps (1: all at once)", lo=1, hi=1000, default=1),
-           Arg("every_s", DURATION, "time between steps, e.g. 10s", lo=0, hi=3600, default=0.0)),
-          lease_s=_staged_lease_s,
-          checks=((lambda b: b["duration_s"] <= max_duration_s(), "the last step must come within the fault limit"),),
-          move=True),
-    Fault("capacity", "metadata", "set the metadata service's virtual cores, through the shared admin path",
-          "attempts to add metadata-service capacity fail: the admin path shares the overloaded service",
-          "the cores go back to what they were before the lease",
-          (Arg("cores", NUMBER, "virtual cores while the lease lasts (the profile has 40)", lo=CORES[0], hi=CORES[1],
-               required=True),
-           Arg("break_glass", FLAG, "go around the overloaded admin path (the path AWS did not have)", default=False),
-           Arg("timeout_s", DURATION, "how long the admin request may take", lo=0, lo_open=True, hi=600,
-               default="2s", client=True),
-           DURATION_ARG), move=True),
-    Fault("gsi-growth", "metadata", "customers adopt GSIs: memberships of these tables grow",
-          "the months before: GSI adoption erodes the margin, unseen unless membership size is watched",
-          "the GSIs the lease added go",
-          (Arg("tables", TABLES, "comma list of tables", default="catalog,clickstream"),
-           Arg("factor", NUMBER, "growth of those tables' entries", lo=1, hi=21, default=2.0),
-           Arg("ramp_s", DURATION, "spread the growth over this long", lo=0, hi=3600, default=0.0), DURATION_ARG),
-          checks=((lambda b: b["ramp_s"] <= b["duration_s"], "ramp must not be longer than duration"),)),
-    Fault("stuck-partition", "metadata",
-          "the Monday tail: the metadata partition behind these tables stops taking its share",
-          "21 September: one metadata partition does not take its share; a few customers fail",
-          "the tables come back into the memberships",
-          (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"),
-           DURATION_ARG)),
+    Fault(
+        "blip",
+        "linkproxy",
+        "cut racks off from the metadata service, both ways",
+        "2:19 AM: a brief network disruption on a portion of the storage servers",
+        "the link heals; every node of the rack renews at once (the herd)",
+        (RACKS_ARG, DURATION_ARG),
+    ),
+    Fault(
+        "partition",
+        "linkproxy",
+        "cut racks off from the metadata service, both ways or one",
+        "a network partition, by direction",
+        "the link heals, as after a blip",
+        (
+            RACKS_ARG,
+            Arg("direction", CHOICE, "which traffic is dropped", default="both", choices=("both", "to-metadata", "from-metadata")),
+            DURATION_ARG,
+        ),
+    ),
+    Fault(
+        "latency",
+        "linkproxy",
+        "delay the traffic on racks' links",
+        "a slow network",
+        "the delays stop",
+        (
+            RACKS_ARG,
+            Arg("delay_s", DURATION, "added delay, e.g. 200ms", lo=0, hi=60, required=True),
+            Arg("jitter_s", DURATION, "+/- jitter, e.g. 50ms", lo=0, hi=60, default=0.0),
+            DURATION_ARG,
+        ),
+    ),
+    Fault(
+        "loss",
+        "linkproxy",
+        "lose segments on racks' links (TCP delivers them a retransmission timeout later)",
+        "a lossy network",
+        "the loss stops",
+        (RACKS_ARG, Arg("probability", NUMBER, "chance a segment is lost", lo=0, hi=1, required=True), DURATION_ARG),
+    ),
+    Fault(
+        "pause",
+        "supervisor",
+        "freeze a process (SIGSTOP)",
+        "a server that stops answering but keeps its connections",
+        "the process is continued (SIGCONT)",
+        (TARGET_ARG, DURATION_ARG),
+    ),
+    Fault(
+        "kill",
+        "supervisor",
+        "kill a process (SIGKILL)",
+        "a storage server or the metadata service crashing",
+        "the process is started again",
+        (TARGET_ARG, DURATION_ARG),
+    ),
+    Fault(
+        "pause-metadata",
+        "metadata",
+        "pause membership requests: renewals are turned away at the door",
+        "5:06 AM: AWS pauses requests to the metadata service",
+        "the pause ends and everyone is readmitted at once (the herd), unless an operator resumed first",
+        (DURATION_ARG,),
+        move=True,
+    ),
+    Fault(
+        "resume-metadata",
+        "metadata",
+        "readmit the fleet now: all at once, or in steps",
+        "the readmission after the pause",
+        "nothing to undo: after the last step everyone is in",
+        (
+            Arg("staged", INTEGER, "readmit in this many steps (1: all at once)", lo=1, hi=1000, default=1),
+            Arg("every_s", DURATION, "time between steps, e.g. 10s", lo=0, hi=3600, default=0.0),
+        ),
+        lease_s=_staged_lease_s,
+        checks=((lambda b: b["duration_s"] <= max_duration_s(), "the last step must come within the fault limit"),),
+        move=True,
+    ),
+    Fault(
+        "capacity",
+        "metadata",
+        "set the metadata service's virtual cores, through the shared admin path",
+        "attempts to add metadata-service capacity fail: the admin path shares the overloaded service",
+        "the cores go back to what they were before the lease",
+        (
+            Arg("cores", NUMBER, "virtual cores while the lease lasts (the profile has 40)", lo=CORES[0], hi=CORES[1], required=True),
+            Arg("break_glass", FLAG, "go around the overloaded admin path (the path AWS did not have)", default=False),
+            Arg("timeout_s", DURATION, "how long the admin request may take", lo=0, lo_open=True, hi=600, default="2s", client=True),
+            DURATION_ARG,
+        ),
+        move=True,
+    ),
+    Fault(
+        "gsi-growth",
+        "metadata",
+        "customers adopt GSIs: memberships of these tables grow",
+        "the months before: GSI adoption erodes the margin, unseen unless membership size is watched",
+        "the GSIs the lease added go",
+        (
+            Arg("tables", TABLES, "comma list of tables", default="catalog,clickstream"),
+            Arg("factor", NUMBER, "growth of those tables' entries", lo=1, hi=21, default=2.0),
+            Arg("ramp_s", DURATION, "spread the growth over this long", lo=0, hi=3600, default=0.0),
+            DURATION_ARG,
+        ),
+        checks=((lambda b: b["ramp_s"] <= b["duration_s"], "ramp must not be longer than duration"),),
+    ),
+    Fault(
+        "stuck-partition",
+        "metadata",
+        "the Monday tail: the metadata partition behind these tables stops taking its share",
+        "21 September: one metadata partition does not take its share; a few customers fail",
+        "the tables come back into the memberships",
+        (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"), DURATION_ARG),
+    ),
 )
 FAULTS: dict[str, Fault] = {f.name: f for f in _FAULTS}
 MOVES = tuple(f.name for f in _FAULTS if f.move)

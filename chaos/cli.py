@@ -6,6 +6,7 @@ service for its own; on compose, a shell inside the target container) applies th
 arms its revert in the same moment, so killing this command never leaves a fault behind.
 The faults, their arguments and their ranges are those of the fault catalog (chaos/catalog.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,14 +27,17 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def describe(fault: catalog.Fault) -> str:
-    return (f"{fault.help}.\n\nIn 2015: {fault.emulates}.\nWhen the lease ends: {fault.reverts}.\n"
-            f"Held by: the {fault.holder} (on compose, network and process faults: the target container).")
+    return (
+        f"{fault.help}.\n\nIn 2015: {fault.emulates}.\nWhen the lease ends: {fault.reverts}.\n"
+        f"Held by: the {fault.holder} (on compose, network and process faults: the target container)."
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The fault subcommands, one per catalog entry, with the catalog's arguments as flags."""
-    parser.add_argument("--backend", choices=("auto", "local", "docker"),
-                        help="local processes or the compose project's containers (default: detected)")
+    parser.add_argument(
+        "--backend", choices=("auto", "local", "docker"), help="local processes or the compose project's containers (default: detected)"
+    )
     faults = parser.add_subparsers(dest="fault", required=True, metavar="FAULT")
     for fault in catalog.FAULTS.values():
         p = faults.add_parser(fault.name, help=fault.help, description=describe(fault), formatter_class=FORMATTER)
@@ -54,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    chaos = sub.add_parser("chaos", help="inject faults into the running lab (each reverts by itself)",
-                           description=__doc__, formatter_class=FORMATTER)
+    chaos = sub.add_parser(
+        "chaos", help="inject faults into the running lab (each reverts by itself)", description=__doc__, formatter_class=FORMATTER
+    )
     add_arguments(chaos)
     chaos.set_defaults(func=run)
 
@@ -98,10 +103,14 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     if docker:
         url = os.environ.get("STORMLAB_METADATA_URL", "")
         if not url and fault in catalog.names("metadata"):
-            raise ChaosError(f"{fault} goes to the metadata service: set STORMLAB_METADATA_URL "
-                             "(the chaos container has it: docker compose run --rm chaos …)")
-        return {"settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
-                "components": {"metadata": {"url": url}} if url else {}}
+            raise ChaosError(
+                f"{fault} goes to the metadata service: set STORMLAB_METADATA_URL "
+                "(the chaos container has it: docker compose run --rm chaos …)"
+            )
+        return {
+            "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
+            "components": {"metadata": {"url": url}} if url else {},
+        }
     state = running()
     if not state:
         raise ChaosError("no lab is up: start one with `stormlab up`")

@@ -5,6 +5,7 @@ A request is built by the fault catalog from plain values, sent to the process t
 fault (its ``/faults`` API), and, when it is a responder's move (pause, resume, capacity),
 written to the responders' journal whichever command made it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,7 @@ def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, 
     """One JSON request; a 4xx answer raises ChaosError, an unreachable or failing process
     LabError, a request slower than ``timeout`` TimeoutError."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **headers(token)})
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers(token)})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             answer = json.loads(resp.read())
@@ -52,8 +52,11 @@ def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, 
 def holders(state: Mapping[str, Any]) -> dict[str, str]:
     """Each fault-holding process of the lab and its URL."""
     comps = state.get("components", {})
-    found = {"linkproxy": comps.get("linkproxy", {}).get("url"), "supervisor": state.get("supervisor_url"),
-             "metadata": comps.get("metadata", {}).get("url")}
+    found = {
+        "linkproxy": comps.get("linkproxy", {}).get("url"),
+        "supervisor": state.get("supervisor_url"),
+        "metadata": comps.get("metadata", {}).get("url"),
+    }
     return {who: url for who, url in found.items() if url}
 
 
@@ -75,13 +78,23 @@ def send(url: str, req: catalog.Request, token: str) -> dict[str, Any]:
     try:
         return call("POST", f"{url}/faults", token, req.body, timeout=timeout)
     except TimeoutError:
-        raise LabError(f"{req.fault.name} timed out after {timeout:g}s: the admin request waits behind the storm "
-                       "on the metadata service's own CPU (as in 2015). Nothing changed. Pause first, or "
-                       "--break-glass goes around it.") from None
+        raise LabError(
+            f"{req.fault.name} timed out after {timeout:g}s: the admin request waits behind the storm "
+            "on the metadata service's own CPU (as in 2015). Nothing changed. Pause first, or "
+            "--break-glass goes around it."
+        ) from None
 
 
-def apply(state: Mapping[str, Any], fault: str, values: Mapping[str, Any], token: str, *,
-          journal_dir: Path | None = None, via: str = "chaos", action: str | None = None) -> dict[str, Any]:
+def apply(
+    state: Mapping[str, Any],
+    fault: str,
+    values: Mapping[str, Any],
+    token: str,
+    *,
+    journal_dir: Path | None = None,
+    via: str = "chaos",
+    action: str | None = None,
+) -> dict[str, Any]:
     """Build, send and, for a responder's move, journal one fault; returns the holder's lease."""
     url, req = build(state, fault, values)
     directory = journal_dir if req.fault.move else None
@@ -98,5 +111,7 @@ def apply(state: Mapping[str, Any], fault: str, values: Mapping[str, Any], token
 
 
 def describe(lease: Mapping[str, Any], req: catalog.Request) -> str:
-    return (f"{lease.get('fault', req.fault.name)} #{lease.get('id')} on {lease.get('target')} for "
-            f"{req.body['duration_s']:g}s; it reverts by itself, and then {req.fault.reverts}")
+    return (
+        f"{lease.get('fault', req.fault.name)} #{lease.get('id')} on {lease.get('target')} for "
+        f"{req.body['duration_s']:g}s; it reverts by itself, and then {req.fault.reverts}"
+    )

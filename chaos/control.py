@@ -10,6 +10,7 @@ process's event loop at the same moment. Every start and end is recorded: the
 ``stormlab_chaos_*`` metrics, a JSON-lines event log, and a Grafana annotation when a Grafana
 URL and token are configured.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +41,7 @@ OUTCOMES = ("applied", "reverted", "halted")
 @dataclass
 class Plan:
     """What a fault request amounts to: the target, how to apply it and how to revert it."""
+
     target: str
     apply: Callable[[], Awaitable[None] | None]
     revert: Callable[[], None]
@@ -52,10 +54,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Plan]]  # gets the request as the
 class Recorder:
     def __init__(self, registry: CollectorRegistry, faults: tuple[str, ...], component: str) -> None:
         self.component = component
-        self.active = Gauge("stormlab_chaos_fault_active", "1 while a fault holds a target", ["fault", "target"],
-                            registry=registry)
-        self.events = Counter("stormlab_chaos_faults_total", "Fault leases by fault and outcome",
-                              ["fault", "outcome"], registry=registry)
+        self.active = Gauge("stormlab_chaos_fault_active", "1 while a fault holds a target", ["fault", "target"], registry=registry)
+        self.events = Counter("stormlab_chaos_faults_total", "Fault leases by fault and outcome", ["fault", "outcome"], registry=registry)
         for fault in faults:
             for outcome in OUTCOMES:
                 self.events.labels(fault, outcome)
@@ -67,9 +67,17 @@ class Recorder:
         self.events.labels(lease.fault, outcome).inc()
         for target in lease.targets:  # one series per rack or process: labels stay bounded
             self.active.labels(lease.fault, target).set(1 if book.holding(target, lease.fault) else 0)
-        event = {"at": time.time(), "event": "start" if outcome == "applied" else "end", "outcome": outcome,
-                 "component": self.component, "id": lease.id, "fault": lease.fault, "target": lease.target,
-                 "duration_s": round(lease.ends_at - lease.started_at, 3), **lease.detail}
+        event = {
+            "at": time.time(),
+            "event": "start" if outcome == "applied" else "end",
+            "outcome": outcome,
+            "component": self.component,
+            "id": lease.id,
+            "fault": lease.fault,
+            "target": lease.target,
+            "duration_s": round(lease.ends_at - lease.started_at, 3),
+            **lease.detail,
+        }
         log.info("fault %s", json.dumps(event))
         if self.event_log is not None:
             with self.event_log.open("a") as f:
@@ -81,12 +89,18 @@ class Recorder:
             task.add_done_callback(self._tasks.discard)
 
     async def _annotate(self, url: str, auth: str, event: dict) -> None:
-        body = {"time": int(event["at"] * 1000), "tags": ["stormlab", "chaos", event["fault"], event["event"]],
-                "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})"}
+        body = {
+            "time": int(event["at"] * 1000),
+            "tags": ["stormlab", "chaos", event["fault"], event["event"]],
+            "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})",
+        }
         try:
-            async with aiohttp.ClientSession() as s, s.post(
-                    f"{url}/api/annotations", json=body, headers={"Authorization": auth},
-                    timeout=aiohttp.ClientTimeout(total=2)) as resp:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.post(
+                    f"{url}/api/annotations", json=body, headers={"Authorization": auth}, timeout=aiohttp.ClientTimeout(total=2)
+                ) as resp,
+            ):
                 await resp.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
             log.warning("grafana annotation not written: %s", exc)
@@ -159,8 +173,7 @@ def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[s
             lease = await runner.apply(fault, values["duration_s"], plan)
         except (LeaseError, catalog.ChaosError) as exc:
             raise BadRequest(str(exc)) from None
-        return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": values["duration_s"]},
-                                 status=201)
+        return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": values["duration_s"]}, status=201)
 
     async def listing(request: web.Request) -> web.Response:
         return web.json_response({"faults": runner.book.active(asyncio.get_running_loop().time())})

@@ -10,6 +10,7 @@ pattern pumba uses), so they drop packets and never stop the process.
 Only containers carrying the lab's compose project label are touched; anything else is
 refused before a command runs.
 """
+
 from __future__ import annotations
 
 import re
@@ -53,9 +54,11 @@ def _armed(fault: str, apply: list[str], revert: list[str], duration_s: float) -
     """One shell that applies, writes its fault file, waits out the lease, and reverts; TERM or
     INT (`chaos halt`) reverts at once. A fault that did not apply leaves no file behind."""
     undo = "; ".join(revert)
-    script = (f"f={FAULT_FILE}$$; undo() {{ {undo}; rm -f $f; }}; trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
-              f"if {' && '.join(apply)}; then echo \"{fault} $(( $(date +%s) + {max(1, round(duration_s))} ))\" > $f; "
-              f"sleep {duration_s:g} & wait $!; fi; undo")
+    script = (
+        f"f={FAULT_FILE}$$; undo() {{ {undo}; rm -f $f; }}; trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
+        f'if {" && ".join(apply)}; then echo "{fault} $(( $(date +%s) + {max(1, round(duration_s))} ))" > $f; '
+        f"sleep {duration_s:g} & wait $!; fi; undo"
+    )
     return ("sh", "-c", script)
 
 
@@ -69,8 +72,7 @@ def _drop_rules(peer_ips: list[str], direction: str) -> list[list[str]]:
     return rules
 
 
-def partition(container: str, peer_ips: list[str], duration_s: float, direction: str = "both",
-              fault: str = "partition") -> list[Exec]:
+def partition(container: str, peer_ips: list[str], duration_s: float, direction: str = "both", fault: str = "partition") -> list[Exec]:
     """Cut ``container`` off from ``peer_ips``: both ways, or only ``out`` / ``in``."""
     if direction not in ("both", "out", "in"):
         raise ValueError("direction must be both, out or in")
@@ -137,8 +139,10 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
             match = re.fullmatch(r"rack-0*(\d+)", body["target"])
             names = [racks[int(match.group(1))]] if match and int(match.group(1)) in racks else []
         if not names:
-            raise NotOurs(f"--target {body['target']!r} is not a container of the lab; targets: metadata, "
-                          f"{', '.join(f'rack-{n}' for n in sorted(racks))}")
+            raise NotOurs(
+                f"--target {body['target']!r} is not a container of the lab; targets: metadata, "
+                f"{', '.join(f'rack-{n}' for n in sorted(racks))}"
+            )
         return pause(names[0], duration) if f == "pause" else kill(names[0])
     missing = [r for r in body["racks"] if r not in racks]
     if missing:
@@ -199,8 +203,7 @@ class SdkRunner:
 
     def exec(self, command: Exec) -> str:
         # As root: the services run unprivileged, the fault needs the container's NET_ADMIN.
-        result = self.client.containers.get(command.container).exec_run(
-            list(command.argv), detach=command.detach, user="root")
+        result = self.client.containers.get(command.container).exec_run(list(command.argv), detach=command.detach, user="root")
         return "" if command.detach else result.output.decode(errors="replace")
 
     def _ours(self, service: str | None = None) -> list:

@@ -1,5 +1,6 @@
 """`stormlab chaos --backend docker …`: network and process faults on the compose project's
 containers (metadata faults still go to the metadata service's API, see chaos/cli.py)."""
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,10 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, within_s: float =
 
 def held_rows(runner: db.Runner) -> list[str]:
     now = time.time()
-    return [f"{container} (pid {pid}) {fault}: {max(0.0, ends - now):.0f}s left"
-            for container, pid, fault, ends in db.held(runner, lab_containers(runner))]
+    return [
+        f"{container} (pid {pid}) {fault}: {max(0.0, ends - now):.0f}s left"
+        for container, pid, fault, ends in db.held(runner, lab_containers(runner))
+    ]
 
 
 def halt(runner: db.Runner) -> int:
@@ -90,10 +93,18 @@ def annotate(fault: str, targets: list[str], duration_s: float) -> None:
     if not url or not auth:
         return
     now_ms = int(time.time() * 1000)
-    body = {"time": now_ms, "timeEnd": now_ms + int(duration_s * 1000), "tags": ["stormlab", "chaos", fault],
-            "text": f"{fault} on {', '.join(targets)} for {duration_s:g}s"}
-    req = urllib.request.Request(f"{url}/api/annotations", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": auth})
+    body = {
+        "time": now_ms,
+        "timeEnd": now_ms + int(duration_s * 1000),
+        "tags": ["stormlab", "chaos", fault],
+        "text": f"{fault} on {', '.join(targets)} for {duration_s:g}s",
+    }
+    req = urllib.request.Request(
+        f"{url}/api/annotations",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": auth},
+    )
     try:
         with urllib.request.urlopen(req, timeout=2):
             pass

@@ -5,6 +5,7 @@ One JSON line per move in ``ops-journal.jsonl`` in the lab's state directory: wh
 through which command (``via``), whether it worked and what it said. A running game day reads
 it to mark the players' moves on its report and to score them.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,10 @@ def journal_path(directory: Path) -> Path:
     return directory / JOURNAL
 
 
-def record(directory: Path, action: str, args: dict[str, Any], ok: bool, message: str, *,
-           fault: str | None = None, via: str = "ops") -> dict[str, Any]:
-    entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message,
-             "fault": fault, "via": via}
+def record(
+    directory: Path, action: str, args: dict[str, Any], ok: bool, message: str, *, fault: str | None = None, via: str = "ops"
+) -> dict[str, Any]:
+    entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message, "fault": fault, "via": via}
     path = journal_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)  # the compose stack's players may have no state dir yet
     with path.open("a") as f:

@@ -4,6 +4,7 @@ The book only keeps time: it says which leases are due for their revert. The pro
 applied a fault holds its book and its revert, so the revert is armed on the target side the
 moment the fault is applied, whatever happens to the command that asked for it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,7 @@ class Lease:
         return self.target.split(",")
 
     def describe(self, now: float) -> dict[str, Any]:
-        return {"id": self.id, "fault": self.fault, "target": self.target,
-                "left_s": round(max(0.0, self.ends_at - now), 3), **self.detail}
+        return {"id": self.id, "fault": self.fault, "target": self.target, "left_s": round(max(0.0, self.ends_at - now), 3), **self.detail}
 
 
 class LeaseBook:
@@ -76,8 +76,7 @@ class LeaseBook:
         return min((lease.ends_at for lease in self._leases.values()), default=None)
 
     def holding(self, target: str, fault: str | None = None) -> list[Lease]:
-        return [lease for lease in self._leases.values()
-                if target in lease.targets and (fault is None or lease.fault == fault)]
+        return [lease for lease in self._leases.values() if target in lease.targets and (fault is None or lease.fault == fault)]
 
     def active(self, now: float) -> list[dict[str, Any]]:
         return [lease.describe(now) for lease in sorted(self._leases.values(), key=lambda lease: lease.id)]

@@ -9,6 +9,7 @@ Faults (their arguments are in ``chaos/catalog.py``): ``blip`` and ``partition``
 bytes (both ways, or one), ``latency`` holds them back, ``loss`` delivers a lost segment one
 retransmission timeout (200 ms, doubling) later, as TCP does.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -161,8 +162,7 @@ class LinkProxy:
         link = self.links[rack] = Link(rack, self.rng)
         for fault in FAULTS:
             self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
-        server = await asyncio.get_running_loop().create_server(
-            lambda: _Downstream(link, self.target), host, port, backlog=4096)
+        server = await asyncio.get_running_loop().create_server(lambda: _Downstream(link, self.target), host, port, backlog=4096)
         self._servers.append(server)
 
     async def close(self) -> None:
@@ -231,8 +231,7 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
-        return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now),
-                                  "loop_lag_p99_s": lag.p99(request)})
+        return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now), "loop_lag_p99_s": lag.p99(request)})
 
     app.router.add_get("/status", status)
     return app

@@ -3,6 +3,7 @@
 The token comes from ``STORMLAB_TOKEN``; ``stormlab up`` generates one into ``.env`` in the
 state directory the first time and passes it to every component.
 """
+
 from __future__ import annotations
 
 import base64

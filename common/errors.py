@@ -1,4 +1,5 @@
 """The two kinds of failure every stormlab command reports, and their exit codes."""
+
 from __future__ import annotations
 
 

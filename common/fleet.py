@@ -1,4 +1,5 @@
 """Names of racks and nodes, which nodes hold the GSI-heavy tables, and when each node renews."""
+
 from __future__ import annotations
 
 import re

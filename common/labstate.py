@@ -4,6 +4,7 @@ on a running lab: `status`, `chaos`, `ops`, `scenario run`).
 ``stormlab up`` writes ``state.json`` through its supervisor: the supervisor's pid and URL, each
 component's URL and pid, and the lab's settings as ``STORMLAB_*`` variables.
 """
+
 from __future__ import annotations
 
 import json

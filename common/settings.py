@@ -4,6 +4,7 @@ Every duration is a setting, so a profile can be sped up or slowed down as a who
 defaults are the calibrated ``dynamodb-2015`` profile (DESIGN.md §5): time runs about 50x
 faster than on 20 September 2015.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,7 @@ class SettingsError(UsageError):
     """A setting has a value the lab cannot run with (exit code 2)."""
 
 
-def setting(default: Any, doc: str, lo: float | None = None, hi: float | None = None,
-            choices: tuple[str, ...] = ()) -> Any:
+def setting(default: Any, doc: str, lo: float | None = None, hi: float | None = None, choices: tuple[str, ...] = ()) -> Any:
     """A settings field: its default, one line of doc, and its range or choices."""
     meta: dict[str, Any] = {"doc": doc}
     if lo is not None:

@@ -1,4 +1,5 @@
 """What every stormlab process shares: JSON errors, body parsing, event-loop lag, serving."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,7 @@ LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 
 class BadRequest(web.HTTPBadRequest):
     def __init__(self, message: str) -> None:
-        super().__init__(text=json.dumps({"error": "bad_request", "message": message}),
-                         content_type="application/json")
+        super().__init__(text=json.dumps({"error": "bad_request", "message": message}), content_type="application/json")
 
 
 def json_error(status: int, error: str, message: str, **extra: Any) -> web.Response:
@@ -81,6 +81,7 @@ def metrics_route(registry: CollectorRegistry, refresh: Callable[[], None] | Non
         resp = web.Response(body=generate_latest(registry))
         resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         return resp
+
     return metrics
 
 
@@ -90,9 +91,9 @@ class LoopLag:
     def __init__(self, registry: CollectorRegistry, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.window = Window(span_s=24 * 3600.0, max_samples=200_000)
-        self.histogram = Histogram("stormlab_event_loop_lag_seconds",
-                                   "How late this process's event loop ran a timer", buckets=LAG_BUCKETS,
-                                   registry=registry)
+        self.histogram = Histogram(
+            "stormlab_event_loop_lag_seconds", "How late this process's event loop ran a timer", buckets=LAG_BUCKETS, registry=registry
+        )
 
     def p99(self, request: web.Request | None = None) -> float:
         """p99 over the last 10 s, or over ``?lag_window_s=`` seconds (the demo asks for its whole run)."""
@@ -120,8 +121,9 @@ class LoopLag:
             self.histogram.observe(lag)
 
 
-def base_app(registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None,
-             middlewares: list[Callable] | None = None) -> web.Application:
+def base_app(
+    registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None, middlewares: list[Callable] | None = None
+) -> web.Application:
     """An app with JSON errors, ``/metrics`` (``refresh`` runs before each scrape) and ``/healthz``."""
     app = web.Application(middlewares=[json_errors, *(middlewares or [])], client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/metrics", metrics_route(registry, refresh))
@@ -145,5 +147,4 @@ def serve(app: web.Application, host: str, port: int) -> None:
     """Run until SIGTERM/SIGINT; handlers are cancelled when their client goes away."""
     loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None,
-                backlog=4096, loop=loop)
+    web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None, backlog=4096, loop=loop)

@@ -1,4 +1,5 @@
 """Sliding time windows of samples: "the last 10 s" for status and the demo (pure)."""
+
 from __future__ import annotations
 
 from collections import deque

@@ -10,6 +10,7 @@ Each is encoded by the writer and decoded by the reader through the same class: 
 that does not have the shape raises :class:`WireError` (a ``ValueError``) instead of a
 ``KeyError`` deep inside the reader.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,6 +53,7 @@ def _str_list(value: Any, what: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class MembershipEntry:
     """One partition a node holds: of a table (``index`` None) or of one of its GSIs."""
+
     table: str
     index: str | None
     partition: int
@@ -68,9 +70,11 @@ class Membership:
     entries: tuple[MembershipEntry, ...]
 
     def encode(self) -> bytes:
-        body = {"node": self.node, "version": self.version,
-                "entries": [{"table": e.table, "index": e.index, "partition": e.partition, "range": list(e.range)}
-                            for e in self.entries]}
+        body = {
+            "node": self.node,
+            "version": self.version,
+            "entries": [{"table": e.table, "index": e.index, "partition": e.partition, "range": list(e.range)} for e in self.entries],
+        }
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -86,8 +90,7 @@ class Membership:
 
 
 def _entry(e: Any) -> MembershipEntry:
-    if (not isinstance(e, dict) or not isinstance(e.get("table"), str)
-            or not (e.get("index") is None or isinstance(e.get("index"), str))):
+    if not isinstance(e, dict) or not isinstance(e.get("table"), str) or not (e.get("index") is None or isinstance(e.get("index"), str)):
         raise WireError("a membership entry has a table and an index (or null)")
     span = e.get("range")
     if not isinstance(span, list) or len(span) != 2 or not all(isinstance(x, int) for x in span):
@@ -108,9 +111,10 @@ class PartitionMap:
     tables: dict[str, TableRoute]
 
     def encode(self) -> bytes:
-        body = {"version": self.version,
-                "tables": {name: {"owners": list(t.owners), "gsis": list(t.gsis), "status": t.status}
-                           for name, t in self.tables.items()}}
+        body = {
+            "version": self.version,
+            "tables": {name: {"owners": list(t.owners), "gsis": list(t.gsis), "status": t.status} for name, t in self.tables.items()},
+        }
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -123,14 +127,16 @@ class PartitionMap:
         for name, spec in tables.items():
             if not isinstance(spec, dict) or not isinstance(spec.get("status"), str):
                 raise WireError(f"table {name!r} needs owners, gsis and a status")
-            routes[name] = TableRoute(_str_list(spec.get("owners"), f"{name}.owners"),
-                                      _str_list(spec.get("gsis"), f"{name}.gsis"), spec["status"])
+            routes[name] = TableRoute(
+                _str_list(spec.get("owners"), f"{name}.owners"), _str_list(spec.get("gsis"), f"{name}.gsis"), spec["status"]
+            )
         return cls(_int(doc, "version"), routes)
 
 
 @dataclass(frozen=True)
 class Status:
     """A process's ``/status``: every field is written; a reader gets the same fields back."""
+
     COMPONENT: ClassVar[str] = ""
     loop_lag_p99_s: float
 
@@ -142,8 +148,11 @@ class Status:
         doc = _object(raw)
         if doc.get("component") != cls.COMPONENT:
             raise WireError(f"not the status of a {cls.COMPONENT}: component={doc.get('component')!r}")
-        missing = [f.name for f in dataclasses.fields(cls)
-                   if f.name not in doc and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in doc and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
         if missing:
             raise WireError(f"{cls.COMPONENT} status without {', '.join(missing)}")
         return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls) if f.name in doc})

@@ -4,6 +4,7 @@ A pause turns every membership request away (cheaply, at the front door). Resumi
 once re-creates the herd; a staged resume readmits the fleet in ``groups`` steps, one every
 ``every_s`` seconds, each node in a fixed group.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -56,6 +57,7 @@ class Admission:
             return {"paused": True}
         if self.staging is None or self.staging.admitted_groups(now) >= self.staging.groups:
             return {"paused": False}
-        return {"paused": False, "staged": {"groups": self.staging.groups,
-                                             "admitted": self.staging.admitted_groups(now),
-                                             "every_s": self.staging.every_s}}
+        return {
+            "paused": False,
+            "staged": {"groups": self.staging.groups, "admitted": self.staging.admitted_groups(now), "every_s": self.staging.every_s},
+        }

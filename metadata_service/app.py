@@ -14,6 +14,7 @@ renewals: the shared-fate path on which capacity could not be added in 2015. ``b
 takes a path around it. /admin and /faults need the lab token. The arguments of pause,
 resume and capacity, and their ranges, are those of the fault catalog's leases of the same name.
 """
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -40,8 +41,9 @@ def create_app(settings: LabSettings, token: str | None = None) -> web.Applicati
     metrics = MetadataMetrics.create()
     lag = LoopLag(metrics.registry)
     service = MetadataService(settings, MembershipStore.for_fleet(settings), metrics)
-    app = base_app(metrics.registry, lag, refresh=service.sync_metrics,
-                   middlewares=[token_middleware(from_env() if token is None else token)])
+    app = base_app(
+        metrics.registry, lag, refresh=service.sync_metrics, middlewares=[token_middleware(from_env() if token is None else token)]
+    )
     app[SERVICE], app[LAG] = service, lag
     app.cleanup_ctx.append(_service_ctx)
     app.router.add_get("/membership/{node}", membership)
@@ -65,8 +67,7 @@ def lease_args(fault: str, body: dict[str, Any], keys: tuple[str, ...]) -> dict[
     """The admin API's arguments, checked as the fault catalog checks the lease of that name."""
     spec = catalog.FAULTS[fault]
     try:
-        return {k: spec.wire[k].check(body[k]) if k in body else spec.wire[k].parse(spec.wire[k].default)
-                for k in keys}
+        return {k: spec.wire[k].check(body[k]) if k in body else spec.wire[k].parse(spec.wire[k].default) for k in keys}
     except catalog.ChaosError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -130,25 +131,26 @@ async def grow_gsis(request: web.Request) -> web.Response:
     except (UnknownTable, TooManyGsis) as exc:  # changed while this request waited for the CPU
         return json_error(409, "conflict", str(exc))
     service.store_changed()
-    return web.json_response({"table": table, "gsis": gsis, "version": store.version,
-                              "sizes": store.size_distribution()})
+    return web.json_response({"table": table, "gsis": gsis, "version": store.version, "sizes": store.size_distribution()})
 
 
 async def status(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     service.sync_metrics()
     now = service.now()
-    return web.json_response(MetadataStatus(
-        loop_lag_p99_s=request.app[LAG].p99(request),
-        paused=service.admission.paused,
-        admission=service.admission.describe(now),
-        cores=service.cpu.cores,
-        inflight=service.cpu.inflight,
-        busy_cores=service.cpu.busy_cores,
-        abandoned_work=service.settings.abandoned_work,
-        wasted_work_s=service.wasted_s,
-        membership_version=service.store.version,
-        membership_sizes={str(k): v for k, v in service.store.size_distribution().items()},
-        processing_p99_s=service.latency.quantile(0.99, now),
-        allowance_s=service.settings.allowance_s,
-    ).to_json())
+    return web.json_response(
+        MetadataStatus(
+            loop_lag_p99_s=request.app[LAG].p99(request),
+            paused=service.admission.paused,
+            admission=service.admission.describe(now),
+            cores=service.cpu.cores,
+            inflight=service.cpu.inflight,
+            busy_cores=service.cpu.busy_cores,
+            abandoned_work=service.settings.abandoned_work,
+            wasted_work_s=service.wasted_s,
+            membership_version=service.store.version,
+            membership_sizes={str(k): v for k, v in service.store.size_distribution().items()},
+            processing_p99_s=service.latency.quantile(0.99, now),
+            allowance_s=service.settings.allowance_s,
+        ).to_json()
+    )

@@ -5,6 +5,7 @@ finish and wakes the awaiting handlers. A handler cancelled because its client w
 either cancels its work (``abandoned_work=cancel``) or leaves it running to completion as
 wasted work (``continue``).
 """
+
 from __future__ import annotations
 
 import asyncio

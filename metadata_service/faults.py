@@ -12,6 +12,7 @@ gets a request the catalog has checked, and returns what to apply and what to re
   stuck-partition  the Monday tail: the metadata partition behind these tables stops taking its
                    share; they recover at the end
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,13 @@ class MetadataFaults:
         self._base_cores = 0.0
 
     def handlers(self) -> dict[str, Handler]:
-        return {"pause-metadata": self.pause, "resume-metadata": self.resume, "capacity": self.capacity,
-                "gsi-growth": self.gsi_growth, "stuck-partition": self.stuck_partition}
+        return {
+            "pause-metadata": self.pause,
+            "resume-metadata": self.resume,
+            "capacity": self.capacity,
+            "gsi-growth": self.gsi_growth,
+            "stuck-partition": self.stuck_partition,
+        }
 
     async def pause(self, values: dict[str, Any]) -> Plan:
         service = self.service
@@ -48,6 +54,7 @@ class MetadataFaults:
 
     async def resume(self, values: dict[str, Any]) -> Plan:
         groups, every = values["staged"], values["every_s"]
+
         def apply() -> None:
             self.service.resume(groups, every)
 
@@ -111,8 +118,7 @@ class MetadataFaults:
                 store.remove_gsis(table, names)
             service.store_changed()
 
-        return Plan("metadata", apply, revert, {"tables": tables, "factor": factor, "ramp_s": ramp,
-                                                "gsis_added": sum(adds.values())})
+        return Plan("metadata", apply, revert, {"tables": tables, "factor": factor, "ramp_s": ramp, "gsis_added": sum(adds.values())})
 
     async def stuck_partition(self, values: dict[str, Any]) -> Plan:
         service, store = self.service, self.service.store

@@ -8,6 +8,7 @@ several times larger while everyone else's stay small: the margin erosion of 201
 Pure data: no I/O. Encoded membership payloads are cached per node and rebuilt only when
 the store changes, so answering a renewal costs the real process almost nothing.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -21,8 +22,7 @@ from common.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 # with their share of the ordinary nodes' partitions (so of the customer traffic). metric-groups
 # is small: when the metadata behind it is stuck (the Monday tail) its customers fail while the
 # aggregate error stays ~0.2%.
-TABLE_WEIGHTS = {"orders": 60, "carts": 50, "sessions": 50, "queue-metadata": 20, "scaling-groups": 19,
-                 "metric-groups": 1}
+TABLE_WEIGHTS = {"orders": 60, "carts": 50, "sessions": 50, "queue-metadata": 20, "scaling-groups": 19, "metric-groups": 1}
 PLAIN_TABLES = tuple(TABLE_WEIGHTS)
 # Large tables whose customers adopted GSIs: queried by alternate keys.
 GSI_HEAVY_TABLES = ("catalog", "clickstream")
@@ -93,9 +93,13 @@ class MembershipStore:
     def partition_map(self) -> bytes:
         """Routing for customers: who holds each partition (GSI partitions sit with their table's)."""
         if self._map is None:
-            self._map = PartitionMap(self.version, {
-                t.name: TableRoute(tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active")
-                for t in self.tables.values()}).encode()
+            self._map = PartitionMap(
+                self.version,
+                {
+                    t.name: TableRoute(tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active")
+                    for t in self.tables.values()
+                },
+            ).encode()
         return self._map
 
     def add_gsis(self, table: str, count: int) -> int:

@@ -1,4 +1,5 @@
 """The metadata service's metrics, in its own registry."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,18 +30,23 @@ class MetadataMetrics:
         r = CollectorRegistry()
         m = cls(
             registry=r,
-            requests=Counter("stormlab_metadata_requests_total", "Requests to the metadata service by kind and outcome",
-                             ["kind", "outcome"], registry=r),
-            processing=Histogram("stormlab_metadata_processing_seconds",
-                                 "Time from arrival to answer of completed requests (compare with the allowance)",
-                                 ["kind"], buckets=LATENCY_BUCKETS, registry=r),
-            entries=Histogram("stormlab_membership_entries", "Entries in each membership list served",
-                              buckets=ENTRY_BUCKETS, registry=r),
+            requests=Counter(
+                "stormlab_metadata_requests_total", "Requests to the metadata service by kind and outcome", ["kind", "outcome"], registry=r
+            ),
+            processing=Histogram(
+                "stormlab_metadata_processing_seconds",
+                "Time from arrival to answer of completed requests (compare with the allowance)",
+                ["kind"],
+                buckets=LATENCY_BUCKETS,
+                registry=r,
+            ),
+            entries=Histogram("stormlab_membership_entries", "Entries in each membership list served", buckets=ENTRY_BUCKETS, registry=r),
             inflight=Gauge("stormlab_metadata_inflight", "Requests sharing the virtual CPU now", registry=r),
             cores=Gauge("stormlab_metadata_cpu_cores", "Virtual cores of the metadata service", registry=r),
             busy=Counter("stormlab_metadata_cpu_busy_seconds", "Virtual core-seconds of work done", registry=r),
-            wasted=Counter("stormlab_metadata_wasted_work_seconds",
-                           "Virtual core-seconds spent on requests whose client had given up", registry=r),
+            wasted=Counter(
+                "stormlab_metadata_wasted_work_seconds", "Virtual core-seconds spent on requests whose client had given up", registry=r
+            ),
             paused=Gauge("stormlab_metadata_paused", "1 while membership requests are paused", registry=r),
             version=Gauge("stormlab_membership_version", "Version of the membership store", registry=r),
         )

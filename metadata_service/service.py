@@ -3,6 +3,7 @@
 Routes (``app.py``) and faults (``faults.py``) both act on one :class:`MetadataService`; neither
 reaches into the other.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -9,6 +9,7 @@ Equal shares mean every job's received service grows at the same rate, so one ru
 total (``_served``, service received by any job present since time zero) orders all
 finishes: a job submitted when ``_served == s`` finishes when ``_served == s + work``.
 """
+
 from __future__ import annotations
 
 import heapq

@@ -6,8 +6,12 @@ from common.web import serve
 from storage_node.app import create_app
 
 serve(
-    create_app(LabSettings.from_env(), int(os.environ["STORMLAB_RACK"]), os.environ["STORMLAB_LINK_URL"],
-               Path(os.environ.get("STORMLAB_DATA_DIR", "data"))),
+    create_app(
+        LabSettings.from_env(),
+        int(os.environ["STORMLAB_RACK"]),
+        os.environ["STORMLAB_LINK_URL"],
+        Path(os.environ.get("STORMLAB_DATA_DIR", "data")),
+    ),
     os.environ.get("STORMLAB_HOST", "127.0.0.1"),
     int(os.environ["STORMLAB_PORT"]),
 )

@@ -6,6 +6,7 @@
 A node that has disqualified itself answers 503 with the reason; a node asked for a
 partition it does not hold answers 409 ``wrong_owner``; an unknown node 404.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,9 @@ def _target(request: web.Request) -> tuple[Node, str, int, str] | web.Response:
         return json_error(400, "bad_request", f"partition must be a non-negative integer, key at most {MAX_KEY} chars")
     if not node.refusal.serving:
         metrics.served.labels(rack.label, "refused").inc()
-        return json_error(503, "disqualified", f"node {node.id} refuses requests: {node.refusal.reason}",
-                          node=node.id, state=node.refusal.state.value)
+        return json_error(
+            503, "disqualified", f"node {node.id} refuses requests: {node.refusal.reason}", node=node.id, state=node.refusal.state.value
+        )
     index = request.query.get("index")
     if not node.owns(m["table"], index, partition):
         metrics.served.labels(rack.label, "wrong_owner").inc()
@@ -107,7 +109,7 @@ async def put_item(request: web.Request) -> web.Response:
     body = await read_object(request)
     if "value" not in body or len(repr(body["value"])) > MAX_VALUE_BYTES:
         metrics.served.labels(rack.label, "bad_request").inc()
-        raise BadRequest(f"body must be {{\"value\": …}} of at most {MAX_VALUE_BYTES} bytes")
+        raise BadRequest(f'body must be {{"value": …}} of at most {MAX_VALUE_BYTES} bytes')
     target = _target(request)
     if isinstance(target, web.Response):
         return target
@@ -120,17 +122,19 @@ async def put_item(request: web.Request) -> web.Response:
 async def status(request: web.Request) -> web.Response:
     rack = request.app[RACK]
     counts = rack.count()
-    return web.json_response(RackStatus(
-        loop_lag_p99_s=request.app[LAG].p99(request),
-        rack=rack.index,
-        pid=os.getpid(),
-        link_up=rack.link_up,
-        nodes_total=len(rack.nodes),
-        nodes_serving=counts["serving"],
-        nodes_disqualified=counts["disqualified"],
-        nodes_starting=counts["starting"],
-        renewal_p99_s=rack.renewal_latency.quantile(0.99, rack.now()),
-        renewal_attempts_total=rack.attempts_total(),
-        allowance_s=request.app[SETTINGS].allowance_s,
-        nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
-    ).to_json())
+    return web.json_response(
+        RackStatus(
+            loop_lag_p99_s=request.app[LAG].p99(request),
+            rack=rack.index,
+            pid=os.getpid(),
+            link_up=rack.link_up,
+            nodes_total=len(rack.nodes),
+            nodes_serving=counts["serving"],
+            nodes_disqualified=counts["disqualified"],
+            nodes_starting=counts["starting"],
+            renewal_p99_s=rack.renewal_latency.quantile(0.99, rack.now()),
+            renewal_attempts_total=rack.attempts_total(),
+            allowance_s=request.app[SETTINGS].allowance_s,
+            nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
+        ).to_json()
+    )

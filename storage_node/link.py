@@ -2,6 +2,7 @@
 ``probe_interval_s``; ``probe_failures`` failures in a row mean the link is down (so one slow
 probe cannot fake a disruption); the first good probe after that means it is back, and every
 node of the rack renews at once: the herd."""
+
 from __future__ import annotations
 
 DOWN, RESTORED = "down", "restored"

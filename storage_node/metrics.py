@@ -1,4 +1,5 @@
 """A rack's metrics, in its own registry. Per-node state is in /status, not in labels."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,22 +31,31 @@ class RackMetrics:
         r = CollectorRegistry()
         m = cls(
             registry=r,
-            renewals=Counter("stormlab_renewals_total", "Membership renewal attempts by attempt and outcome",
-                             ["rack", "attempt", "outcome"], registry=r),
-            renewal_seconds=Histogram("stormlab_renewal_seconds",
-                                      "Duration of renewal attempts (misses count up to the allowance)",
-                                      ["rack"], buckets=RENEWAL_BUCKETS, registry=r),
+            renewals=Counter(
+                "stormlab_renewals_total", "Membership renewal attempts by attempt and outcome", ["rack", "attempt", "outcome"], registry=r
+            ),
+            renewal_seconds=Histogram(
+                "stormlab_renewal_seconds",
+                "Duration of renewal attempts (misses count up to the allowance)",
+                ["rack"],
+                buckets=RENEWAL_BUCKETS,
+                registry=r,
+            ),
             nodes=Gauge("stormlab_nodes", "Storage nodes by refusal state", ["rack", "state"], registry=r),
-            disqualifications=Counter("stormlab_node_disqualifications_total",
-                                      "Times a node disqualified itself", ["rack"], registry=r),
-            link_up=Gauge("stormlab_link_up", "1 while the rack's probe reaches the metadata service",
-                          ["rack"], registry=r),
-            link_restores=Counter("stormlab_link_restores_total",
-                                  "Times the rack's link came back (every node renews at once)", ["rack"], registry=r),
-            served=Counter("stormlab_node_requests_total", "Customer requests answered by the rack's nodes",
-                           ["rack", "outcome"], registry=r),
-            allowance=Gauge("stormlab_renewal_allowance_seconds",
-                            "The allowance: a renewal not answered by then disqualifies its node", ["rack"], registry=r),
+            disqualifications=Counter("stormlab_node_disqualifications_total", "Times a node disqualified itself", ["rack"], registry=r),
+            link_up=Gauge("stormlab_link_up", "1 while the rack's probe reaches the metadata service", ["rack"], registry=r),
+            link_restores=Counter(
+                "stormlab_link_restores_total", "Times the rack's link came back (every node renews at once)", ["rack"], registry=r
+            ),
+            served=Counter(
+                "stormlab_node_requests_total", "Customer requests answered by the rack's nodes", ["rack", "outcome"], registry=r
+            ),
+            allowance=Gauge(
+                "stormlab_renewal_allowance_seconds",
+                "The allowance: a renewal not answered by then disqualifies its node",
+                ["rack"],
+                registry=r,
+            ),
         )
         label = str(rack)
         for attempt in ATTEMPTS:

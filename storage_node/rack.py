@@ -6,6 +6,7 @@ metadata service through its own link (in the local lab, a port of the fault pro
 watches that link with a cheap probe: when the link fails and comes back, every node of the
 rack re-fetches its membership at once. That re-fetch is what turns a blip into a herd.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,8 +60,9 @@ class Node:
         while True:
             started = rack.now()
             outcome = await self._attempt("retry" if self.renewal.misses else "first")
-            decision = self.renewal.after(Attempt(started, rack.now(), outcome, len(self.owned)), rack.policy,
-                                          self.rng, rack.settings.allowance_s)
+            decision = self.renewal.after(
+                Attempt(started, rack.now(), outcome, len(self.owned)), rack.policy, self.rng, rack.settings.allowance_s
+            )
             if decision.disqualified_now:
                 rack.metrics.disqualifications.labels(rack.label).inc()
             if decision.retry_at is None:
@@ -101,8 +103,14 @@ class Node:
             self.version = membership.version
 
     def status(self) -> dict:
-        return {"id": self.id, "state": self.refusal.state.value, "reason": None if self.refusal.serving else self.refusal.reason,
-                "entries": len(self.owned), "misses": self.renewal.misses, "disqualifications": self.refusal.disqualifications}
+        return {
+            "id": self.id,
+            "state": self.refusal.state.value,
+            "reason": None if self.refusal.serving else self.refusal.reason,
+            "entries": len(self.owned),
+            "misses": self.renewal.misses,
+            "disqualifications": self.refusal.disqualifications,
+        }
 
 
 class Rack:
@@ -127,9 +135,13 @@ class Rack:
     def attempts_total(self) -> dict[str, float]:
         """Renewal attempts so far, first attempts and retries (from the rack's own counter)."""
         registry = self.metrics.registry
-        return {attempt: sum(registry.get_sample_value("stormlab_renewals_total",
-                                                       {"rack": self.label, "attempt": attempt, "outcome": o}) or 0.0
-                             for o in RENEWAL_OUTCOMES) for attempt in ATTEMPTS}
+        return {
+            attempt: sum(
+                registry.get_sample_value("stormlab_renewals_total", {"rack": self.label, "attempt": attempt, "outcome": o}) or 0.0
+                for o in RENEWAL_OUTCOMES
+            )
+            for attempt in ATTEMPTS
+        }
 
     async def wait_until(self, at: float, wake_on_link: bool = True) -> None:
         """Sleep until ``at``, or until the link comes back after a disruption."""

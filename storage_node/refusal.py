@@ -4,6 +4,7 @@ A storage node that does not get its membership within the allowance disqualifie
 (refuses customer requests) until a renewal succeeds again. Disqualify on the first miss,
 requalify on the first success: the 2015 rule. Transitions are data.
 """
+
 from __future__ import annotations
 
 import enum

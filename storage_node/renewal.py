@@ -12,6 +12,7 @@ has used the allowance up already, so an immediate retry stays immediate.
 The retry budget's scope is the rack: one policy per rack process (``rack_policy``), shared by
 its nodes, in the lab and in the model alike.
 """
+
 from __future__ import annotations
 
 import random
@@ -43,6 +44,7 @@ class Decision:
 @dataclass
 class Renewal:
     """One node's renewal state: its refusal state machine and the misses of this renewal."""
+
     refusal: Refusal
     misses: int = 0
     last_delay: float = 0.0

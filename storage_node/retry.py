@@ -21,6 +21,7 @@ When to use which:
   retries and nodes wait for their next scheduled renewal. Caps the retry amplification
   whatever the inner policy is.
 """
+
 from __future__ import annotations
 
 import random

@@ -4,6 +4,7 @@ Slot ``k`` is at ``phase + k * period + jitter_k`` with ``jitter_k`` drawn once 
 ``[-j * period, +j * period]``: the next renewal is scheduled from the previous *schedule*,
 not from when the last renewal finished, so slow renewals do not drift the fleet into step.
 """
+
 from __future__ import annotations
 
 import random
@@ -25,4 +26,3 @@ class RenewalSchedule:
             self._k += 1
             self._slot = self._draw(self._k)
         return self._slot
-

@@ -4,6 +4,7 @@
 killed (SIGKILL): the commit is in the WAL file in the OS before the write is acknowledged.
 (Surviving a power cut as well would need ``synchronous=FULL``, an fsync per write.)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,12 +27,10 @@ class ItemStore:
         self._db.execute("CREATE INDEX IF NOT EXISTS items_by_key ON items (tbl, key)")
 
     def put(self, table: str, partition: int, key: str, value: Any) -> None:
-        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)",
-                         (table, partition, key, json.dumps(value)))
+        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, json.dumps(value)))
 
     def get(self, table: str, partition: int, key: str) -> tuple[bool, Any]:
-        row = self._db.execute("SELECT value FROM items WHERE tbl=? AND part=? AND key=?",
-                               (table, partition, key)).fetchone()
+        row = self._db.execute("SELECT value FROM items WHERE tbl=? AND part=? AND key=?", (table, partition, key)).fetchone()
         return (True, json.loads(row[0])) if row else (False, None)
 
     def query(self, table: str, key: str) -> list[Any]:

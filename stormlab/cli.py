@@ -1,4 +1,5 @@
 """The `stormlab` command: up, status, down, demo, chaos, scenario, ops."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,20 +37,26 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
     changes = {
-        "racks": args.racks, "nodes_per_rack": args.nodes_per_rack, "retry_policy": args.retry_policy,
+        "racks": args.racks,
+        "nodes_per_rack": args.nodes_per_rack,
+        "retry_policy": args.retry_policy,
         "allowance_s": parse_duration(args.allowance) if args.allowance else None,
         "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
-        "abandoned_work": args.abandoned_work, "capacity_cores": args.capacity,
+        "abandoned_work": args.abandoned_work,
+        "capacity_cores": args.capacity,
         "renewal_period_s": parse_duration(args.renewal_period) if args.renewal_period else None,
-        "customer_rate": args.customer_rate, "seed": args.seed,
+        "customer_rate": args.customer_rate,
+        "seed": args.seed,
     }
     return base.replace(**{k: v for k, v in changes.items() if v is not None})
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    print(f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, "
-          "the link proxy and loadgen …", flush=True)
+    print(
+        f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, the link proxy and loadgen …",
+        flush=True,
+    )
     state = launcher.up(settings, args.base_port)
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
@@ -85,9 +92,13 @@ def stormlab_version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stormlab", description=(
-        "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
-        "nodes exchanging membership over HTTP on loopback."))
+    parser = argparse.ArgumentParser(
+        prog="stormlab",
+        description=(
+            "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
+            "nodes exchanging membership over HTTP on loopback."
+        ),
+    )
     parser.add_argument("--version", action="version", version=f"stormlab {stormlab_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = sub.add_parser("up", help="start the lab as local processes and return")

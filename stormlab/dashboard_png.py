@@ -4,6 +4,7 @@ Grafana is not always there (CI reaches no registry, a laptop may run only Prome
 dashboard JSON still says what to draw. ``python -m stormlab.dashboard_png DASHBOARD.json OUT.png
 --prometheus http://127.0.0.1:9090 --minutes 10 [--shade START,END]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,7 @@ def query_range(prometheus: str, expr: str, start: float, end: float, step: floa
 
 
 def legend(template: str, labels: dict) -> str:
-    return "".join(labels.get(part, "") if i % 2 else part
-                   for i, part in enumerate(template.replace("}}", "{{").split("{{"))) or template
+    return "".join(labels.get(part, "") if i % 2 else part for i, part in enumerate(template.replace("}}", "{{").split("{{"))) or template
 
 
 def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tuple[float, float] | None = None) -> Path:
@@ -38,8 +38,7 @@ def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tu
     end = time.time()
     start = end - 60 * minutes
     cols = 2
-    fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)),
-                             squeeze=False)
+    fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=False):
         percent = panel["fieldConfig"]["defaults"].get("unit") in PERCENT
         for target in panel["targets"]:
@@ -53,7 +52,7 @@ def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tu
         ax.set_ylabel("%" if percent else panel["fieldConfig"]["defaults"].get("unit", ""), fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     for ax in axes[-1]:
         ax.set_xlabel("minutes before now")

@@ -4,6 +4,7 @@ Starts the lab, waits for every node to serve, watches the healthy baseline, sho
 (how much of the allowance the biggest renewals use), blips the chosen racks, watches the
 storm form and hold (or heal), then prints a summary and writes a PNG chart and the samples.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,10 +55,18 @@ class Demo:
 
     async def sample(self, session: aiohttp.ClientSession) -> dict:
         snap = await observe.snapshot(session, self.state)
-        self.samples.append(Sample(
-            self.now(), snap["customer_requests_total"] or 0, snap["customer_failures_total"] or 0,
-            snap["nodes_disqualified"], snap["metadata_inflight"] or 0, snap["renewal_p99_s"],
-            snap["metadata_processing_p99_s"], snap["loop_lag_p99_s"] or 0.0))
+        self.samples.append(
+            Sample(
+                self.now(),
+                snap["customer_requests_total"] or 0,
+                snap["customer_failures_total"] or 0,
+                snap["nodes_disqualified"],
+                snap["metadata_inflight"] or 0,
+                snap["renewal_p99_s"],
+                snap["metadata_processing_p99_s"],
+                snap["loop_lag_p99_s"] or 0.0,
+            )
+        )
         return snap
 
     def live_line(self, snap: dict, origin: float, label: str) -> None:
@@ -65,9 +74,11 @@ class Demo:
         err = recent[-1][1] if recent else 0.0
         bar = "#" * round(30 * err)
         renewal = snap["renewal_p99_s"] or 0.0
-        self.say(f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
-                 f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
-                 f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap['loop_lag_p99_s'] or 0):.0f}ms")
+        self.say(
+            f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
+            f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
+            f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap['loop_lag_p99_s'] or 0):.0f}ms"
+        )
 
     async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> dict:
         end, tick, snap = self.now() + seconds, 0, {}
@@ -123,8 +134,9 @@ class Demo:
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
             run_lag = (await observe.snapshot(session, self.state, lag_window_s=self.now() - settle_start))["loop_lag_p99_s"]
-        outside = sum(1 for n, node in after.items()
-                      if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks)
+        outside = sum(
+            1 for n, node in after.items() if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks
+        )
         summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period, run_lag)
         summary["disqualified_outside_blip"] = outside
         summary["disqualified_at_end"] = self.by_class(after)
@@ -135,18 +147,24 @@ class Demo:
     def margin(self, snap: dict) -> str:
         sizes = snap["membership_sizes"]
         p99 = snap["metadata_processing_p99_s"] or 0.0
-        return (f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
-                f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "
-                "and nobody was watching membership size")
+        return (
+            f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
+            f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "
+            "and nobody was watching membership size"
+        )
 
 
 def run(args: argparse.Namespace, settings: LabSettings) -> int:
     durations = parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch)
     catalog.RACKS_ARG.parse(args.blip_racks, settings.racks)  # refuse bad input before starting anything
     out = sys.stderr if args.json else sys.stdout
-    print(f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
-          f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
-          f"abandoned work {settings.abandoned_work}", file=out, flush=True)
+    print(
+        f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
+        f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
+        f"abandoned work {settings.abandoned_work}",
+        file=out,
+        flush=True,
+    )
     signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
     state = launcher.up(settings, args.base_port)
     try:
@@ -159,8 +177,9 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     chart = write_chart(demo.samples, times, demo.allowance_s, out_dir / f"demo-{stamp}.png", result)
-    (out_dir / f"demo-{stamp}.json").write_text(json.dumps(
-        {"summary": result, "times": times, "samples": [s.__dict__ for s in demo.samples]}, indent=1))
+    (out_dir / f"demo-{stamp}.json").write_text(
+        json.dumps({"summary": result, "times": times, "samples": [s.__dict__ for s in demo.samples]}, indent=1)
+    )
     result["chart"] = str(chart)
     if args.json:
         print(json.dumps(result, indent=1))
@@ -176,18 +195,22 @@ def _interrupted(signum: int, frame: object) -> None:
 def render_summary(r: dict) -> str:
     def pct(x):
         return "n/a" if x is None else f"{100 * x:.1f}%"
+
     onset = "n/a" if r["onset_s"] is None else f"{r['onset_s']:.0f}s"
     recovery = "never" if r["recovery_s"] is None else f"{r['recovery_s']:.0f}s"
-    verdict = ("THE STORM HOLDS: a metastable failure, long after the blip is gone" if r["storm_holds"]
-               else "the lab healed by itself")
-    return "\n".join([
-        "", verdict,
-        f"  baseline customer error     {pct(r['baseline_error_ratio'])}",
-        f"  peak customer error         {pct(r['peak_error_ratio'])}",
-        f"  plateau (last 60 s)         {pct(r['plateau_error_ratio'])}   (2015: about 55%)",
-        f"  onset (blip to plateau)     {onset}",
-        f"  back under 1% after         {recovery}",
-        f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
-        f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms ({'valid run' if r['valid'] else 'INVALID: host overloaded'})",
-        f"  chart                       {r['chart']}",
-    ])
+    validity = "valid run" if r["valid"] else "INVALID: host overloaded"
+    verdict = "THE STORM HOLDS: a metastable failure, long after the blip is gone" if r["storm_holds"] else "the lab healed by itself"
+    return "\n".join(
+        [
+            "",
+            verdict,
+            f"  baseline customer error     {pct(r['baseline_error_ratio'])}",
+            f"  peak customer error         {pct(r['peak_error_ratio'])}",
+            f"  plateau (last 60 s)         {pct(r['plateau_error_ratio'])}   (2015: about 55%)",
+            f"  onset (blip to plateau)     {onset}",
+            f"  back under 1% after         {recovery}",
+            f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
+            f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms ({validity})",
+            f"  chart                       {r['chart']}",
+        ]
+    )

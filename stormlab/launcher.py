@@ -5,6 +5,7 @@ and starts a supervisor in its own session; the supervisor starts every componen
 one that dies, and stops them all on SIGTERM. Children die with the supervisor (Linux
 parent-death signal), so ``down`` (or a killed supervisor) leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,30 +74,45 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     else:
         if not 1024 <= base_port <= 65535 - 300:
             raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
-        ports = [base_port, base_port + 1, base_port + 2] + [base_port + 10 + r for r in range(n)] + \
-                [base_port + 100 + r for r in range(n)] + [base_port + 3]
+        ports = (
+            [base_port, base_port + 1, base_port + 2]
+            + [base_port + 10 + r for r in range(n)]
+            + [base_port + 100 + r for r in range(n)]
+            + [base_port + 3]
+        )
         busy = [p for p in ports if not _port_free(p)]
         if busy:
             raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")
-    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3:3 + n], ports[3 + n:3 + 2 * n]
+    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3 : 3 + n], ports[3 + n : 3 + 2 * n]
     common = settings.to_env()
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
     comps = [
         Component("metadata", "metadata_service", meta, {}),
-        Component("linkproxy", "chaos.linkproxy", proxy, {"STORMLAB_METADATA_PORT": str(meta),
-                                                "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)})}),
+        Component(
+            "linkproxy",
+            "chaos.linkproxy",
+            proxy,
+            {"STORMLAB_METADATA_PORT": str(meta), "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)})},
+        ),
     ]
-    comps += [Component(f"rack-{r:02d}", "storage_node", racks[r],
-                        {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{links[r]}",
-                         "STORMLAB_DATA_DIR": str(data_dir)}) for r in range(n)]
-    comps.append(Component("loadgen", "services.loadgen", loadgen,
-                           {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}))
-    return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port),
-                                                 "STORMLAB_HOST": HOST}) for c in comps]
+    comps += [
+        Component(
+            f"rack-{r:02d}",
+            "storage_node",
+            racks[r],
+            {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{links[r]}", "STORMLAB_DATA_DIR": str(data_dir)},
+        )
+        for r in range(n)
+    ]
+    comps.append(
+        Component(
+            "loadgen", "services.loadgen", loadgen, {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}
+        )
+    )
+    return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps]
 
 
-def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float = 60.0,
-       directory: Path | None = None) -> dict:
+def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float = 60.0, directory: Path | None = None) -> dict:
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
@@ -106,14 +122,27 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
     data_dir = directory / "data"
     components = plan(settings, base_port, data_dir)
     sup_port = base_port + 3 if base_port else _free_ports(1)[0]
-    (directory / "plan.json").write_text(json.dumps(
-        {"settings": settings.to_env(), "supervisor_port": sup_port, "supervisor_url": f"http://{HOST}:{sup_port}",
-         "components": [c.__dict__ | {"url": c.url} for c in components]}, indent=1))
-    env = {**os.environ, TOKEN_ENV: ensure_token(directory),
-           "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl")}
+    (directory / "plan.json").write_text(
+        json.dumps(
+            {
+                "settings": settings.to_env(),
+                "supervisor_port": sup_port,
+                "supervisor_url": f"http://{HOST}:{sup_port}",
+                "components": [c.__dict__ | {"url": c.url} for c in components],
+            },
+            indent=1,
+        )
+    )
+    env = {**os.environ, TOKEN_ENV: ensure_token(directory), "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl")}
     with open(directory / "logs" / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", SUPERVISOR_MODULE, str(directory)], env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", SUPERVISOR_MODULE, str(directory)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     _STARTED[proc.pid] = proc
     deadline = time.monotonic() + wait_s
     pending = {c.name: c.url for c in components} | {"supervisor": f"http://{HOST}:{sup_port}"}

@@ -11,6 +11,7 @@ test_storm.py`` compares the two.
 The operator's moves are here too: pause, readmit (at once or staged), and capacity through the
 admin path (which queues on the same virtual CPU and times out in a storm) or break-glass.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -68,9 +69,15 @@ class ReferenceModel:
             rng = random.Random(f"{s.seed}/{n}")
             rack = rack_of(n)
             big = holds_gsi_heavy(rack, node_index(n), s)
-            self.nodes[n] = _Node(n, rack, store.entries(n), big,
-                                  RenewalSchedule(phases[n] * s.renewal_period_s, s.renewal_period_s, s.renewal_jitter, rng),
-                                  Renewal(Refusal(0.0)), rng)
+            self.nodes[n] = _Node(
+                n,
+                rack,
+                store.entries(n),
+                big,
+                RenewalSchedule(phases[n] * s.renewal_period_s, s.renewal_period_s, s.renewal_jitter, rng),
+                Renewal(Refusal(0.0)),
+                rng,
+            )
         self.total_entries = sum(n.entries for n in self.nodes.values())
         self.now = 0.0
         self._events: list[tuple[float, int, str, Any, int]] = []
@@ -239,8 +246,9 @@ class ReferenceModel:
         self._at(self.now + s.probe_interval_s, "probe", rack_index)
 
 
-def replay(settings: LabSettings, settle_s: float = 30.0, blip_racks: int = 3, blip_s: float = 5.0,
-           watch_s: float = 240.0) -> dict[str, Any]:
+def replay(
+    settings: LabSettings, settle_s: float = 30.0, blip_racks: int = 3, blip_s: float = 5.0, watch_s: float = 240.0
+) -> dict[str, Any]:
     """One story: error ratios before the blip, the mean of the last 60 s, the mean after the
     blip, the peak, and which node classes are disqualified at the end."""
     model = ReferenceModel(settings)
@@ -257,5 +265,10 @@ def replay(settings: LabSettings, settle_s: float = 30.0, blip_racks: int = 3, b
     end = samples[-1][0]
     last = [r for ts, r in samples if ts > end - 6 * settings.renewal_period_s]
     after = [r for ts, r in samples if ts > blip_at + blip_s]
-    return {"baseline": baseline, "plateau": sum(last) / len(last), "post_blip": sum(after) / len(after),
-            "peak": max(r for _, r in samples), "disqualified_at_end": model.disqualified_by_class()}
+    return {
+        "baseline": baseline,
+        "plateau": sum(last) / len(last),
+        "post_blip": sum(after) / len(after),
+        "peak": max(r for _, r in samples),
+        "disqualified_at_end": model.disqualified_by_class(),
+    }

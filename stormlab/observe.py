@@ -1,4 +1,5 @@
 """Reads the running lab's /status endpoints and sums them up: what `status` and the demo show."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,9 @@ async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = 
         return None
 
 
-async def snapshot(session: aiohttp.ClientSession, state: dict[str, Any], nodes: bool = False,
-                   lag_window_s: float | None = None) -> dict[str, Any]:
+async def snapshot(
+    session: aiohttp.ClientSession, state: dict[str, Any], nodes: bool = False, lag_window_s: float | None = None
+) -> dict[str, Any]:
     """One reading of the whole local lab; missing components show as unreachable.
 
     ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``."""
@@ -33,9 +35,10 @@ async def snapshot(session: aiohttp.ClientSession, state: dict[str, Any], nodes:
     auth = headers(ensure_token(Path(state["directory"])))
     replies = await asyncio.gather(
         *(_get(session, f"{comps[n]['url']}/status?{query}") for n in names),
-        *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])))
+        *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])),
+    )
     by_name = dict(zip(names, replies, strict=False))
-    held = [reply for reply in replies[len(names):] if reply]
+    held = [reply for reply in replies[len(names) :] if reply]
     lags = [r.get("loop_lag_p99_s") or 0.0 for r in by_name.values() if r]
     return summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
@@ -46,7 +49,8 @@ async def snapshot(session: aiohttp.ClientSession, state: dict[str, Any], nodes:
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
-        nodes=nodes)
+        nodes=nodes,
+    )
 
 
 S = TypeVar("S", bound=Status)
@@ -60,9 +64,18 @@ def read_status(kind: type[S], raw: Any) -> S | None:
         return None
 
 
-def summarize(*, endpoints: dict[str, str], unreachable: list[str], metadata: MetadataStatus | None,
-              loadgen: LoadgenStatus | None, racks: list[RackStatus], allowance_s: float | None,
-              loop_lag_p99_s: float | None, faults: list[dict[str, Any]], nodes: bool = False) -> dict[str, Any]:
+def summarize(
+    *,
+    endpoints: dict[str, str],
+    unreachable: list[str],
+    metadata: MetadataStatus | None,
+    loadgen: LoadgenStatus | None,
+    racks: list[RackStatus],
+    allowance_s: float | None,
+    loop_lag_p99_s: float | None,
+    faults: list[dict[str, Any]],
+    nodes: bool = False,
+) -> dict[str, Any]:
     """The lab in one reading, from its processes' statuses: the one shape `status`, the demo
     and game days (local or on compose) read."""
     renewal = [r.renewal_p99_s for r in racks if r.renewal_p99_s is not None]
@@ -94,6 +107,7 @@ def summarize(*, endpoints: dict[str, str], unreachable: list[str], metadata: Me
 
 def render(snap: dict[str, Any]) -> str:
     """The human view of a snapshot."""
+
     def pct(x: float | None) -> str:
         return "  n/a" if x is None else f"{100 * x:5.1f}%"
 
@@ -112,8 +126,7 @@ def render(snap: dict[str, Any]) -> str:
         f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
         f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
-        f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} "
-        f"({valid})",
+        f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({valid})",
     ]
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")

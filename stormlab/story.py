@@ -4,6 +4,7 @@ A sample is one reading a second: cumulative customer requests and failures, nod
 disqualified, metadata in flight, renewal and processing p99, event-loop lag. Times are
 seconds on the demo's clock.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -49,8 +50,15 @@ def rolling(samples: Sequence[Sample], span_s: float) -> list[tuple[float, float
     return out
 
 
-def summarize(samples: Sequence[Sample], settle_start: float, blip_start: float, blip_end: float,
-              allowance_s: float, period_s: float = 10.0, run_lag_p99_s: float | None = None) -> dict[str, Any]:
+def summarize(
+    samples: Sequence[Sample],
+    settle_start: float,
+    blip_start: float,
+    blip_end: float,
+    allowance_s: float,
+    period_s: float = 10.0,
+    run_lag_p99_s: float | None = None,
+) -> dict[str, Any]:
     """The demo's figures. Windows are in renewal periods (6 periods = 60 s in the 2015 profile),
     so a sped-up profile is judged the same way. ``run_lag_p99_s``: the worst process's event-loop
     lag p99 over the whole run (each process's own samples); without it, the worst 10 s window."""

@@ -12,6 +12,7 @@ It is the process that owns the components, so it is the reaper for their faults
 component is continued and a killed one restarted when the lease ends, whatever happened to
 the command that asked. Children die with it (Linux parent-death signal).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,8 +63,15 @@ class Supervisor:
         env = {**os.environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
         with open(self.directory / "logs" / f"{name}.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", comp["module"], env=env, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                stderr=asyncio.subprocess.STDOUT, preexec_fn=_die_with_parent)
+                sys.executable,
+                "-m",
+                comp["module"],
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
         self.procs[name] = proc
         watcher = asyncio.create_task(self._watch(name, proc))
         self._watchers.add(watcher)
@@ -87,8 +95,10 @@ class Supervisor:
             "directory": str(self.directory),
             "started_at": self.started_at,
             "settings": self.plan["settings"],
-            "components": {n: {"url": c["url"], "port": c["port"], "pid": self.procs[n].pid if n in self.procs else None,
-                               "restarts": self.restarts[n]} for n, c in self.comps.items()},
+            "components": {
+                n: {"url": c["url"], "port": c["port"], "pid": self.procs[n].pid if n in self.procs else None, "restarts": self.restarts[n]}
+                for n, c in self.comps.items()
+            },
         }
         tmp = self.directory / "state.json.tmp"
         tmp.write_text(json.dumps(state, indent=1))
@@ -97,8 +107,10 @@ class Supervisor:
     def target(self, values: dict[str, Any]) -> str:
         name = values["target"]  # the catalog checked it names metadata or a rack
         if name not in self.comps:
-            raise BadRequest(f"target must be the metadata service or a rack of this lab: "
-                             f"{', '.join(n for n in self.comps if catalog.TARGET_NAME.match(n))}")
+            raise BadRequest(
+                f"target must be the metadata service or a rack of this lab: "
+                f"{', '.join(n for n in self.comps if catalog.TARGET_NAME.match(n))}"
+            )
         if name in self.held_down or name in self.stopped:
             raise web.HTTPConflict(text=f"{name} already has a pause or kill fault on it")
         if self.procs[name].returncode is not None:
@@ -168,8 +180,16 @@ def create_app(sup: Supervisor) -> web.Application:
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
-        comps = {n: {"pid": p.pid, "running": p.returncode is None, "paused": n in sup.stopped,
-                     "held_down": n in sup.held_down, "restarts": sup.restarts[n]} for n, p in sup.procs.items()}
+        comps = {
+            n: {
+                "pid": p.pid,
+                "running": p.returncode is None,
+                "paused": n in sup.stopped,
+                "held_down": n in sup.held_down,
+                "restarts": sup.restarts[n],
+            }
+            for n, p in sup.procs.items()
+        }
         return web.json_response({"component": "supervisor", "components": comps, "faults": runner.book.active(now)})
 
     async def lifecycle(app: web.Application):

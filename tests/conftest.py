@@ -8,8 +8,7 @@ from common.settings import LabSettings
 @pytest.fixture
 def tiny_settings() -> LabSettings:
     """20 nodes in one rack, renewing every 0.2 s: serving within a fraction of a second."""
-    return LabSettings(racks=1, nodes_per_rack=20, renewal_period_s=0.2, probe_interval_s=0.05,
-                       probe_timeout_s=0.2, customer_rate=0)
+    return LabSettings(racks=1, nodes_per_rack=20, renewal_period_s=0.2, probe_interval_s=0.05, probe_timeout_s=0.2, customer_rate=0)
 
 
 async def eventually(check, timeout_s: float = 5.0, interval_s: float = 0.05):

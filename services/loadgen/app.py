@@ -1,8 +1,9 @@
 """loadgen: the customers. Sends reads and writes at a set rate, routed by the partition map.
 
-  GET /status   customer error ratio over the last 10 s, total and per table
-  GET /metrics, /healthz
+GET /status   customer error ratio over the last 10 s, total and per table
+GET /metrics, /healthz
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,10 +36,15 @@ class Generator:
         self.table_windows: dict[str, Window] = {}
         self.inflight = 0
         self.sent = self.failed = 0
-        self.requests = Counter("stormlab_customer_requests_total", "Customer requests by table and outcome",
-                                ["table", "outcome"], registry=registry)
-        self.latency = Histogram("stormlab_customer_request_seconds", "Customer request latency",
-                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5), registry=registry)
+        self.requests = Counter(
+            "stormlab_customer_requests_total", "Customer requests by table and outcome", ["table", "outcome"], registry=registry
+        )
+        self.latency = Histogram(
+            "stormlab_customer_request_seconds",
+            "Customer request latency",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=registry,
+        )
         self.timeout = aiohttp.ClientTimeout(total=settings.customer_timeout_s)
         self._tasks: set[asyncio.Task] = set()
 
@@ -66,8 +72,7 @@ class Generator:
         while True:
             try:
                 known = {"If-None-Match": f'"{self.routes.version}"'} if self.routes else {}
-                async with session.get(f"{self.metadata_url}/partition-map", headers=known,
-                                       timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                async with session.get(f"{self.metadata_url}/partition-map", headers=known, timeout=aiohttp.ClientTimeout(total=5)) as resp:
                     if resp.status == 304:
                         return
                     resp.raise_for_status()
@@ -87,8 +92,7 @@ class Generator:
 
     async def _send(self, session: aiohttp.ClientSession, req: Request) -> None:
         loop = asyncio.get_running_loop()
-        url = (f"{self.rack_urls[req.rack]}/nodes/{req.node}/tables/{req.table}"
-               f"/partitions/{req.partition}/items/{req.key}")
+        url = f"{self.rack_urls[req.rack]}/nodes/{req.node}/tables/{req.table}/partitions/{req.partition}/items/{req.key}"
         params = {"index": req.index} if req.index else None
         started = loop.time()
         self.inflight += 1

@@ -4,6 +4,7 @@ Requests are uniform over all partitions, GSI partitions included (queries by al
 key), and each goes to the one node holding the partition, with no failover: so the
 customer error ratio is the traffic share of the nodes that refuse.
 """
+
 from __future__ import annotations
 
 import random

@@ -1,4 +1,5 @@
 """`stormlab scenario run FILE` and `stormlab scenario validate FILE`."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,24 +34,34 @@ class RealClock:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    sc = sub.add_parser("scenario", help="game days: run or validate a scenario file",
-                        description="Run a scripted game day against the lab, or check a scenario file.")
+    sc = sub.add_parser(
+        "scenario",
+        help="game days: run or validate a scenario file",
+        description="Run a scripted game day against the lab, or check a scenario file.",
+    )
     actions = sc.add_subparsers(dest="scenario_command", required=True)
     v = actions.add_parser("validate", help="check a scenario file without running it (exit 2 if broken)")
     v.add_argument("file", type=Path)
     r = actions.add_parser("run", help="run a scenario: starts a local lab if none is up, writes a run directory")
     r.add_argument("file", type=Path)
-    r.add_argument("--backend", choices=("local", "docker"),
-                   help="local processes (started if none is up), or the compose stack already up on this host "
-                        "(default: STORMLAB_BACKEND, else local)")
+    r.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        help="local processes (started if none is up), or the compose stack already up on this host "
+        "(default: STORMLAB_BACKEND, else local)",
+    )
     r.add_argument("--speed", type=float, default=1.0, help="run the profile and the timeline this many times faster")
     r.add_argument("--seed", type=int, help="seed for the fault schedule and the lab (default: the scenario's)")
     r.add_argument("--autopilot", action="store_true", help="play AWS's runbook instead of waiting for players")
     r.add_argument("--out", type=Path, default=Path("reports/gamedays"), help="where run directories go")
     r.add_argument("--leaderboard", type=Path, help="leaderboard file (default: leaderboard.jsonl in the state dir)")
     r.add_argument("--keep-lab", action="store_true", help="leave a lab this command started running")
-    r.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT,
-                   help=f"first port of a lab this command starts (default {launcher.DEFAULT_BASE_PORT}; 0 picks free ports)")
+    r.add_argument(
+        "--base-port",
+        type=int,
+        default=launcher.DEFAULT_BASE_PORT,
+        help=f"first port of a lab this command starts (default {launcher.DEFAULT_BASE_PORT}; 0 picks free ports)",
+    )
     sc.set_defaults(func=run)
 
 
@@ -101,9 +112,11 @@ def run(args: argparse.Namespace) -> int:
     if state is not None:
         unlike = {k: v for k, v in differences(settings, state["settings"]).items() if k != "STORMLAB_SEED"}
         if unlike:
-            raise ScenarioError(f"a lab is already up with other settings (the scenario needs "
-                                f"{' '.join(f'{k}={v}' for k, v in unlike.items())}): `stormlab down` first "
-                                "and the scenario starts its own")
+            raise ScenarioError(
+                f"a lab is already up with other settings (the scenario needs "
+                f"{' '.join(f'{k}={v}' for k, v in unlike.items())}): `stormlab down` first "
+                "and the scenario starts its own"
+            )
     else:
         print(f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}", flush=True)
         state, started = launcher.up(settings, args.base_port), True
@@ -121,8 +134,7 @@ def differences(settings: LabSettings, other: str | dict) -> dict[str, str]:
 
 
 def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
-    runner = Runner(scenario, plan, lab, RealClock(), autopilot=args.autopilot, speed=args.speed,
-                    echo=lambda line: print(line, flush=True))
+    runner = Runner(scenario, plan, lab, RealClock(), autopilot=args.autopilot, speed=args.speed, echo=lambda line: print(line, flush=True))
     try:
         journal = asyncio.run(settle_then(lab, runner))
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -138,21 +150,22 @@ async def settle_then(lab, runner: Runner, limit_s: float = 180.0) -> dict:
     deadline, calm_since = time.monotonic() + limit_s, None
     while time.monotonic() < deadline:
         snap = await lab.sample()
-        calm = snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"] and \
-            (snap["customer_error_ratio"] or 0.0) < 0.01
+        calm = snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"] and (snap["customer_error_ratio"] or 0.0) < 0.01
         calm_since = (calm_since or time.monotonic()) if calm else None
         if calm_since and time.monotonic() - calm_since >= 5:
             break
         await asyncio.sleep(1.0)
-    print(f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
-          f"{100 * (snap['customer_error_ratio'] or 0):.1f}%", flush=True)
+    print(
+        f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
+        f"{100 * (snap['customer_error_ratio'] or 0):.1f}%",
+        flush=True,
+    )
     lab.started_at = time.time()
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     return await runner.run()
-
 
 
 def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
@@ -166,9 +179,13 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
     page = report.write_html(journal, comparison, score, pngs, out)
     has_players = any(s.kind == "operator" for s in scenario.steps)
     board_path = args.leaderboard or state_dir() / "leaderboard.jsonl"
-    board = scoring.append_leaderboard(board_path, {"at": time.time(), "scenario": scenario.title,
-                                                    "autopilot": args.autopilot, "speed": args.speed,
-                                                    **score}) if has_players else []
+    board = (
+        scoring.append_leaderboard(
+            board_path, {"at": time.time(), "scenario": scenario.title, "autopilot": args.autopilot, "speed": args.speed, **score}
+        )
+        if has_players
+        else []
+    )
     print(f"\n{scenario.title}: {journal['outcome'].upper()}")
     for c in comparison:
         print(f"  {c['what']:<34} 2015: {c['in_2015']:<14} here: {c['lab']}")

@@ -1,6 +1,7 @@
 """The compose stack as game days and `ops` see it: the metadata service's and loadgen's /status
 (published ports), each rack's state from Prometheus (the racks publish no port), faults through
 the chaos container (exactly what `docker compose run --rm chaos …` does)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,12 @@ def docker_state(directory: Path) -> dict[str, Any]:
     os.environ.setdefault(auth.ENV, auth.read_token(ROOT / ".env") or "")
     port = os.environ.get("METADATA_PORT", "8700")
     url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
-    return {"directory": str(directory), "components": {"metadata": {"url": url}}, "supervisor_url": None,
-            "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")}}
+    return {
+        "directory": str(directory),
+        "components": {"metadata": {"url": url}},
+        "supervisor_url": None,
+        "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
+    }
 
 
 def _get(url: str) -> Any:
@@ -69,13 +74,21 @@ class DockerStack:
         out = []
         for (rack,) in sorted({(k[0],) for k in nodes if k[0]}, key=lambda k: int(k[0])):
             count = {state: int(v) for (r, state, _), v in nodes.items() if r == rack}
-            out.append(RackStatus(
-                loop_lag_p99_s=_finite(worst_lag) or 0.0, rack=int(rack), pid=None,
-                link_up=link.get((rack, "", ""), 1.0) > 0, nodes_total=sum(count.values()),
-                nodes_serving=count.get("serving", 0), nodes_disqualified=count.get("disqualified", 0),
-                nodes_starting=count.get("starting", 0), renewal_p99_s=_finite(p99.get((rack, "", ""))),
-                renewal_attempts_total={a: v for (r, _, a), v in attempts.items() if r == rack},
-                allowance_s=allowance.get((rack, "", ""), 0.0)))
+            out.append(
+                RackStatus(
+                    loop_lag_p99_s=_finite(worst_lag) or 0.0,
+                    rack=int(rack),
+                    pid=None,
+                    link_up=link.get((rack, "", ""), 1.0) > 0,
+                    nodes_total=sum(count.values()),
+                    nodes_serving=count.get("serving", 0),
+                    nodes_disqualified=count.get("disqualified", 0),
+                    nodes_starting=count.get("starting", 0),
+                    renewal_p99_s=_finite(p99.get((rack, "", ""))),
+                    renewal_attempts_total={a: v for (r, _, a), v in attempts.items() if r == rack},
+                    allowance_s=allowance.get((rack, "", ""), 0.0),
+                )
+            )
         return out
 
     def _sample(self) -> dict[str, Any]:
@@ -84,16 +97,19 @@ class DockerStack:
         return observe.summarize(
             endpoints={"metadata": self.metadata, "loadgen": self.loadgen, "prometheus": self.prometheus},
             unreachable=[n for n, r in (("metadata", meta), ("loadgen", loadgen)) if r is None],
-            metadata=observe.read_status(MetadataStatus, meta), loadgen=observe.read_status(LoadgenStatus, loadgen), racks=racks,
+            metadata=observe.read_status(MetadataStatus, meta),
+            loadgen=observe.read_status(LoadgenStatus, loadgen),
+            racks=racks,
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
-            loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None), faults=[])
+            loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None),
+            faults=[],
+        )
 
     async def sample(self) -> dict[str, Any]:
         return await asyncio.to_thread(self._sample)
 
     def chaos(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.compose, "run", "--rm", "chaos", *argv], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run([*self.compose, "run", "--rm", "chaos", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def _finite(value: float | None) -> float | None:

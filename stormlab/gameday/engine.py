@@ -4,6 +4,7 @@ Every wait goes through one tick that also takes a sample, so the journal holds 
 series at a steady rate and a unit test can run a whole game day in virtual time against a
 fake lab. Rollbacks run whatever happens (a failed step, an error, Ctrl-C).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -49,8 +50,18 @@ def probe(sample: dict[str, Any], check: Check) -> float | None:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, plan: list[Planned], lab: Lab, clock: Clock, *, autopilot: bool,
-                 speed: float = 1.0, tick_s: float = 1.0, echo: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        plan: list[Planned],
+        lab: Lab,
+        clock: Clock,
+        *,
+        autopilot: bool,
+        speed: float = 1.0,
+        tick_s: float = 1.0,
+        echo: Callable[[str], None] = print,
+    ) -> None:
         self.scenario, self.plan, self.lab, self.clock = scenario, plan, lab, clock
         self.autopilot, self.speed, self.tick_s, self.echo = autopilot, speed, tick_s / speed, echo
         self.t0 = 0.0
@@ -93,13 +104,17 @@ class Runner:
         for step in self.scenario.rollback:
             self.rollbacks.append(await self.do(step, step.args))
         await self.lab.rollback()
-        self.rollbacks.append({"name": "halt every fault", "kind": "rollback", "at_s": round(self.elapsed(), 3),
-                               "passed": True})
+        self.rollbacks.append({"name": "halt every fault", "kind": "rollback", "at_s": round(self.elapsed(), 3), "passed": True})
 
     async def steady(self, check: Check) -> dict[str, Any]:
         value = probe(self.samples[-1], check)
-        return {"name": f"steady state: {check.describe()}", "kind": "steady", "at_s": round(self.elapsed(), 3),
-                "passed": check.holds(value), "value": value}
+        return {
+            "name": f"steady state: {check.describe()}",
+            "kind": "steady",
+            "at_s": round(self.elapsed(), 3),
+            "passed": check.holds(value),
+            "value": value,
+        }
 
     async def step(self, planned: Planned) -> dict[str, Any]:
         step = planned.step
@@ -123,12 +138,23 @@ class Runner:
         record: dict[str, Any] = {"name": step.name, "kind": step.kind, "line": step.line, "at_s": round(self.elapsed(), 3)}
         if step.kind == "fault" and step.fault:
             result = await self.lab.fault(step.fault, args, self.speed)
-            record |= {"fault": step.fault, "args": args, "passed": result["ok"], "detail": result["message"],
-                       "duration_s": result.get("duration_s")}
+            record |= {
+                "fault": step.fault,
+                "args": args,
+                "passed": result["ok"],
+                "detail": result["message"],
+                "duration_s": result.get("duration_s"),
+            }
         elif step.kind == "action" and step.action:
             result = await self.lab.action(step.action, args, self.speed)
-            record |= {"action": step.action, "args": args, "ok": result["ok"], "detail": result["message"],
-                       "passed": result["ok"] != step.expect_failure, "expect_failure": step.expect_failure}
+            record |= {
+                "action": step.action,
+                "args": args,
+                "ok": result["ok"],
+                "detail": result["message"],
+                "passed": result["ok"] != step.expect_failure,
+                "expect_failure": step.expect_failure,
+            }
         elif step.kind == "wait":
             await self.wait(step.wait_s / self.speed)
             record |= {"passed": True, "detail": f"waited {step.wait_s / self.speed:g}s"}
@@ -153,13 +179,23 @@ class Runner:
                 values.append(value)
                 if self.elapsed() - since >= hold:
                     met = round(since - start, 3)
-                    return {"passed": True, "expect": check.describe(), "met_after_s": met, "value": value,
-                            "mean": sum(values) / len(values), "detail": f"{_fmt(value)} after {met:g}s"}
+                    return {
+                        "passed": True,
+                        "expect": check.describe(),
+                        "met_after_s": met,
+                        "value": value,
+                        "mean": sum(values) / len(values),
+                        "detail": f"{_fmt(value)} after {met:g}s",
+                    }
             else:
                 since, values = None, []
             if self.elapsed() >= deadline:
-                return {"passed": False, "expect": check.describe(), "value": value,
-                        "detail": f"not met within {deadline - start:g}s (last value {_fmt(value)})"}
+                return {
+                    "passed": False,
+                    "expect": check.describe(),
+                    "value": value,
+                    "detail": f"not met within {deadline - start:g}s (last value {_fmt(value)})",
+                }
             await self.tick()
 
     async def operator(self, step: Step) -> dict[str, Any]:
@@ -172,25 +208,34 @@ class Runner:
             for sub in step.autopilot:
                 record = await self.do(sub, sub.args)
                 auto.append(record)
-                self.echo(f"[{record['at_s']:7.1f}s]   {'ok' if record['passed'] else 'FAILED':6} {sub.name}: "
-                          f"{record.get('detail', '')}")
+                self.echo(f"[{record['at_s']:7.1f}s]   {'ok' if record['passed'] else 'FAILED':6} {sub.name}: {record.get('detail', '')}")
         else:
-            self.echo(f"[{start:7.1f}s] YOUR TURN: stop the storm with `stormlab ops …` in another terminal "
-                      f"(recovered when {step.check.describe()}; time limit {limit:g}s)")
+            self.echo(
+                f"[{start:7.1f}s] YOUR TURN: stop the storm with `stormlab ops …` in another terminal "
+                f"(recovered when {step.check.describe()}; time limit {limit:g}s)"
+            )
             auto = []
         watching = self.elapsed()
         result = await self.expect(step.check, within_s=max(0.0, start + limit - watching))
         # recovered when the condition began to hold (as for any expectation), not when its hold ended
         result["recovered_after_s"] = round(watching + result["met_after_s"] - start, 3) if result["passed"] else None
-        return result | {"autopilot": auto, "passed": result["passed"] and all(a["passed"] for a in auto),
-                         "started_s": round(start, 3)}
+        return result | {"autopilot": auto, "passed": result["passed"] and all(a["passed"] for a in auto), "started_s": round(start, 3)}
 
     def journal(self, outcome: str) -> dict[str, Any]:
-        return {"title": self.scenario.title, "outcome": outcome, "speed": self.speed, "autopilot": self.autopilot,
-                "schedule": [{"name": p.step.name, "kind": p.step.kind, "at_s": p.at_s, "fault": p.step.fault,
-                              "action": p.step.action, "args": p.args} for p in self.plan],
-                "steps": self.steps, "rollbacks": self.rollbacks, "samples": self.samples,
-                "player_actions": self.lab.player_actions()}
+        return {
+            "title": self.scenario.title,
+            "outcome": outcome,
+            "speed": self.speed,
+            "autopilot": self.autopilot,
+            "schedule": [
+                {"name": p.step.name, "kind": p.step.kind, "at_s": p.at_s, "fault": p.step.fault, "action": p.step.action, "args": p.args}
+                for p in self.plan
+            ],
+            "steps": self.steps,
+            "rollbacks": self.rollbacks,
+            "samples": self.samples,
+            "player_actions": self.lab.player_actions(),
+        }
 
 
 def _fmt(value: float | None) -> str:

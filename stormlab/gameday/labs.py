@@ -2,6 +2,7 @@
 holders' /faults APIs, the requests `stormlab chaos` makes) and the compose stack (samples from
 /status and Prometheus, faults through the chaos container). Both take the players' and the
 autopilot's moves through `ops`, and read the players' moves from the responders' journal."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +19,22 @@ from stormlab import observe
 from stormlab.gameday.docker_lab import DockerStack
 from stormlab.gameday.ops import Ops
 
-KEPT = ("customer_error_ratio", "table_error_ratio", "nodes_total", "nodes_serving", "nodes_disqualified",
-        "metadata_inflight", "metadata_cores", "metadata_paused", "metadata_processing_p99_s", "allowance_s",
-        "renewal_p99_s", "renewal_attempts_total", "loop_lag_p99_s", "membership_sizes")
+KEPT = (
+    "customer_error_ratio",
+    "table_error_ratio",
+    "nodes_total",
+    "nodes_serving",
+    "nodes_disqualified",
+    "metadata_inflight",
+    "metadata_cores",
+    "metadata_paused",
+    "metadata_processing_p99_s",
+    "allowance_s",
+    "renewal_p99_s",
+    "renewal_attempts_total",
+    "loop_lag_p99_s",
+    "membership_sizes",
+)
 
 
 def scaled(args: dict[str, Any], speed: float) -> dict[str, Any]:
@@ -99,8 +113,11 @@ class DockerLab(_Lab):
             return {"ok": False, "message": str(exc)}
         done = await asyncio.to_thread(self.stack.chaos, [fault, *argv(req.fault, values)])
         said = (done.stdout.strip() or done.stderr.strip()).splitlines()
-        return {"ok": done.returncode == 0, "message": said[-1] if said else f"exit {done.returncode}",
-                "duration_s": req.body["duration_s"]}
+        return {
+            "ok": done.returncode == 0,
+            "message": said[-1] if said else f"exit {done.returncode}",
+            "duration_s": req.body["duration_s"],
+        }
 
     async def rollback(self) -> None:
         await asyncio.to_thread(self.stack.chaos, ["halt"])

@@ -1,5 +1,6 @@
 """The responders' moves in a game day: what each `stormlab ops` action is, and the fault lease
 it takes (pure). Scenario files, `ops` and the runner all read this table."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,14 +18,16 @@ class Action:
     keys: tuple[str, ...] = ()  # the fault's arguments the move takes
 
 
-ACTIONS = {a.name: a for a in (
-    Action("status", "what a responder looks at first"),
-    Action("set-capacity", "set the metadata service's virtual cores", "capacity",
-           ("cores", "break_glass", "timeout", "duration")),
-    Action("pause-metadata", "stop taking membership requests (AWS, 5:06 AM)", "pause-metadata", ("duration",)),
-    Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every")),
-    Action("note", "mark the timeline"),
-)}
+ACTIONS = {
+    a.name: a
+    for a in (
+        Action("status", "what a responder looks at first"),
+        Action("set-capacity", "set the metadata service's virtual cores", "capacity", ("cores", "break_glass", "timeout", "duration")),
+        Action("pause-metadata", "stop taking membership requests (AWS, 5:06 AM)", "pause-metadata", ("duration",)),
+        Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every")),
+        Action("note", "mark the timeline"),
+    )
+}
 
 
 def move_values(action: Action, args: dict[str, Any]) -> dict[str, Any]:

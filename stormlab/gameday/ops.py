@@ -12,6 +12,7 @@ its help says when and what the end does. Every command goes into the responders
 (ops-journal.jsonl in the state directory), like the same moves made with `stormlab chaos`: a
 running scenario reads it to mark the players' moves and to score them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,17 +40,22 @@ def first_look(snap: dict[str, Any]) -> str:
     total = snap.get("nodes_total") or 0
     disq = snap.get("nodes_disqualified") or 0
     worst = sorted(((v or 0.0, t) for t, v in snap.get("table_error_ratio", {}).items()), reverse=True)[:3]
-    diagnosis = ("STORM: renewals are timing out and nodes disqualify themselves; retries keep the metadata "
-                 "service overloaded. Runbook: pause-metadata, set-capacity, resume --staged"
-                 if total and disq / total > 0.1 else
-                 "margin is thin: big memberships take most of the allowance" if p99 and allowance and p99 / allowance > 0.6
-                 else "no storm")
-    return "\n".join([
-        f"diagnosis:  {diagnosis}",
-        f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})",
-        f"fleet:      {disq} of {total} nodes disqualified",
-        f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
-    ])
+    diagnosis = (
+        "STORM: renewals are timing out and nodes disqualify themselves; retries keep the metadata "
+        "service overloaded. Runbook: pause-metadata, set-capacity, resume --staged"
+        if total and disq / total > 0.1
+        else "margin is thin: big memberships take most of the allowance"
+        if p99 and allowance and p99 / allowance > 0.6
+        else "no storm"
+    )
+    return "\n".join(
+        [
+            f"diagnosis:  {diagnosis}",
+            f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})",
+            f"fleet:      {disq} of {total} nodes disqualified",
+            f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
+        ]
+    )
 
 
 class Ops:
@@ -77,8 +83,9 @@ class Ops:
             journal.record(self.directory, action, args, False, str(exc), fault=spec.fault)
             return {"ok": False, "message": str(exc), "error": exc}
         try:  # sent and journaled on the one path `stormlab chaos` takes too
-            lease = await asyncio.to_thread(client.apply, self.state, spec.fault, values, self.token,
-                                            journal_dir=self.directory, via="ops", action=action)
+            lease = await asyncio.to_thread(
+                client.apply, self.state, spec.fault, values, self.token, journal_dir=self.directory, via="ops", action=action
+            )
         except (UsageError, LabError) as exc:
             return {"ok": False, "message": str(exc), "error": exc}
         return {"ok": True, "message": client.describe(lease, req)}
@@ -92,16 +99,27 @@ class Ops:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    ops = sub.add_parser("ops", help="the operator runbook: status, set-capacity, pause-metadata, resume, note",
-                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ops.add_argument("--backend", choices=("local", "docker"),
-                     help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)")
+    ops = sub.add_parser(
+        "ops",
+        help="the operator runbook: status, set-capacity, pause-metadata, resume, note",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ops.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)",
+    )
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action in ACTIONS.values():
         fault = catalog.FAULTS[action.fault] if action.fault else None
-        description = action.help + (f".\nIt is a lease: it ends by itself after --duration (default "
-                                     f"{max_duration_s():g}s), and then {fault.reverts}." if fault and "duration" in action.keys
-                                     else f".\n{fault.reverts}." if fault else ".")
+        description = action.help + (
+            f".\nIt is a lease: it ends by itself after --duration (default {max_duration_s():g}s), and then {fault.reverts}."
+            if fault and "duration" in action.keys
+            else f".\n{fault.reverts}."
+            if fault
+            else "."
+        )
         p = actions.add_parser(action.name, help=action.help, description=description)
         for key in action.keys:
             arg = fault.arg(key) if fault else None
@@ -129,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         state = running()
         if not state:
-            raise LabError("no lab is up: start one with `stormlab up` or `stormlab scenario run` "
-                           "(or --backend docker for the compose stack)")
+            raise LabError(
+                "no lab is up: start one with `stormlab up` or `stormlab scenario run` (or --backend docker for the compose stack)"
+            )
         ops = Ops(state)
     entry = asyncio.run(ops.run(args.action, kwargs))
     print(entry["message"])

@@ -1,4 +1,5 @@
 """Reads scenario files: every error names the file, the line and the field (exit code 2)."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -75,8 +76,9 @@ class _Reader:
         return list(node.value)
 
     def scenario(self, root: yaml.Node) -> Scenario:
-        top = self.mapping(root, "scenario", ("title", "description", "profile", "settings", "steady_state",
-                                               "steps", "rollback", "scoring", "compare"))
+        top = self.mapping(
+            root, "scenario", ("title", "description", "profile", "settings", "steady_state", "steps", "rollback", "scoring", "compare")
+        )
         title = self.text(self.need(top, root, "scenario", "title"), "title")
         name = self.text(top["profile"], "profile") if "profile" in top else "dynamodb-2015"
         try:
@@ -84,14 +86,25 @@ class _Reader:
         except SettingsError as exc:
             raise self.fail(top["profile"], "profile", str(exc)) from None
         settings = self.settings(top.get("settings"), base)
-        checks = tuple(self.check(n, f"steady_state[{i}]", timed=False, held=False)
-                       for i, n in enumerate(self.items(top["steady_state"], "steady_state"))) if "steady_state" in top else ()
+        checks = (
+            tuple(
+                self.check(n, f"steady_state[{i}]", timed=False, held=False)
+                for i, n in enumerate(self.items(top["steady_state"], "steady_state"))
+            )
+            if "steady_state" in top
+            else ()
+        )
         steps_node = self.need(top, root, "scenario", "steps")
         steps = tuple(self.step(n, f"steps[{i}]") for i, n in enumerate(self.items(steps_node, "steps")))
         if not steps:
             raise self.fail(steps_node, "steps", "needs at least one step")
-        rollback = tuple(self.step(n, f"rollback[{i}]", allowed=("fault", "action"))
-                         for i, n in enumerate(self.items(top["rollback"], "rollback"))) if "rollback" in top else ()
+        rollback = (
+            tuple(
+                self.step(n, f"rollback[{i}]", allowed=("fault", "action")) for i, n in enumerate(self.items(top["rollback"], "rollback"))
+            )
+            if "rollback" in top
+            else ()
+        )
         seen: set[str] = set()
         for step in [x for s in steps for x in (s, *s.autopilot)]:
             if step.name in seen:
@@ -104,8 +117,11 @@ class _Reader:
             onset = self.text(self.need(scoring, top["scoring"], "scoring", "onset"), "scoring.onset")
             if onset not in names:
                 raise self.fail(scoring["onset"], "scoring.onset", f"no step named {onset!r}")
-        compare = tuple(self.compare(n, f"compare[{i}]", names)
-                        for i, n in enumerate(self.items(top["compare"], "compare"))) if "compare" in top else ()
+        compare = (
+            tuple(self.compare(n, f"compare[{i}]", names) for i, n in enumerate(self.items(top["compare"], "compare")))
+            if "compare" in top
+            else ()
+        )
         description = self.text(top["description"], "description") if "description" in top else ""
         return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description)
 
@@ -137,10 +153,14 @@ class _Reader:
         if (probe_ == "table_error_ratio") != ("table" in m):
             raise self.fail(node, path, "table goes with the table_error_ratio probe, and that probe needs it")
         above, below = (self.number(m[k], f"{path}.{k}") if k in m else None for k in ("above", "below"))
-        check = Check(probe_, above, below,
-                      table=self.text(m["table"], f"{path}.table") if "table" in m else None,
-                      within_s=self.duration(m["within"], f"{path}.within") if "within" in m else 0.0,
-                      for_s=self.duration(m["for"], f"{path}.for") if "for" in m else 0.0)
+        check = Check(
+            probe_,
+            above,
+            below,
+            table=self.text(m["table"], f"{path}.table") if "table" in m else None,
+            within_s=self.duration(m["within"], f"{path}.within") if "within" in m else 0.0,
+            for_s=self.duration(m["for"], f"{path}.for") if "for" in m else 0.0,
+        )
         if timed and not check.within_s:
             raise self.fail(node, path, "missing field 'within' (how long the condition may take)")
         if check.for_s > check.within_s > 0:
@@ -184,10 +204,15 @@ class _Reader:
             return Step(**common, check=self.check(m["expect"], f"{path}.expect"))
         op = self.mapping(m["operator"], f"{path}.operator", ("time_limit", "recovered", "autopilot"))
         limit = self.duration(self.need(op, m["operator"], f"{path}.operator", "time_limit"), f"{path}.operator.time_limit")
-        recovered = self.check(self.need(op, m["operator"], f"{path}.operator", "recovered"), f"{path}.operator.recovered",
-                               timed=False)
-        auto = tuple(self.step(n, f"{path}.operator.autopilot[{i}]", allowed=("action", "wait", "expect", "fault"))
-                     for i, n in enumerate(self.items(op["autopilot"], f"{path}.operator.autopilot"))) if "autopilot" in op else ()
+        recovered = self.check(self.need(op, m["operator"], f"{path}.operator", "recovered"), f"{path}.operator.recovered", timed=False)
+        auto = (
+            tuple(
+                self.step(n, f"{path}.operator.autopilot[{i}]", allowed=("action", "wait", "expect", "fault"))
+                for i, n in enumerate(self.items(op["autopilot"], f"{path}.operator.autopilot"))
+            )
+            if "autopilot" in op
+            else ()
+        )
         return Step(**common, time_limit_s=limit, check=recovered, autopilot=auto)
 
     def args(self, node: yaml.Node | None, path: str) -> dict:
@@ -212,6 +237,7 @@ class _Reader:
         kind, _, ref = measure.partition(":")
         refs = ref.split("..") if kind == "elapsed" else [ref]
         if kind not in ("mean", "elapsed") or len(refs) != (2 if kind == "elapsed" else 1) or any(r not in names for r in refs):
-            raise self.fail(m["measure"], f"{path}.measure",
-                            "must be mean:STEP (an expect step) or elapsed:STEP..STEP, naming steps of this scenario")
+            raise self.fail(
+                m["measure"], f"{path}.measure", "must be mean:STEP (an expect step) or elapsed:STEP..STEP, naming steps of this scenario"
+            )
         return Compare(what, in_2015, measure)

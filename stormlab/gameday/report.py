@@ -1,5 +1,6 @@
 """The post-game report: a PNG per series (fault windows shaded, operator moves marked) and
 one HTML page with the timeline, the seed-vs-lab table and the score."""
+
 from __future__ import annotations
 
 import html
@@ -37,8 +38,11 @@ def _rate(sample: dict, prev: dict | None, attempt: str) -> float | None:
 
 def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
     end = journal["samples"][-1]["t"] if journal["samples"] else 0.0
-    return [(r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"]) for r in records(journal)
-            if r["kind"] == "fault" and r.get("passed") and r.get("duration_s")]
+    return [
+        (r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"])
+        for r in records(journal)
+        if r["kind"] == "fault" and r.get("passed") and r.get("duration_s")
+    ]
 
 
 def draw(journal: dict[str, Any], out: Path) -> list[Path]:
@@ -63,9 +67,15 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
             color = "#27ae60" if move["ok"] else "#c0392b"
             ax.axvline(move["t"], color=color, lw=1, ls="-.")
             # moves come in quick succession: stagger their labels so they stay readable
-            ax.annotate(move["action"] + ("" if move["ok"] else " (failed)"), (move["t"], 0.9 - 0.16 * (i % 5)),
-                        xycoords=("data", "axes fraction"), fontsize=7, color=color, ha="left",
-                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+            ax.annotate(
+                move["action"] + ("" if move["ok"] else " (failed)"),
+                (move["t"], 0.9 - 0.16 * (i % 5)),
+                xycoords=("data", "axes fraction"),
+                fontsize=7,
+                color=color,
+                ha="left",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+            )
         ax.set_xlabel("seconds since the start of the scenario")
         ax.set_ylabel(label, fontsize=8)
         ax.grid(alpha=0.3)
@@ -80,25 +90,29 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
 
 def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, pngs: list[Path], out: Path) -> Path:
     e = html.escape
-    rows = [f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
-            f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
-            f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
-            for r in records(journal)]
-    moves = "".join(f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
-                    for m in journal["player_actions"])
+    rows = [
+        f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
+        f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
+        f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
+        for r in records(journal)
+    ]
+    moves = "".join(
+        f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
+        for m in journal["player_actions"]
+    )
     table = "".join(f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c['lab'])}</td></tr>" for c in comparison)
     scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
     images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs)
-    page = f"""<!doctype html><meta charset=utf-8><title>{e(journal['title'])}</title>
+    page = f"""<!doctype html><meta charset=utf-8><title>{e(journal["title"])}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}td,th{{padding:2px 8px;text-align:left}}
 tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
-<h1>{e(journal['title'])}</h1>
-<p>Outcome: <b>{e(journal['outcome'])}</b> · speed {journal['speed']:g}× · seed {journal.get('seed')} ·
-{'autopilot' if journal['autopilot'] else 'players'}</p>
+<h1>{e(journal["title"])}</h1>
+<p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
+{"autopilot" if journal["autopilot"] else "players"}</p>
 <h2>2015 beside the lab</h2><table><tr><th>what</th><th>20 September 2015</th><th>this run</th></tr>{table}</table>
 <h2>Score</h2><table>{scores}</table>
-<h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{''.join(rows)}</table>
-<h2>Operator moves</h2><ul>{moves or '<li>none</li>'}</ul>
+<h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{"".join(rows)}</table>
+<h2>Operator moves</h2><ul>{moves or "<li>none</li>"}</ul>
 <h2>What happened</h2><p>Shaded: fault windows (orange: the blip). Dash-dot lines: operator moves (red: failed).</p>{images}
 """
     path = out / "report.html"

@@ -6,6 +6,7 @@ Each step does one thing: apply a ``fault``, take an operator ``action``, ``wait
 ``expect`` (a measured condition within a time), or hand over to the ``operator`` (the players,
 or ``--autopilot``). Files are read and checked by ``stormlab.gameday.reader``. Pure.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,8 +19,17 @@ from stormlab.gameday import moves
 
 FAULTS = tuple(catalog.FAULTS)
 ACTIONS = tuple(moves.ACTIONS)
-PROBES = ("customer_error_ratio", "table_error_ratio", "worst_table_error_ratio", "nodes_disqualified",
-          "disqualified_fraction", "margin", "metadata_inflight", "renewal_p99_s", "metadata_paused")
+PROBES = (
+    "customer_error_ratio",
+    "table_error_ratio",
+    "worst_table_error_ratio",
+    "nodes_disqualified",
+    "disqualified_fraction",
+    "margin",
+    "metadata_inflight",
+    "renewal_p99_s",
+    "metadata_paused",
+)
 KINDS = ("fault", "action", "wait", "expect", "operator")
 
 
@@ -42,11 +52,13 @@ class Check:
         return (self.above is None or value > self.above) and (self.below is None or value < self.below)
 
     def describe(self) -> str:
-        bounds = " and ".join(b for b in (f"> {self.above:g}" if self.above is not None else "",
-                                          f"< {self.below:g}" if self.below is not None else "") if b)
+        bounds = " and ".join(
+            b for b in (f"> {self.above:g}" if self.above is not None else "", f"< {self.below:g}" if self.below is not None else "") if b
+        )
         what = f"{self.probe}[{self.table}]" if self.table else self.probe
-        return f"{what} {bounds}" + (f" for {self.for_s:g}s" if self.for_s else "") + (
-            f" within {self.within_s:g}s" if self.within_s else "")
+        return (
+            f"{what} {bounds}" + (f" for {self.for_s:g}s" if self.for_s else "") + (f" within {self.within_s:g}s" if self.within_s else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,7 @@ class Scenario:
 @dataclass(frozen=True)
 class Planned:
     """A step with its time resolved: the fault schedule a seed fixes."""
+
     step: Step
     at_s: float | None
     args: dict

@@ -1,4 +1,5 @@
 """What a game day measured: moments, the seed-vs-lab table, the players' score. Pure."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,7 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         kind, _, ref = c.measure.partition(":")
         if kind == "mean":
             mean = by_name.get(ref, {}).get("mean")
-            lab = None if mean is None else f"{100 * mean:.1f}%" if by_name[ref]["expect"].split()[0].endswith("ratio") \
-                else f"{mean:.3g}"
+            lab = None if mean is None else f"{100 * mean:.1f}%" if by_name[ref]["expect"].split()[0].endswith("ratio") else f"{mean:.3g}"
         else:
             a, b = ref.split("..")
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None

@@ -5,6 +5,7 @@ Run with `make e2e` (any machine with Docker). Grafana is not started: CI reache
 so the panels' PromQL is checked against the live Prometheus instead. Set STORMLAB_BASE_IMAGE /
 PROMETHEUS_IMAGE to use local images (docker/local-images.sh prints them).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,14 @@ class Stack:
     def __init__(self) -> None:
         self.cmd = compose_cmd()
         self.prometheus_port = free_port()
-        self.env = {**os.environ, "COMPOSE_PROJECT_NAME": PROJECT, "PROMETHEUS_PORT": str(self.prometheus_port),
-                    "METADATA_PORT": str(free_port()), "GRAFANA_PORT": str(free_port()),
-                    "LOADGEN_PORT": str(free_port())}
+        self.env = {
+            **os.environ,
+            "COMPOSE_PROJECT_NAME": PROJECT,
+            "PROMETHEUS_PORT": str(self.prometheus_port),
+            "METADATA_PORT": str(free_port()),
+            "GRAFANA_PORT": str(free_port()),
+            "LOADGEN_PORT": str(free_port()),
+        }
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         out = subprocess.run([*self.cmd, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -67,9 +73,25 @@ class Stack:
         work = Path(tempfile.mkdtemp(prefix="stormlab-e2e-"))
         (work / "scenario.yaml").write_text(text)
         env = {**self.env, "STORMLAB_STATE_DIR": str(work / "state")}
-        out = subprocess.run([sys.executable, "-m", "stormlab.cli", "scenario", "run", str(work / "scenario.yaml"),
-                              "--backend", "docker", "--out", str(work / "runs")], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "stormlab.cli",
+                "scenario",
+                "run",
+                str(work / "scenario.yaml"),
+                "--backend",
+                "docker",
+                "--out",
+                str(work / "runs"),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         print(out.stdout, out.stderr)
         [journal] = (work / "runs").glob("*/journal.json")
         return json.loads(journal.read_text())
@@ -92,14 +114,25 @@ class Stack:
 
     def health(self) -> dict[str, str]:
         ids = self.compose("ps", "-q").stdout.split()
-        out = subprocess.run(["docker", "inspect", "--format", "{{.Name}} {{if .State.Health}}{{.State.Health.Status}}"
-                              "{{else}}{{.State.Status}}{{end}}", *ids], capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                "docker",
+                "inspect",
+                "--format",
+                "{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}",
+                *ids,
+            ],
+            capture_output=True,
+            text=True,
+        )
         return dict(line.lstrip("/").split() for line in out.stdout.splitlines())
 
     def leftovers(self) -> dict[str, list[str]]:
         label = f"label=com.docker.compose.project={PROJECT}"
-        return {kind: subprocess.run(["docker", *cmd, "--filter", label, "-q"], capture_output=True, text=True).stdout.split()
-                for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]), ("volumes", ["volume", "ls"]))}
+        return {
+            kind: subprocess.run(["docker", *cmd, "--filter", label, "-q"], capture_output=True, text=True).stdout.split()
+            for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]), ("volumes", ["volume", "ls"]))
+        }
 
 
 GAMEDAY = """\
@@ -139,14 +172,14 @@ def stack():
 
 
 def test_the_storm_on_compose(stack):
-    health = wait_for("every lab container healthy",
-                      lambda: (h := stack.health()) and all(v == "healthy" for v in h.values()) and h, 240)
+    health = wait_for("every lab container healthy", lambda: (h := stack.health()) and all(v == "healthy" for v in h.values()) and h, 240)
     assert len(health) == len(LAB)
 
     def all_targets_up():
         targets = stack.api("/api/v1/targets")["activeTargets"]
         jobs = [t["labels"]["job"] for t in targets if t["health"] == "up"]
         return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus"] + ["racks"] * 10)
+
     wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
 
     # A game day on the stack (--backend docker) while the margin alert is still pending.
@@ -175,8 +208,13 @@ def test_the_storm_on_compose(stack):
     assert all(d > 0.1 and e > 0.3 for d, e in samples), samples
 
     REPORTS.mkdir(exist_ok=True)
-    draw(json.loads((ROOT / "grafana/dashboards/storm-overview.json").read_text()),
-         f"http://127.0.0.1:{stack.prometheus_port}", REPORTS / "compose-storm.png", 8, (blip_start, blip_end))
+    draw(
+        json.loads((ROOT / "grafana/dashboards/storm-overview.json").read_text()),
+        f"http://127.0.0.1:{stack.prometheus_port}",
+        REPORTS / "compose-storm.png",
+        8,
+        (blip_start, blip_end),
+    )
 
     # A long fault, listed, then halted: its rules go at once.
     stack.chaos("partition", "--between", "racks:9", "metadata", "--duration", "5m")

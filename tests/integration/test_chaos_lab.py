@@ -1,4 +1,5 @@
 """Chaos on a real small lab: process faults, crash safety, and a soak that leaves nothing behind."""
+
 import asyncio
 import os
 import random
@@ -78,8 +79,9 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
         async with aiohttp.ClientSession() as s:
             await wait_for(lambda: serving(s, rack))
             _, pmap = await json_get(s, f"{meta}/partition-map")
-            targets = [(t, p, owner) for t, spec in pmap["tables"].items() for p, owner in enumerate(spec["owners"])
-                       if owner.startswith("r00")]
+            targets = [
+                (t, p, owner) for t, spec in pmap["tables"].items() for p, owner in enumerate(spec["owners"]) if owner.startswith("r00")
+            ]
             acked: dict[str, tuple] = {}
             killed = asyncio.Event()
 
@@ -94,8 +96,7 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
                     pass
                 if len(acked) == 1500 and not killed.is_set():
                     killed.set()
-                    async with s.post(f"{sup}/faults", headers=auth,
-                                      json={"fault": "kill", "target": "rack-00", "duration_s": 1.0}) as r:
+                    async with s.post(f"{sup}/faults", headers=auth, json={"fault": "kill", "target": "rack-00", "duration_s": 1.0}) as r:
                         assert r.status == 201
 
             for start in range(0, 3000, 50):
@@ -142,18 +143,20 @@ def firewall() -> str:
 def random_fault(rng: random.Random) -> list[str]:
     d = f"{rng.uniform(0.1, 0.6):.2f}s"
     rack = str(rng.randrange(2))
-    return rng.choice([
-        ["blip", "--racks", f"{rack},", "--duration", d],
-        ["partition", "--between", f"racks:{rack}", "metadata", "--one-way", "--duration", d],
-        ["latency", "--racks", "2", "--delay", "50ms", "--duration", d],
-        ["loss", "--racks", "1", "--probability", "0.3", "--duration", d],
-        ["pause", "--target", f"rack-0{rack}", "--duration", d],
-        ["kill", "--target", f"rack-0{rack}", "--duration", d],
-        ["pause-metadata", "--duration", d],
-        ["resume-metadata", "--staged", "3", "--every", "0.1s"],
-        ["capacity", "--cores", "80", "--break-glass", "--duration", d],
-        ["gsi-growth", "--factor", "1.5", "--duration", d],
-    ])
+    return rng.choice(
+        [
+            ["blip", "--racks", f"{rack},", "--duration", d],
+            ["partition", "--between", f"racks:{rack}", "metadata", "--one-way", "--duration", d],
+            ["latency", "--racks", "2", "--delay", "50ms", "--duration", d],
+            ["loss", "--racks", "1", "--probability", "0.3", "--duration", d],
+            ["pause", "--target", f"rack-0{rack}", "--duration", d],
+            ["kill", "--target", f"rack-0{rack}", "--duration", d],
+            ["pause-metadata", "--duration", d],
+            ["resume-metadata", "--staged", "3", "--every", "0.1s"],
+            ["capacity", "--cores", "80", "--break-glass", "--duration", d],
+            ["gsi-growth", "--factor", "1.5", "--duration", d],
+        ]
+    )
 
 
 @pytest.mark.timeout(600)
@@ -187,6 +190,7 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
             _, meta = await json_get(s, f"{state['components']['metadata']['url']}/status")
             assert meta["paused"] is False and meta["cores"] == 40.0 and meta["membership_version"] >= 1
             assert meta["membership_sizes"] == {"20": 34, "138": 6}
+
     asyncio.run(check())
     assert firewall() == rules_before
     table_after = process_table(state["supervisor_pid"])

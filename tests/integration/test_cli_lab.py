@@ -1,4 +1,5 @@
 """The CLI against a real (small) lab: up, status --json, chaos blip and its refusals, down."""
+
 import json
 import time
 import urllib.request
@@ -27,21 +28,39 @@ def test_up_status_blip_down(small_lab, capsys):
     deadline = time.monotonic() + 20
     while (snap := status(capsys))["nodes_serving"] < 40 and time.monotonic() < deadline:
         time.sleep(0.5)
-    for key in ("endpoints", "nodes_total", "nodes_disqualified", "customer_error_ratio", "metadata_inflight",
-                "renewal_p99_s", "allowance_s", "loop_lag_p99_s"):
+    for key in (
+        "endpoints",
+        "nodes_total",
+        "nodes_disqualified",
+        "customer_error_ratio",
+        "metadata_inflight",
+        "renewal_p99_s",
+        "allowance_s",
+        "loop_lag_p99_s",
+    ):
         assert key in snap
     assert snap["nodes_total"] == 40 and snap["nodes_serving"] == 40
     assert set(snap["endpoints"]) == {"metadata", "linkproxy", "rack-00", "rack-01", "loadgen"}
 
-    for bad in (["--duration", "0s"], ["--duration=-5s"], ["--duration", "2h"], ["--duration", "soon"],
-                ["--racks", "5", "--duration", "1s"], ["--racks", "0,0", "--duration", "1s"]):
+    for bad in (
+        ["--duration", "0s"],
+        ["--duration=-5s"],
+        ["--duration", "2h"],
+        ["--duration", "soon"],
+        ["--racks", "5", "--duration", "1s"],
+        ["--racks", "0,0", "--duration", "1s"],
+    ):
         assert main(["chaos", "blip", *bad]) == 2, bad
         assert "stormlab:" in capsys.readouterr().err
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
 
-    for bad in (["pause", "--target", "loadgen", "--duration", "1s"], ["kill", "--target", "pid:1", "--duration", "1s"],
-                ["pause", "--target", "rack-07", "--duration", "1s"], ["pause-metadata", "--duration", "11m"]):
+    for bad in (
+        ["pause", "--target", "loadgen", "--duration", "1s"],
+        ["kill", "--target", "pid:1", "--duration", "1s"],
+        ["pause", "--target", "rack-07", "--duration", "1s"],
+        ["pause-metadata", "--duration", "11m"],
+    ):
         assert main(["chaos", *bad]) == 2, bad
         assert "stormlab:" in capsys.readouterr().err
     assert main(["chaos", "blip", "--racks", "1", "--duration", "2s", "--dry-run"]) == 0
@@ -71,8 +90,11 @@ def test_up_status_blip_down(small_lab, capsys):
 
 def renewal_timeouts(rack_url: str) -> float:
     text = urllib.request.urlopen(f"{rack_url}/metrics", timeout=2).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("stormlab_renewals_total{") and 'outcome="timeout"' in line)
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("stormlab_renewals_total{") and 'outcome="timeout"' in line
+    )
 
 
 def test_up_twice_is_refused(small_lab, capsys):

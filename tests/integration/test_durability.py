@@ -1,4 +1,5 @@
 """A rack killed with SIGKILL serves every write it acknowledged, with its value."""
+
 import os
 import signal
 import subprocess

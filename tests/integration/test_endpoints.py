@@ -1,4 +1,5 @@
 """Every HTTP endpoint, given bad input, answers 4xx with a JSON error, changes nothing, keeps serving."""
+
 import asyncio
 
 import aiohttp
@@ -141,12 +142,23 @@ async def proxy(aiohttp_server, aiohttp_client, tiny_settings, unused_tcp_port_f
     return client, links
 
 
-@pytest.mark.parametrize("body", [
-    b"{bad", b"[]", b'{"racks": [0]}', b'{"racks": "0", "duration_s": 1}', b'{"racks": [], "duration_s": 1}',
-    b'{"racks": [7], "duration_s": 1}', b'{"racks": [0, 0], "duration_s": 1}', b'{"racks": [true], "duration_s": 1}',
-    b'{"racks": [0], "duration_s": -5}', b'{"racks": [0], "duration_s": 1e9}', b'{"racks": [0], "duration_s": "5s"}',
-    b'{"fault": "meteor", "racks": [0], "duration_s": 1}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{bad",
+        b"[]",
+        b'{"racks": [0]}',
+        b'{"racks": "0", "duration_s": 1}',
+        b'{"racks": [], "duration_s": 1}',
+        b'{"racks": [7], "duration_s": 1}',
+        b'{"racks": [0, 0], "duration_s": 1}',
+        b'{"racks": [true], "duration_s": 1}',
+        b'{"racks": [0], "duration_s": -5}',
+        b'{"racks": [0], "duration_s": 1e9}',
+        b'{"racks": [0], "duration_s": "5s"}',
+        b'{"fault": "meteor", "racks": [0], "duration_s": 1}',
+    ],
+)
 async def test_proxy_rejects_bad_faults_and_changes_nothing(proxy, body):
     client, _ = proxy
     await assert_json_error(await client.post("/faults", data=body), 400)

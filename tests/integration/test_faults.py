@@ -1,4 +1,5 @@
 """Each fault's effect and its revert, measured (in-process servers on loopback)."""
+
 import asyncio
 import json
 
@@ -35,7 +36,7 @@ async def links(aiohttp_client, meta, unused_tcp_port_factory):
 
 async def test_control_endpoints_need_the_token(aiohttp_client, meta, links):
     server, _ = meta
-    for app_client in (await aiohttp_client(server), ):
+    for app_client in (await aiohttp_client(server),):
         for method, path in (("POST", "/admin/pause"), ("POST", "/faults"), ("GET", "/faults"), ("DELETE", "/faults")):
             resp = await app_client.request(method, path, headers={"Authorization": "Bearer wrong"})
             assert resp.status == 401 and (await resp.json())["error"] == "unauthorized"
@@ -116,8 +117,11 @@ async def test_capacity_through_the_shared_path_fails_in_a_storm_and_break_glass
     await asyncio.sleep(0.2)
     async with aiohttp.ClientSession(headers=AUTH) as s:
         with pytest.raises(asyncio.TimeoutError):
-            await s.post(server.make_url("/faults"), json={"fault": "capacity", "cores": 400, "duration_s": 5},
-                         timeout=aiohttp.ClientTimeout(total=1.0))
+            await s.post(
+                server.make_url("/faults"),
+                json={"fault": "capacity", "cores": 400, "duration_s": 5},
+                timeout=aiohttp.ClientTimeout(total=1.0),
+            )
     await asyncio.sleep(0.1)
     assert (await (await client.get("/status")).json())["cores"] == 40.0
     resp = await client.post("/faults", json={"fault": "capacity", "cores": 400, "break_glass": True, "duration_s": 0.5})
@@ -132,8 +136,7 @@ async def test_capacity_through_the_shared_path_fails_in_a_storm_and_break_glass
 async def test_gsi_growth_shifts_the_membership_sizes_and_reverts(meta, event_log):
     _, client = meta
     before = (await (await client.get("/status")).json())["membership_sizes"]
-    resp = await client.post("/faults", json={"fault": "gsi-growth", "tables": ["catalog"], "factor": 2,
-                                             "ramp_s": 0.3, "duration_s": 0.8})
+    resp = await client.post("/faults", json={"fault": "gsi-growth", "tables": ["catalog"], "factor": 2, "ramp_s": 0.3, "duration_s": 0.8})
     assert resp.status == 201
     await asyncio.sleep(0.45)
     grown = (await (await client.get("/status")).json())["membership_sizes"]
@@ -142,12 +145,14 @@ async def test_gsi_growth_shifts_the_membership_sizes_and_reverts(meta, event_lo
     assert (await (await client.get("/status")).json())["membership_sizes"] == before
     events = [json.loads(line) for line in event_log.read_text().splitlines()]
     assert [(e["fault"], e["event"], e["outcome"]) for e in events] == [
-        ("gsi-growth", "start", "applied"), ("gsi-growth", "end", "reverted")]
+        ("gsi-growth", "start", "applied"),
+        ("gsi-growth", "end", "reverted"),
+    ]
 
 
-async def test_fault_state_is_in_metrics_and_grafana_gets_annotations(aiohttp_server, aiohttp_client, tiny_settings,
-                                                                       monkeypatch):
+async def test_fault_state_is_in_metrics_and_grafana_gets_annotations(aiohttp_server, aiohttp_client, tiny_settings, monkeypatch):
     from aiohttp import web
+
     seen = []
 
     async def annotate(request):

@@ -1,5 +1,6 @@
 """Game days against a real (small) lab: the ops runbook, and Ctrl-C during a scenario run
 still running the rollbacks and leaving no fault behind."""
+
 import json
 import os
 import signal
@@ -50,8 +51,14 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
     capsys.readouterr()
     journal = [json.loads(line) for line in (small_lab / "ops-journal.jsonl").read_text().splitlines()]
     assert [(e["action"], e["ok"]) for e in journal] == [
-        ("status", True), ("pause-metadata", True), ("set-capacity", True), ("set-capacity", False),
-        ("resume", True), ("resume", False), ("note", True)]
+        ("status", True),
+        ("pause-metadata", True),
+        ("set-capacity", True),
+        ("set-capacity", False),
+        ("resume", True),
+        ("resume", False),
+        ("note", True),
+    ]
     assert journal[-1]["message"] == "looked at the margin"
     assert main(["chaos", "halt"]) == 0
 
@@ -70,9 +77,24 @@ def test_a_scenario_refuses_a_running_lab_with_other_settings(small_lab, tmp_pat
 def test_interrupting_a_scenario_runs_the_rollbacks_and_leaves_no_fault(small_lab, tmp_path, capsys, sig):
     path = tmp_path / "interrupted.yaml"
     path.write_text(SCENARIO)
-    run = subprocess.Popen([sys.executable, "-m", "stormlab.cli", "scenario", "run", str(path), "--out",
-                            str(tmp_path / "runs"), "--leaderboard", str(tmp_path / "board.jsonl")],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stormlab.cli",
+            "scenario",
+            "run",
+            str(path),
+            "--out",
+            str(tmp_path / "runs"),
+            "--leaderboard",
+            str(tmp_path / "board.jsonl"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ.copy(),
+    )
     try:
         deadline = time.monotonic() + 90
         lines = []

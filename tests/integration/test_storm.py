@@ -3,6 +3,7 @@
 The 2015 profile scaled to 400 nodes (capacity scaled along, 4 cores per 100 nodes) and sped
 up 2x (every duration and cost halved). Bands are generous: these machines are noisy.
 """
+
 import asyncio
 import io
 import os

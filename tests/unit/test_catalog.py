@@ -1,4 +1,5 @@
 """The fault catalog: each fault declared once, and everything that speaks of faults reads it."""
+
 import pytest
 
 from chaos import catalog
@@ -28,36 +29,41 @@ def test_a_request_is_built_from_plain_values_in_base_units():
 
 def test_a_staged_resume_derives_its_lease_from_its_steps():
     assert catalog.request("resume-metadata", {"staged": "5", "every": "10s"}).body["duration_s"] == 40.0
-    assert catalog.request("resume-metadata", {}).body == {"fault": "resume-metadata", "staged": 1, "every_s": 0.0,
-                                                           "duration_s": 0.001}
+    assert catalog.request("resume-metadata", {}).body == {"fault": "resume-metadata", "staged": 1, "every_s": 0.0, "duration_s": 0.001}
     with pytest.raises(ChaosError, match="within the fault limit"):
         catalog.request("resume-metadata", {"staged": 1000, "every": "1h"})
 
 
-@pytest.mark.parametrize("fault, values, says", [
-    ("blip", {"racks": "3"}, "--duration is required"),
-    ("blip", {"racks": "3", "duration": "0s"}, "more than 0s"),
-    ("blip", {"racks": "3", "duration": "1s", "cores": "2"}, "blip takes no cores"),
-    ("loss", {"probability": "1.5", "duration": "1s"}, "probability must be at least 0 and at most 1"),
-    ("capacity", {"cores": "lots", "duration": "1s"}, "cores: not a number"),
-    ("capacity", {"cores": "0", "duration": "1s"}, "cores must be at least 0.1"),
-    ("partition", {"direction": "sideways", "duration": "1s"}, "direction must be one of both"),
-    ("gsi-growth", {"ramp": "2m", "duration": "1m"}, "ramp must not be longer than duration"),
-    ("pause", {"target": "prometheus", "duration": "1s"}, "target must name a process"),
-    ("meteor", {}, "unknown fault 'meteor'"),
-])
+@pytest.mark.parametrize(
+    "fault, values, says",
+    [
+        ("blip", {"racks": "3"}, "--duration is required"),
+        ("blip", {"racks": "3", "duration": "0s"}, "more than 0s"),
+        ("blip", {"racks": "3", "duration": "1s", "cores": "2"}, "blip takes no cores"),
+        ("loss", {"probability": "1.5", "duration": "1s"}, "probability must be at least 0 and at most 1"),
+        ("capacity", {"cores": "lots", "duration": "1s"}, "cores: not a number"),
+        ("capacity", {"cores": "0", "duration": "1s"}, "cores must be at least 0.1"),
+        ("partition", {"direction": "sideways", "duration": "1s"}, "direction must be one of both"),
+        ("gsi-growth", {"ramp": "2m", "duration": "1m"}, "ramp must not be longer than duration"),
+        ("pause", {"target": "prometheus", "duration": "1s"}, "target must name a process"),
+        ("meteor", {}, "unknown fault 'meteor'"),
+    ],
+)
 def test_bad_values_name_what_is_wrong(fault, values, says):
     with pytest.raises(ChaosError, match=says):
         catalog.request(fault, values, racks_total=10)
 
 
-@pytest.mark.parametrize("body, says", [
-    ({"fault": "blip", "racks": "0,1", "duration_s": 5}, "racks must be a list"),
-    ({"fault": "blip", "racks": [0, True], "duration_s": 5}, "racks must be a list"),
-    ({"fault": "capacity", "cores": "80", "duration_s": 5}, "cores must be a number"),
-    ({"fault": "capacity", "cores": 80, "break_glass": "yes", "duration_s": 5}, "break_glass must be true or false"),
-    ({"fault": "blip", "racks": [0], "duration_s": 5, "extra": 1}, "blip takes no extra"),
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ({"fault": "blip", "racks": "0,1", "duration_s": 5}, "racks must be a list"),
+        ({"fault": "blip", "racks": [0, True], "duration_s": 5}, "racks must be a list"),
+        ({"fault": "capacity", "cores": "80", "duration_s": 5}, "cores must be a number"),
+        ({"fault": "capacity", "cores": 80, "break_glass": "yes", "duration_s": 5}, "break_glass must be true or false"),
+        ({"fault": "blip", "racks": [0], "duration_s": 5, "extra": 1}, "blip takes no extra"),
+    ],
+)
 def test_holders_check_json_strictly(body, says):
     with pytest.raises(ChaosError, match=says):
         catalog.check(body["fault"], body)
@@ -65,7 +71,11 @@ def test_holders_check_json_strictly(body, says):
 
 def test_holders_get_every_default_filled_in():
     assert catalog.check("partition", {"fault": "partition", "racks": [1], "duration_s": 2}) == {
-        "fault": "partition", "racks": [1], "direction": "both", "duration_s": 2.0}
+        "fault": "partition",
+        "racks": [1],
+        "direction": "both",
+        "duration_s": 2.0,
+    }
 
 
 def test_the_chaos_cli_is_built_from_the_catalog(capsys):
@@ -85,6 +95,7 @@ def test_the_chaos_cli_is_built_from_the_catalog(capsys):
 
 def test_python_m_chaos_is_the_chaos_tool(capsys):
     import argparse
+
     parser = argparse.ArgumentParser(prog="chaos")
     add_arguments(parser)
     assert parser.parse_args(["blip", "--racks", "2", "--duration", "5s"]).fault == "blip"

@@ -1,4 +1,5 @@
 """The compose project's files: compose, Prometheus config and rules, Grafana dashboards."""
+
 import json
 import re
 import shutil
@@ -11,8 +12,24 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "grafana/dashboards").glob("*.json"))
 DATASOURCE_UID = "stormlab-prometheus"
-PROMQL_WORDS = {"sum", "by", "rate", "on", "and", "or", "unless", "scalar", "sort_desc", "histogram_quantile",
-                "clamp_min", "max", "le", "without", "ignoring", "group_left"}
+PROMQL_WORDS = {
+    "sum",
+    "by",
+    "rate",
+    "on",
+    "and",
+    "or",
+    "unless",
+    "scalar",
+    "sort_desc",
+    "histogram_quantile",
+    "clamp_min",
+    "max",
+    "le",
+    "without",
+    "ignoring",
+    "group_left",
+}
 
 
 def compose() -> dict:
@@ -92,8 +109,6 @@ def test_dashboards_read_recording_rules_and_rules_read_documented_metrics():
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed (CI installs Debian's prometheus)")
 def test_promtool_checks_the_config_and_tests_the_rules():
-    subprocess.run(["promtool", "check", "config", "prometheus/prometheus.yml"], cwd=ROOT, check=True,
-                   capture_output=True)
-    out = subprocess.run(["promtool", "test", "rules", "prometheus/tests/rules_test.yml"], cwd=ROOT,
-                         capture_output=True, text=True)
+    subprocess.run(["promtool", "check", "config", "prometheus/prometheus.yml"], cwd=ROOT, check=True, capture_output=True)
+    out = subprocess.run(["promtool", "test", "rules", "prometheus/tests/rules_test.yml"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr

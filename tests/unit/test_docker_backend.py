@@ -1,4 +1,5 @@
 """The docker backend's commands, asserted exactly with an injected runner (no Docker needed)."""
+
 import pytest
 
 from chaos import docker_backend as db
@@ -20,28 +21,39 @@ OURS = {db.PROJECT_LABEL: "stormlab"}
 
 
 def armed(apply, revert, seconds, fault):
-    return ("sh", "-c", f"f=/tmp/stormlab-fault.$$; undo() {{ {revert}; rm -f $f; }}; "
-            f"trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
-            f"if {apply}; then echo \"{fault} $(( $(date +%s) + {max(1, round(seconds))} ))\" > $f; "
-            f"sleep {seconds:g} & wait $!; fi; undo")
+    return (
+        "sh",
+        "-c",
+        f"f=/tmp/stormlab-fault.$$; undo() {{ {revert}; rm -f $f; }}; "
+        f"trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
+        f'if {apply}; then echo "{fault} $(( $(date +%s) + {max(1, round(seconds))} ))" > $f; '
+        f"sleep {seconds:g} & wait $!; fi; undo",
+    )
 
 
 def test_partition_both_ways_applies_and_arms_its_revert_in_one_shell():
     [cmd] = db.partition("stormlab-rack-3", ["172.20.0.2"], 5)
-    assert cmd == db.Exec("stormlab-rack-3", armed(
-        "iptables -I OUTPUT -d 172.20.0.2 -j DROP && iptables -I INPUT -s 172.20.0.2 -j DROP",
-        "iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP", 5, "partition"), detach=True)
+    assert cmd == db.Exec(
+        "stormlab-rack-3",
+        armed(
+            "iptables -I OUTPUT -d 172.20.0.2 -j DROP && iptables -I INPUT -s 172.20.0.2 -j DROP",
+            "iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP",
+            5,
+            "partition",
+        ),
+        detach=True,
+    )
 
 
 def test_one_way_partition_drops_only_outgoing_traffic():
     [cmd] = db.partition("r", ["10.0.0.9"], 2.5, direction="out")
-    assert cmd.argv == armed("iptables -I OUTPUT -d 10.0.0.9 -j DROP", "iptables -D OUTPUT -d 10.0.0.9 -j DROP", 2.5,
-                             "partition")
+    assert cmd.argv == armed("iptables -I OUTPUT -d 10.0.0.9 -j DROP", "iptables -D OUTPUT -d 10.0.0.9 -j DROP", 2.5, "partition")
 
 
 def test_latency_loss_pause_kill_commands():
     assert db.latency("m", 200, 50, 10)[0].argv == armed(
-        "tc qdisc add dev eth0 root netem delay 200ms 50ms", "tc qdisc del dev eth0 root netem", 10, "latency")
+        "tc qdisc add dev eth0 root netem delay 200ms 50ms", "tc qdisc del dev eth0 root netem", 10, "latency"
+    )
     assert "netem loss 20%" in db.loss("m", 0.2, 3)[0].argv[2]
     # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
     assert db.pause("m", 4)[0].argv == armed("p=$(pgrep -o -P 1) && kill -STOP $p", "kill -CONT $p", 4, "pause")
@@ -99,6 +111,7 @@ class FakeCompose(FakeRunner):
 def chaos(argv, runner, capsys):
     from chaos.cli import run
     from stormlab.cli import build_parser
+
     code = run(build_parser().parse_args(["chaos", "--backend", "docker", *argv]), runner)
     return code, capsys.readouterr().out
 
@@ -108,8 +121,7 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
     code, out = chaos(["blip", "--racks", "2", "--duration", "5s"], runner, capsys)
     assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack-0_1", "stormlab_rack-1_1"]
     assert runner.ran[0] == db.partition("stormlab_rack-0_1", ["172.30.0.2"], 5.0, fault="blip")[0]
-    code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s",
-                       "--dry-run"], runner, capsys)
+    code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s", "--dry-run"], runner, capsys)
     assert out.startswith("docker exec -d --user root stormlab_rack-2_1 sh -c ") and "-I OUTPUT -d 172.30.0.2" in out
     assert len(runner.ran) == 2  # dry run changed nothing
     chaos(["pause", "--target", "metadata", "--duration", "2s"], runner, capsys)
@@ -118,11 +130,16 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
 
 def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
     from chaos.cli import ChaosError
+
     runner = FakeCompose()
-    for argv in (["kill", "--target", "rack-9", "--duration", "1s"], ["kill", "--target", "rack-x", "--duration", "1s"],
-                 ["pause", "--target", "db-0", "--duration", "1s"],
-                 ["blip", "--racks", "7", "--duration", "1s"],
-                 ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"], ["blip", "--duration", "0s"]):
+    for argv in (
+        ["kill", "--target", "rack-9", "--duration", "1s"],
+        ["kill", "--target", "rack-x", "--duration", "1s"],
+        ["pause", "--target", "db-0", "--duration", "1s"],
+        ["blip", "--racks", "7", "--duration", "1s"],
+        ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"],
+        ["blip", "--duration", "0s"],
+    ):
         with pytest.raises(ChaosError):
             chaos(argv, runner, capsys)
     assert runner.ran == []
@@ -145,6 +162,7 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
 def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
     from chaos import docker_cli
     from stormlab.launcher import LabError
+
     runner = FakeCompose()
     runner.holding = None  # a shell that never writes its fault file
     monkeypatch.setattr(runner, "exec", lambda command: "")

@@ -1,5 +1,6 @@
 """The scenario runner in virtual time against a toy lab: sequencing, expectations, the
 operator phase, rollbacks on failure and on cancel, scoring and the seed-vs-lab table."""
+
 import asyncio
 from pathlib import Path
 
@@ -45,11 +46,18 @@ class ToyLab:
         if self.resumed_at is not None and t >= self.resumed_at + 20:
             storm = False
         error = 1.0 if self.paused else 0.55 if storm else 0.002 if self.stuck else 0.0
-        return {"customer_error_ratio": error, "nodes_total": 1000, "nodes_serving": 1000,
-                "nodes_disqualified": 150 if storm else 0, "metadata_inflight": 0 if self.paused else 180 if storm else 10,
-                "metadata_processing_p99_s": 0.7 if self.growth else 0.2, "allowance_s": 1.0, "metadata_paused": self.paused,
-                "table_error_ratio": {"metric-groups": 1.0 if self.stuck else 0.0, "orders": error},
-                "renewal_attempts_total": {"first": t, "retry": 0}}
+        return {
+            "customer_error_ratio": error,
+            "nodes_total": 1000,
+            "nodes_serving": 1000,
+            "nodes_disqualified": 150 if storm else 0,
+            "metadata_inflight": 0 if self.paused else 180 if storm else 10,
+            "metadata_processing_p99_s": 0.7 if self.growth else 0.2,
+            "allowance_s": 1.0,
+            "metadata_paused": self.paused,
+            "table_error_ratio": {"metric-groups": 1.0 if self.stuck else 0.0, "orders": error},
+            "renewal_attempts_total": {"first": t, "retry": 0},
+        }
 
     async def fault(self, fault, args, speed):
         if fault == "blip":
@@ -69,8 +77,17 @@ class ToyLab:
             self.paused = True
         elif action == "resume":
             self.paused, self.resumed_at = False, self.clock.now() if self.cores >= 80 else None
-        self.actions.append({"at": self.clock.now(), "t": self.clock.now(), "action": action, "args": args, "ok": ok,
-                             "message": action, "fault": ACTIONS[action].fault})
+        self.actions.append(
+            {
+                "at": self.clock.now(),
+                "t": self.clock.now(),
+                "action": action,
+                "args": args,
+                "ok": ok,
+                "message": action,
+                "fault": ACTIONS[action].fault,
+            }
+        )
         return {"ok": ok, "message": action}
 
     async def rollback(self):
@@ -102,7 +119,10 @@ def test_the_autopilot_plays_the_runbook_and_every_expectation_is_measured():
     assert journal["outcome"] == "passed", failed
     operator = next(s for s in journal["steps"] if s["kind"] == "operator")
     assert [a["name"] for a in operator["autopilot"]][:3] == [
-        "look first", "add capacity through the shared admin path", "pause requests to the metadata service"]
+        "look first",
+        "add capacity through the shared admin path",
+        "pause requests to the metadata service",
+    ]
     capacity = operator["autopilot"][1]
     assert capacity["ok"] is False and capacity["passed"] is True  # the failure was the expectation
     assert lab.halted == 1 and journal["rollbacks"][-1]["name"] == "halt every fault"

@@ -7,6 +7,7 @@
 
 Read from the source (ast), so a new module is checked the day it is written.
 """
+
 import ast
 from pathlib import Path
 
@@ -48,8 +49,13 @@ def imports(path: Path, root: Path = ROOT) -> tuple[set[str], list[str]]:
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                names = ([a.name for a in child.names] if isinstance(child, ast.Import)
-                         else [f"{child.module}.{a.name}" for a in child.names] if child.module else [])
+                names = (
+                    [a.name for a in child.names]
+                    if isinstance(child, ast.Import)
+                    else [f"{child.module}.{a.name}" for a in child.names]
+                    if child.module
+                    else []
+                )
                 if in_function:
                     inside.append(f"{path.relative_to(root)}:{child.lineno}")
                 found.update(m for m in map(_resolve, names) if m)
@@ -102,8 +108,7 @@ def top(module: str) -> str:
 
 
 def arrows(source: tuple[str, ...], target: tuple[str, ...]) -> list[str]:
-    return sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if top(m) in source
-                  for d in deps if top(d) in target and top(d) != top(m))
+    return sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if top(m) in source for d in deps if top(d) in target and top(d) != top(m))
 
 
 def test_the_project_has_modules_to_check():
@@ -139,10 +144,13 @@ def test_metadata_service_and_storage_node_meet_only_through_the_wire_types():
     assert arrows(("storage_node",), ("metadata_service",)) == []
 
 
-@pytest.mark.parametrize("graph, circle", [
-    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c"]),
-    ({"a": {"b"}, "b": set()}, None),
-])
+@pytest.mark.parametrize(
+    "graph, circle",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c"]),
+        ({"a": {"b"}, "b": set()}, None),
+    ],
+)
 def test_the_circle_finder_finds_circles(graph, circle):
     assert _cycles(graph) == ([circle] if circle else [])
 

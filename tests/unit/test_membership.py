@@ -79,8 +79,9 @@ def test_partition_map_routes_every_partition(store_2015):
 
 def test_metric_groups_is_a_small_share_and_sticking_it_spares_everyone_else(store_2015):
     total = sum(store_2015.entries(n) for n in store_2015.nodes)
-    share = sum(1 for n in store_2015.nodes for e in json.loads(store_2015.membership(n))["entries"]
-                if e["table"] == "metric-groups") / total
+    share = (
+        sum(1 for n in store_2015.nodes for e in json.loads(store_2015.membership(n))["entries"] if e["table"] == "metric-groups") / total
+    )
     assert 0.001 < share < 0.005  # the Monday tail: the aggregate stays ~0.2% while this table fails
     sizes = store_2015.size_distribution()
     store_2015.stick(["metric-groups"])

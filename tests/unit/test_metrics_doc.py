@@ -1,4 +1,5 @@
 """docs/metrics.md lists exactly the metrics the code exports, with their types."""
+
 import re
 from pathlib import Path
 
@@ -17,8 +18,7 @@ ROW = re.compile(r"^\| `(stormlab_[a-z0-9_]+)` \| (counter|gauge|histogram) \|",
 
 def exported() -> dict[str, str]:
     registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry]
-    for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r),
-                 lambda r: Generator(LabSettings(), "http://x", [], r)):
+    for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()
         make(registry)
         registries.append(registry)

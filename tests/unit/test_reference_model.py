@@ -3,6 +3,7 @@
 Nothing in the model decides that a storm happens: these outcomes come out of the
 schedule, the cost model, the allowance and the retry policy alone.
 """
+
 import pytest
 
 from common.settings import LabSettings
@@ -34,11 +35,14 @@ def test_the_storm_spreads_beyond_the_blipped_racks():
     assert len(outside) > 50
 
 
-@pytest.mark.parametrize("changes", [
-    {"gsi_growth": False},          # memberships at their pre-GSI size
-    {"allowance_s": 2.0},           # AWS's "lengthen the time allowed"
-    {"retry_policy": "full-jitter"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"gsi_growth": False},  # memberships at their pre-GSI size
+        {"allowance_s": 2.0},  # AWS's "lengthen the time allowed"
+        {"retry_policy": "full-jitter"},
+    ],
+)
 def test_counterfactuals_heal(changes):
     r = replay(LabSettings(**changes), watch_s=120)
     assert r["plateau"] < 0.01

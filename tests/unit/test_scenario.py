@@ -1,4 +1,5 @@
 """Scenario files: validation names the field and the line; the seed fixes the fault schedule."""
+
 from pathlib import Path
 
 import pytest
@@ -29,21 +30,24 @@ def test_every_shipped_scenario_validates(capsys):
         assert main(["scenario", "validate", str(path)]) == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, message", [
-    (GOOD.replace("fault: blip", "fault: meteor"), ":6: steps[0].fault: unknown fault 'meteor'"),
-    (GOOD.replace("title: t\n", ""), ":1: scenario: missing field 'title'"),
-    (GOOD.replace("at: 10s", "at: soon"), ":4: steps[0].at: not a duration: 'soon'"),
-    (GOOD.replace("duration: 5s", "racks: 3"), ":3: steps[0].args: missing field 'duration'"),
-    (GOOD.replace("above: 0.3, ", ""), ":9: steps[1].expect: needs above, below or both"),
-    (GOOD.replace(", within: 60s", ""), ":9: steps[1].expect: missing field 'within'"),
-    (GOOD.replace("probe: customer_error_ratio", "probe: vibes"), ":9: steps[1].expect.probe: unknown probe 'vibes'"),
-    (GOOD.replace("name: storm", "name: blip"), ":8: steps[1].name: step names must be unique: blip"),
-    (GOOD + "colour: red\n", ":10: scenario.colour: unknown field"),
-    (GOOD + "settings: {allowance_s: -1s}\n", ":10: settings.allowance_s: not a duration: '-1s'"),
-    (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 64"),
-    (GOOD.replace("pick: 3", "pick: -1"), ":7: steps[0].args.pick: must not be negative"),
-    ("title: [unclosed", "not YAML (line 1)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (GOOD.replace("fault: blip", "fault: meteor"), ":6: steps[0].fault: unknown fault 'meteor'"),
+        (GOOD.replace("title: t\n", ""), ":1: scenario: missing field 'title'"),
+        (GOOD.replace("at: 10s", "at: soon"), ":4: steps[0].at: not a duration: 'soon'"),
+        (GOOD.replace("duration: 5s", "racks: 3"), ":3: steps[0].args: missing field 'duration'"),
+        (GOOD.replace("above: 0.3, ", ""), ":9: steps[1].expect: needs above, below or both"),
+        (GOOD.replace(", within: 60s", ""), ":9: steps[1].expect: missing field 'within'"),
+        (GOOD.replace("probe: customer_error_ratio", "probe: vibes"), ":9: steps[1].expect.probe: unknown probe 'vibes'"),
+        (GOOD.replace("name: storm", "name: blip"), ":8: steps[1].name: step names must be unique: blip"),
+        (GOOD + "colour: red\n", ":10: scenario.colour: unknown field"),
+        (GOOD + "settings: {allowance_s: -1s}\n", ":10: settings.allowance_s: not a duration: '-1s'"),
+        (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 64"),
+        (GOOD.replace("pick: 3", "pick: -1"), ":7: steps[0].args.pick: must not be negative"),
+        ("title: [unclosed", "not YAML (line 1)"),
+    ],
+)
 def test_broken_files_fail_with_the_field_and_line(text, message):
     with pytest.raises(ScenarioError) as err:
         load(text, "f.yaml")
@@ -79,6 +83,7 @@ def test_the_same_seed_gives_the_same_fault_schedule():
 
 def test_the_settings_a_scenario_needs_are_named_for_compose_and_a_running_lab():
     from stormlab.gameday.cli import differences
+
     scenario = load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
     assert differences(scenario.settings, "dynamodb-2015") == {"STORMLAB_GSI_GROWTH": "off"}
     running = scenario.settings.to_env() | {"STORMLAB_SEED": "7"}

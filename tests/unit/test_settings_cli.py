@@ -19,10 +19,17 @@ def test_settings_round_trip_through_the_environment():
     assert LabSettings.from_env(s.to_env()) == s
 
 
-@pytest.mark.parametrize("changes", [
-    {"racks": 0}, {"nodes_per_rack": 10**6}, {"allowance_s": -1.0}, {"abandoned_work": "maybe"},
-    {"retry_policy": "forever"}, {"capacity_cores": 0.0},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"racks": 0},
+        {"nodes_per_rack": 10**6},
+        {"allowance_s": -1.0},
+        {"abandoned_work": "maybe"},
+        {"retry_policy": "forever"},
+        {"capacity_cores": 0.0},
+    ],
+)
 def test_settings_refuse_values_the_lab_cannot_run_with(changes):
     with pytest.raises(SettingsError):
         LabSettings(**changes)
@@ -60,6 +67,7 @@ def test_cli_errors_have_exit_codes_and_messages(no_lab, capsys):
 
 def test_up_refuses_ports_in_use(no_lab, capsys):
     import socket
+
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]

@@ -61,6 +61,7 @@ def test_validity_uses_the_whole_run_lag_when_given():
 
 def test_window_quantile_within_a_span():
     from common.window import Window
+
     w = Window(span_s=100.0)
     for t in range(100):
         w.add(float(t), 1.0 if t < 50 else 0.0)
