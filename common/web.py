@@ -13,6 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
 from common.window import Window
+from common.wire import WireError, parse_object
 
 try:  # uvloop where the platform has it (not on Windows)
     import uvloop
@@ -55,12 +56,9 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("body must be a JSON object")
-    return body
+        return parse_object(raw)
+    except WireError as exc:
+        raise BadRequest(f"body must be a JSON object: {exc}") from None
 
 
 def number(body: dict[str, Any], key: str, lo: float, hi: float, *, integer: bool = False) -> float:

@@ -25,7 +25,8 @@ class WireError(ValueError):
     """A document that does not have the shape its type says."""
 
 
-def _object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
+def parse_object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
+    """A JSON object, or a WireError that says why not."""
     if isinstance(raw, dict):
         return raw
     try:
@@ -79,7 +80,7 @@ class Membership:
 
     @classmethod
     def decode(cls, raw: bytes | str) -> Membership:
-        doc = _object(raw)
+        doc = parse_object(raw)
         node, entries = doc.get("node"), doc.get("entries")
         if not isinstance(node, str) or not isinstance(entries, list):
             raise WireError("a membership has a node and a list of entries")
@@ -119,7 +120,7 @@ class PartitionMap:
 
     @classmethod
     def decode(cls, raw: bytes | str | dict[str, Any]) -> PartitionMap:
-        doc = _object(raw)
+        doc = parse_object(raw)
         tables = doc.get("tables")
         if not isinstance(tables, dict):
             raise WireError("a partition map has tables")
@@ -145,7 +146,7 @@ class Status:
 
     @classmethod
     def from_json(cls: type[T], raw: bytes | str | dict[str, Any]) -> T:
-        doc = _object(raw)
+        doc = parse_object(raw)
         if doc.get("component") != cls.COMPONENT:
             raise WireError(f"not the status of a {cls.COMPONENT}: component={doc.get('component')!r}")
         missing = [

@@ -6,10 +6,13 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from common.metrics import MetricFactory
+
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 ENTRY_BUCKETS = (10, 20, 30, 40, 60, 80, 100, 120, 140, 160, 200, 300, 500, 1000)
 KINDS = ("membership", "admin")
 OUTCOMES = ("ok", "abandoned", "paused", "rejected")
+KIND_OUTCOME = ("kind", "outcome")
 
 
 @dataclass
@@ -27,28 +30,19 @@ class MetadataMetrics:
 
     @classmethod
     def create(cls) -> MetadataMetrics:
-        r = CollectorRegistry()
+        f = MetricFactory()
+        answered = "Time from arrival to answer of completed requests (compare with the allowance)"
         m = cls(
-            registry=r,
-            requests=Counter(
-                "stormlab_metadata_requests_total", "Requests to the metadata service by kind and outcome", ["kind", "outcome"], registry=r
-            ),
-            processing=Histogram(
-                "stormlab_metadata_processing_seconds",
-                "Time from arrival to answer of completed requests (compare with the allowance)",
-                ["kind"],
-                buckets=LATENCY_BUCKETS,
-                registry=r,
-            ),
-            entries=Histogram("stormlab_membership_entries", "Entries in each membership list served", buckets=ENTRY_BUCKETS, registry=r),
-            inflight=Gauge("stormlab_metadata_inflight", "Requests sharing the virtual CPU now", registry=r),
-            cores=Gauge("stormlab_metadata_cpu_cores", "Virtual cores of the metadata service", registry=r),
-            busy=Counter("stormlab_metadata_cpu_busy_seconds", "Virtual core-seconds of work done", registry=r),
-            wasted=Counter(
-                "stormlab_metadata_wasted_work_seconds", "Virtual core-seconds spent on requests whose client had given up", registry=r
-            ),
-            paused=Gauge("stormlab_metadata_paused", "1 while membership requests are paused", registry=r),
-            version=Gauge("stormlab_membership_version", "Version of the membership store", registry=r),
+            registry=f.registry,
+            requests=f.counter("stormlab_metadata_requests_total", "Requests to the metadata service by kind and outcome", KIND_OUTCOME),
+            processing=f.histogram("stormlab_metadata_processing_seconds", answered, LATENCY_BUCKETS, ["kind"]),
+            entries=f.histogram("stormlab_membership_entries", "Entries in each membership list served", ENTRY_BUCKETS),
+            inflight=f.gauge("stormlab_metadata_inflight", "Requests sharing the virtual CPU now"),
+            cores=f.gauge("stormlab_metadata_cpu_cores", "Virtual cores of the metadata service"),
+            busy=f.counter("stormlab_metadata_cpu_busy_seconds", "Virtual core-seconds of work done"),
+            wasted=f.counter("stormlab_metadata_wasted_work_seconds", "Virtual core-seconds spent on requests whose client had given up"),
+            paused=f.gauge("stormlab_metadata_paused", "1 while membership requests are paused"),
+            version=f.gauge("stormlab_membership_version", "Version of the membership store"),
         )
         for kind in KINDS:
             m.processing.labels(kind)

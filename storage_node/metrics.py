@@ -6,11 +6,13 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from common.metrics import MetricFactory
 from storage_node.refusal import NodeState
 
 RENEWAL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
 RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "error")
 ATTEMPTS = ("first", "retry")
+RENEWAL_LABELS = ("rack", "attempt", "outcome")
 SERVED_OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "bad_request")
 
 
@@ -28,34 +30,20 @@ class RackMetrics:
 
     @classmethod
     def create(cls, rack: int) -> RackMetrics:
-        r = CollectorRegistry()
+        f = MetricFactory()
+        rack_ = ("rack",)
         m = cls(
-            registry=r,
-            renewals=Counter(
-                "stormlab_renewals_total", "Membership renewal attempts by attempt and outcome", ["rack", "attempt", "outcome"], registry=r
+            registry=f.registry,
+            renewals=f.counter("stormlab_renewals_total", "Membership renewal attempts by attempt and outcome", RENEWAL_LABELS),
+            renewal_seconds=f.histogram(
+                "stormlab_renewal_seconds", "Duration of renewal attempts (misses count up to the allowance)", RENEWAL_BUCKETS, rack_
             ),
-            renewal_seconds=Histogram(
-                "stormlab_renewal_seconds",
-                "Duration of renewal attempts (misses count up to the allowance)",
-                ["rack"],
-                buckets=RENEWAL_BUCKETS,
-                registry=r,
-            ),
-            nodes=Gauge("stormlab_nodes", "Storage nodes by refusal state", ["rack", "state"], registry=r),
-            disqualifications=Counter("stormlab_node_disqualifications_total", "Times a node disqualified itself", ["rack"], registry=r),
-            link_up=Gauge("stormlab_link_up", "1 while the rack's probe reaches the metadata service", ["rack"], registry=r),
-            link_restores=Counter(
-                "stormlab_link_restores_total", "Times the rack's link came back (every node renews at once)", ["rack"], registry=r
-            ),
-            served=Counter(
-                "stormlab_node_requests_total", "Customer requests answered by the rack's nodes", ["rack", "outcome"], registry=r
-            ),
-            allowance=Gauge(
-                "stormlab_renewal_allowance_seconds",
-                "The allowance: a renewal not answered by then disqualifies its node",
-                ["rack"],
-                registry=r,
-            ),
+            nodes=f.gauge("stormlab_nodes", "Storage nodes by refusal state", ("rack", "state")),
+            disqualifications=f.counter("stormlab_node_disqualifications_total", "Times a node disqualified itself", rack_),
+            link_up=f.gauge("stormlab_link_up", "1 while the rack's probe reaches the metadata service", rack_),
+            link_restores=f.counter("stormlab_link_restores_total", "Times the rack's link came back (every node renews at once)", rack_),
+            served=f.counter("stormlab_node_requests_total", "Customer requests answered by the rack's nodes", ("rack", "outcome")),
+            allowance=f.gauge("stormlab_renewal_allowance_seconds", "The allowance: a renewal not answered by then disqualifies", rack_),
         )
         label = str(rack)
         for attempt in ATTEMPTS:

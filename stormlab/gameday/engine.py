@@ -136,25 +136,8 @@ class Runner:
 
     async def do(self, step: Step, args: dict[str, Any]) -> dict[str, Any]:
         record: dict[str, Any] = {"name": step.name, "kind": step.kind, "line": step.line, "at_s": round(self.elapsed(), 3)}
-        if step.kind == "fault" and step.fault:
-            result = await self.lab.fault(step.fault, args, self.speed)
-            record |= {
-                "fault": step.fault,
-                "args": args,
-                "passed": result["ok"],
-                "detail": result["message"],
-                "duration_s": result.get("duration_s"),
-            }
-        elif step.kind == "action" and step.action:
-            result = await self.lab.action(step.action, args, self.speed)
-            record |= {
-                "action": step.action,
-                "args": args,
-                "ok": result["ok"],
-                "detail": result["message"],
-                "passed": result["ok"] != step.expect_failure,
-                "expect_failure": step.expect_failure,
-            }
+        if step.kind in ("fault", "action"):
+            record |= await self.move(step, args)
         elif step.kind == "wait":
             await self.wait(step.wait_s / self.speed)
             record |= {"passed": True, "detail": f"waited {step.wait_s / self.speed:g}s"}
@@ -164,6 +147,18 @@ class Runner:
             record |= await self.operator(step)
         record["ended_s"] = round(self.elapsed(), 3)
         return record
+
+    async def move(self, step: Step, args: dict[str, Any]) -> dict[str, Any]:
+        """A fault or an operator's action, and whether it went as the step expected."""
+        if step.fault:
+            result = await self.lab.fault(step.fault, args, self.speed)
+            own = {"fault": step.fault, "duration_s": result.get("duration_s"), "passed": result["ok"]}
+        else:
+            assert step.action is not None, "the reader gives every action step its action"
+            result = await self.lab.action(step.action, args, self.speed)
+            passed = result["ok"] != step.expect_failure
+            own = {"action": step.action, "ok": result["ok"], "expect_failure": step.expect_failure, "passed": passed}
+        return {"args": args, "detail": result["message"], **own}
 
     async def expect(self, check: Check, within_s: float | None = None) -> dict[str, Any]:
         """Wait until the check holds (for ``for`` seconds in a row), at most ``within``."""
