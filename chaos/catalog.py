@@ -23,7 +23,11 @@ from chaos.lease import max_duration_s
 from common.errors import UsageError
 from common.settings import CORES, SettingsError, parse_bool, parse_duration
 
-HOLDERS = ("linkproxy", "supervisor", "metadata")
+HOLDERS = {  # who applies each fault and arms its revert, in the local lab
+    "linkproxy": "the link proxy (every rack's path to the metadata service)",
+    "supervisor": "the supervisor (the parent of every lab process)",
+    "metadata": "the metadata service itself",
+}
 DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "duration",
     "number",
@@ -369,7 +373,7 @@ _FAULTS = (
         "attempts to add metadata-service capacity fail: the admin path shares the overloaded service",
         "the cores go back to what they were before the lease",
         (
-            Arg("cores", NUMBER, "virtual cores while the lease lasts (the profile has 40)", lo=CORES[0], hi=CORES[1], required=True),
+            Arg("cores", NUMBER, "virtual cores while the lease lasts; the profile has 40", lo=CORES[0], hi=CORES[1], required=True),
             Arg("break_glass", FLAG, "go around the overloaded admin path (the path AWS did not have)", default=False),
             Arg("timeout_s", DURATION, "how long the admin request may take", lo=0, lo_open=True, hi=600, default="2s", client=True),
             DURATION_ARG,
@@ -401,3 +405,12 @@ _FAULTS = (
 )
 FAULTS: dict[str, Fault] = {f.name: f for f in _FAULTS}
 MOVES = tuple(f.name for f in _FAULTS if f.move)
+
+
+def markdown() -> str:
+    """The arguments table of docs/chaos.md (a test keeps the two the same)."""
+    rows = ["| fault | held by | arguments |", "| --- | --- | --- |"]
+    for f in FAULTS.values():
+        args = "; ".join(f"`{a.flag}`{' (required)' if a.required else ''}: {a.describe()}" for a in f.args) or "none"
+        rows.append(f"| `{f.name}` | {f.holder} | {args} |")
+    return "\n".join(rows)

@@ -28,8 +28,9 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 
 def describe(fault: catalog.Fault) -> str:
     return (
-        f"{fault.help}.\n\nIn 2015: {fault.emulates}.\nWhen the lease ends: {fault.reverts}.\n"
-        f"Held by: the {fault.holder} (on compose, network and process faults: the target container)."
+        f"{fault.help}.\n\nWhat it emulates: {fault.emulates}.\nWhen the lease ends: {fault.reverts}.\n"
+        f"Held by: {catalog.HOLDERS[fault.holder]}; on compose, network and process faults are held by a shell "
+        "in the target container."
     )
 
 
@@ -127,12 +128,12 @@ def run(args: argparse.Namespace, runner: db.Runner | None = None) -> int:
         return docker_cli.apply(req.body, runner, args.dry_run, args.wait)
     state = lab_state(docker, args.fault)
     values = values_from(args, client.racks_total(state))
-    url, req = client.build(state, args.fault, values)
     if args.dry_run:
+        url, req = client.build(state, args.fault, values)
         print(f"POST {url}/faults {json.dumps(req.body)}")
         return 0
     directory = state_dir()
-    lease = client.apply(state, args.fault, values, ensure_token(directory), journal_dir=directory, via="chaos")
+    lease, req = client.apply(state, args.fault, values, ensure_token(directory), journal_dir=directory, via="chaos")
     print(client.describe(lease, req))
     if args.wait:
         time.sleep(req.body["duration_s"])

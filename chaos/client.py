@@ -94,12 +94,14 @@ def apply(
     journal_dir: Path | None = None,
     via: str = "chaos",
     action: str | None = None,
-) -> dict[str, Any]:
-    """Build, send and, for a responder's move, journal one fault; returns the holder's lease."""
-    url, req = build(state, fault, values)
-    directory = journal_dir if req.fault.move else None
+) -> tuple[dict[str, Any], catalog.Request]:
+    """Build, send and, for a responder's move, journal one fault (a move that is refused is
+    journaled too); returns the holder's lease and the request."""
+    spec = catalog.FAULTS.get(fault)
+    directory = journal_dir if spec is not None and spec.move else None
     args = {k: v for k, v in values.items() if v is not None}
     try:
+        url, req = build(state, fault, values)
         lease = send(url, req, token)
     except (ChaosError, LabError) as exc:
         if directory is not None:
@@ -107,7 +109,7 @@ def apply(
         raise
     if directory is not None:
         journal.record(directory, action or fault, args, True, describe(lease, req), fault=fault, via=via)
-    return lease
+    return lease, req
 
 
 def describe(lease: Mapping[str, Any], req: catalog.Request) -> str:

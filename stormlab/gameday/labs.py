@@ -78,8 +78,7 @@ class LocalLab(_Lab):
     async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         values = scaled(args, speed)
         try:
-            _, req = client.build(self.state, fault, values)
-            lease = await asyncio.to_thread(client.apply, self.state, fault, values, self.ops.token)
+            lease, req = await asyncio.to_thread(client.apply, self.state, fault, values, self.ops.token)
         except (UsageError, LabError) as exc:
             return {"ok": False, "message": str(exc)}
         return {"ok": True, "duration_s": req.body["duration_s"], "message": client.describe(lease, req)}

@@ -78,12 +78,11 @@ class Ops:
             return journal.record(self.directory, action, args, True, message)
         try:
             values = move_values(spec, args)
-            _, req = client.build(self.state, spec.fault, values)
         except UsageError as exc:
             journal.record(self.directory, action, args, False, str(exc), fault=spec.fault)
             return {"ok": False, "message": str(exc), "error": exc}
-        try:  # sent and journaled on the one path `stormlab chaos` takes too
-            lease = await asyncio.to_thread(
+        try:  # built, sent and journaled on the one path `stormlab chaos` takes too
+            lease, req = await asyncio.to_thread(
                 client.apply, self.state, spec.fault, values, self.token, journal_dir=self.directory, via="ops", action=action
             )
         except (UsageError, LabError) as exc:

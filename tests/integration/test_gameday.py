@@ -7,10 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from chaos import journal
 from stormlab.cli import main
+from stormlab.gameday import scoring
+from stormlab.gameday.cli import read
 
 SCENARIO = """\
 title: interrupted
@@ -21,6 +25,9 @@ steps:
 rollback:
   - {name: note the rollback, action: note, args: {text: rolled back}}
 """
+
+
+SCENARIO_2015 = read(Path(__file__).resolve().parents[2] / "scenarios" / "dynamodb-2015.yaml")
 
 
 @pytest.fixture
@@ -60,6 +67,28 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
         ("note", True),
     ]
     assert journal[-1]["message"] == "looked at the margin"
+    assert main(["chaos", "halt"]) == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_move_made_with_chaos_is_journaled_and_scored_like_one_made_with_ops(small_lab, capsys):
+    started = time.time()
+    assert main(["ops", "pause-metadata", "--duration", "30s"]) == 0
+    assert main(["chaos", "capacity", "--cores", "60", "--duration", "30s"]) == 0
+    assert main(["chaos", "resume-metadata", "--staged", "2", "--every", "1s"]) == 0
+    assert main(["chaos", "capacity", "--cores", "0", "--duration", "30s"]) == 2  # refused: journaled as failed
+    assert main(["chaos", "blip", "--racks", "1", "--duration", "1s"]) == 0  # a fault, not a responder's move
+    capsys.readouterr()
+    moves = journal.moves_since(small_lab, started)
+    assert [(m["fault"], m["via"], m["ok"]) for m in moves] == [
+        ("pause-metadata", "ops", True),
+        ("capacity", "chaos", True),
+        ("resume-metadata", "chaos", True),
+        ("capacity", "chaos", False),
+    ]
+    operator = {"name": "recovery", "kind": "operator", "started_s": 0.0, "recovered_after_s": 5.0}
+    score = scoring.score(SCENARIO_2015, {"steps": [operator], "samples": [], "player_actions": moves})
+    assert score["actions_taken"] == 4 and score["failed_actions"] == 1
     assert main(["chaos", "halt"]) == 0
 
 

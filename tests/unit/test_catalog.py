@@ -104,3 +104,11 @@ def test_python_m_chaos_is_the_chaos_tool(capsys):
 def test_every_fault_has_a_holder_and_every_holder_holds_some():
     assert {f.holder for f in catalog.FAULTS.values()} == set(catalog.HOLDERS)
     assert catalog.MOVES == ("pause-metadata", "resume-metadata", "capacity")
+
+
+def test_the_fault_docs_show_the_catalog_as_it_is():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "chaos.md").read_text()
+    table = doc.split("<!-- catalog -->\n", 1)[1].split("\n<!-- /catalog -->", 1)[0]
+    assert table == catalog.markdown()
