@@ -1,0 +1,65 @@
+"""The documents one process writes and another reads: written and read through one type."""
+
+import pytest
+
+from common.settings import LabSettings
+from common.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError
+from metadata_service.membership import MembershipStore
+from services.loadgen.traffic import Routes
+
+
+def test_a_membership_written_by_the_store_is_read_back_by_a_node():
+    store = MembershipStore.for_fleet(LabSettings(racks=2, nodes_per_rack=20))
+    node = store.nodes[0]
+    membership = Membership.decode(store.membership(node))
+    assert membership.node == node and membership.version == store.version
+    assert len(membership.owned()) == store.entries(node)
+    assert Membership.decode(membership.encode()) == membership
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"node": "r00n000", "version": "1", "entries": []}',
+        b'{"node": "r00n000", "version": 1}',
+        b'{"node": "r00n000", "version": 1, "entries": [{"table": "orders", "index": null, "partition": 0}]}',
+        b'{"node": "r00n000", "version": 1, "entries": [{"table": 7, "index": null, "partition": 0, "range": [0, 1]}]}',
+    ],
+)
+def test_a_membership_of_the_wrong_shape_is_refused(raw):
+    with pytest.raises(WireError):
+        Membership.decode(raw)
+
+
+def test_the_partition_map_routes_the_customers():
+    store = MembershipStore.for_fleet(LabSettings(racks=2, nodes_per_rack=20))
+    routes = Routes(PartitionMap.decode(store.partition_map()))
+    assert routes.version == store.version and set(routes.tables) == set(store.tables)
+    with pytest.raises(WireError):
+        PartitionMap.decode(b'{"version": 1, "tables": {"orders": {"owners": "r00n000", "gsis": [], "status": "active"}}}')
+
+
+def test_every_status_reads_back_what_was_written():
+    rack = RackStatus(
+        loop_lag_p99_s=0.001,
+        rack=3,
+        pid=42,
+        link_up=True,
+        nodes_total=100,
+        nodes_serving=99,
+        nodes_disqualified=1,
+        nodes_starting=0,
+        renewal_p99_s=0.6,
+        renewal_attempts_total={"first": 10.0, "retry": 2.0},
+        allowance_s=1.0,
+    )
+    assert RackStatus.from_json(rack.to_json()) == rack
+    assert rack.to_json()["component"] == "rack"
+    loadgen = LoadgenStatus(loop_lag_p99_s=0.0, rate_per_s=200.0, requests_last_10s=2000, customer_error_ratio=0.55)
+    assert LoadgenStatus.from_json(loadgen.to_json()) == loadgen
+    with pytest.raises(WireError, match="not the status of a metadata"):
+        MetadataStatus.from_json(rack.to_json())
+    with pytest.raises(WireError, match="without"):
+        RackStatus.from_json({"component": "rack", "rack": 1})
