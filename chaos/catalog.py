@@ -38,7 +38,7 @@ DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "tables",
     "target",
 )
-TARGET_NAME = re.compile(r"^(metadata|rack-\d{1,4})$")
+TARGET_NAME = re.compile(r"^(metadata|queues|rack-\d{1,4})$")
 
 
 class ChaosError(UsageError):
@@ -143,7 +143,7 @@ class Arg:
                 raise ChaosError(f"{self.key} must be a list of distinct table names")
             return value
         if not isinstance(value, str) or not TARGET_NAME.match(value):
-            raise ChaosError(f"{self.key} must name a process: metadata or rack-NN, got {value!r}")
+            raise ChaosError(f"{self.key} must name a process: metadata, queues or rack-NN, got {value!r}")
         return value
 
 
@@ -278,7 +278,7 @@ DURATION_ARG = Arg(
     "duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
 )
 RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
-TARGET_ARG = Arg("target", TARGET, "the process: metadata or rack-NN", required=True)
+TARGET_ARG = Arg("target", TARGET, "the process: metadata, queues or rack-NN", required=True)
 
 
 def _staged_lease_s(body: dict[str, Any]) -> float:
@@ -414,3 +414,7 @@ def markdown() -> str:
         args = "; ".join(f"`{a.flag}`{' (required)' if a.required else ''}: {a.describe()}" for a in f.args) or "none"
         rows.append(f"| `{f.name}` | {f.holder} | {args} |")
     return "\n".join(rows)
+
+
+if __name__ == "__main__":  # `python -m chaos.catalog`: the table docs/chaos.md shows
+    print(markdown())

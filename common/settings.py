@@ -65,6 +65,11 @@ class LabSettings:
     customer_rate: float = setting(200.0, "customer requests per second from loadgen", 0, 100_000)
     customer_timeout_s: float = setting(1.0, "customer request timeout", 0.01, 600)
     seed: int = setting(2015, "seed for every random choice (jitter, traffic)", 0, 2**63)
+    # The cascade: the services that keep their control planes in the lab's tables, and AWS's fixes.
+    cascade_rate: float = setting(4.0, "requests per second each dependent service's own clients make", 0, 1000)
+    cascade_timeout_s: float = setting(1.0, "how long a dependent service waits for a row of the lab's tables", 0.01, 600)
+    queue_cache_ttl_s: float = setting(5.0, "queues: cached queue metadata must be refreshed from its table within this", 0.01, 3600)
+    fix_stale_cache: bool = setting(False, "queues (AWS's fix): keep serving send/receive from stale queue metadata")
 
     def __post_init__(self) -> None:
         for f in fields(self):

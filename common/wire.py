@@ -33,6 +33,8 @@ def parse_object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WireError(f"not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the parser goes: no document of ours is
+        raise WireError("not JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise WireError("not a JSON object")
     return doc
@@ -202,3 +204,14 @@ class LoadgenStatus(Status):
     failures_total: int = 0
     inflight: int = 0
     routes_version: int | None = None
+
+
+@dataclass(frozen=True)
+class QueuesStatus(Status):
+    COMPONENT: ClassVar[str] = "queues"
+    error_ratio: float | None  # send and receive calls failing, last 10 s
+    requests_total: int
+    failures_total: int
+    metadata_age_s: float  # the oldest cached queue metadata
+    messages_stored: int
+    fix_stale_cache: bool

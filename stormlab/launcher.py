@@ -27,6 +27,8 @@ from common.settings import LabSettings
 
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
+# The services beside the database, whose control planes live in the lab's tables (ports base+4…).
+DEPENDENT = (("queues", "services.queues"),)
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
 
@@ -70,7 +72,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     """Every process of the lab with its port and environment."""
     n = settings.racks
     if base_port == 0:
-        ports = _free_ports(3 + 2 * n)
+        ports = _free_ports(3 + 2 * n + len(DEPENDENT))
     else:
         if not 1024 <= base_port <= 65535 - 300:
             raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
@@ -78,6 +80,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
             [base_port, base_port + 1, base_port + 2]
             + [base_port + 10 + r for r in range(n)]
             + [base_port + 100 + r for r in range(n)]
+            + [base_port + 4 + i for i in range(len(DEPENDENT))]
             + [base_port + 3]
         )
         busy = [p for p in ports if not _port_free(p)]
@@ -104,11 +107,13 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
         )
         for r in range(n)
     ]
-    comps.append(
-        Component(
-            "loadgen", "services.loadgen", loadgen, {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}
-        )
-    )
+    customers = {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}
+    comps.append(Component("loadgen", "services.loadgen", loadgen, customers))
+    dependent_ports = ports[3 + 2 * n : 3 + 2 * n + len(DEPENDENT)]
+    comps += [
+        Component(name, module, port, {**customers, "STORMLAB_DATA_DIR": str(data_dir)})
+        for (name, module), port in zip(DEPENDENT, dependent_ports, strict=True)
+    ]
     return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps]
 
 

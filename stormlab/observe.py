@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from common.auth import ensure_token, headers
-from common.wire import LoadgenStatus, MetadataStatus, RackStatus, Status, WireError
+from common.wire import LoadgenStatus, MetadataStatus, QueuesStatus, RackStatus, Status, WireError
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -45,6 +45,7 @@ async def snapshot(
         unreachable=sorted(n for n, r in by_name.items() if r is None),
         metadata=read_status(MetadataStatus, by_name.get("metadata")),
         loadgen=read_status(LoadgenStatus, by_name.get("loadgen")),
+        queues=read_status(QueuesStatus, by_name.get("queues")),
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
@@ -71,6 +72,7 @@ def summarize(
     metadata: MetadataStatus | None,
     loadgen: LoadgenStatus | None,
     racks: list[RackStatus],
+    queues: QueuesStatus | None = None,
     allowance_s: float | None,
     loop_lag_p99_s: float | None,
     faults: list[dict[str, Any]],
@@ -101,6 +103,8 @@ def summarize(
         "allowance_s": allowance_s,
         "loop_lag_p99_s": loop_lag_p99_s,
         "faults": faults,
+        "queue_error_ratio": queues.error_ratio if queues else None,
+        "queue_metadata_age_s": queues.metadata_age_s if queues else None,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
 
@@ -128,6 +132,8 @@ def render(snap: dict[str, Any]) -> str:
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
         f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({valid})",
     ]
+    if snap.get("queue_error_ratio") is not None:
+        lines.append(f"queues:     {pct(snap['queue_error_ratio'])} of send/receive failing (metadata age {sec(snap['queue_metadata_age_s'])})")
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")
     for f in snap["faults"]:

@@ -34,6 +34,8 @@ KEPT = (
     "renewal_attempts_total",
     "loop_lag_p99_s",
     "membership_sizes",
+    "queue_error_ratio",
+    "queue_metadata_age_s",
 )
 
 

@@ -29,6 +29,7 @@ PROBES = (
     "metadata_inflight",
     "renewal_p99_s",
     "metadata_paused",
+    "queue_error_ratio",
 )
 KINDS = ("fault", "action", "wait", "expect", "operator")
 

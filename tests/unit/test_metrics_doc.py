@@ -6,10 +6,12 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from chaos.linkproxy import LinkProxy
+from common.metrics import MetricFactory
 from common.settings import LabSettings
 from common.web import LoopLag
 from metadata_service.metrics import MetadataMetrics
 from services.loadgen.app import Generator
+from services.queues.app import QueueService
 from storage_node.metrics import RackMetrics
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -17,7 +19,9 @@ ROW = re.compile(r"^\| `(stormlab_[a-z0-9_]+)` \| (counter|gauge|histogram) \|",
 
 
 def exported() -> dict[str, str]:
-    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry]
+    queues = MetricFactory()
+    QueueService(LabSettings(), None, None, queues)  # its metrics are made in its constructor
+    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry]
     for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()
         make(registry)

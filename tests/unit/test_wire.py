@@ -3,7 +3,7 @@
 import pytest
 
 from common.settings import LabSettings
-from common.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError
+from common.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError, parse_object
 from metadata_service.membership import MembershipStore
 from services.loadgen.traffic import Routes
 
@@ -31,6 +31,11 @@ def test_a_membership_written_by_the_store_is_read_back_by_a_node():
 def test_a_membership_of_the_wrong_shape_is_refused(raw):
     with pytest.raises(WireError):
         Membership.decode(raw)
+
+
+def test_a_document_nested_deeper_than_the_parser_goes_is_refused_not_a_crash():
+    with pytest.raises(WireError, match="nested too deeply"):
+        parse_object(b"[" * 100_000)
 
 
 def test_the_partition_map_routes_the_customers():

@@ -1,0 +1,196 @@
+"""queues: the lab's SQS. Its queue metadata lives in the lab's ``queue-metadata`` table and is
+cached here; its messages are its own (``messages.py``).
+
+  POST /queues/{queue}/messages  {"body": …}   send; 201 {"id"} once the message is committed
+  POST /queues/{queue}/receive   {"max": N}     receive up to N (1-10); they are deleted
+  GET  /status, /metrics, /healthz
+
+A call whose queue metadata is older than ``queue_cache_ttl_s`` refreshes it from the table
+first; if that fails, the call fails (503 ``queue_metadata_unavailable``), unless the fix
+``fix_stale_cache`` is on. The service's own clients send and receive ``cascade_rate`` times a
+second. ``queue-metadata`` lives on ordinary nodes: the storm does not reach it, the pause does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from common.metrics import MetricFactory
+from common.settings import LabSettings
+from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
+from common.window import Window
+from common.wire import QueuesStatus
+from services.queues.cache import MetadataCache
+from services.queues.messages import AsyncMessageStore
+from services.storage import Storage, StorageError, keep_map_fresh
+
+TABLE = "queue-metadata"
+QUEUES = tuple(f"q-{i}" for i in range(8))
+OPS = ("send", "receive")
+OUTCOMES = ("ok", "unavailable")
+MAX_BODY = 4096
+
+
+class Unavailable(Exception):
+    """The queue's metadata could not be refreshed and no stale copy may be used."""
+
+
+class QueueService:
+    def __init__(self, settings: LabSettings, storage: Storage, messages: AsyncMessageStore, f: MetricFactory) -> None:
+        self.settings, self.storage, self.messages = settings, storage, messages
+        self.cache = MetadataCache(settings.queue_cache_ttl_s, settings.fix_stale_cache)
+        self.window = Window(span_s=10.0)
+        self.requests = f.counter("stormlab_queue_requests_total", "Send and receive calls by outcome", ("op", "outcome"))
+        self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
+        self.age = f.gauge("stormlab_queue_metadata_age_seconds", "Age of the oldest cached queue metadata")
+        self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet received")
+        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
+        fix.labels("queues", "stale-cache").set(1 if settings.fix_stale_cache else 0)
+        for op in OPS:
+            for outcome in OUTCOMES:
+                self.requests.labels(op, outcome)
+        for outcome in ("ok", "failed", "stale"):
+            self.refreshes.labels(outcome)
+        self.sent = self.failed = 0
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def metadata(self, queue: str) -> dict[str, Any]:
+        if self.cache.fresh(queue, self.now()):
+            return self.cache.entries[queue][0]
+        try:
+            row = await self.storage.get(TABLE, queue)
+            if row is None:  # a queue's first use: its metadata row is written to the table
+                row = {"queue": queue, "visibility_timeout_s": 30}
+                await self.storage.put(TABLE, queue, row)
+        except StorageError as exc:
+            if self.cache.after_failed_refresh(queue):
+                self.refreshes.labels("stale").inc()
+                return self.cache.entries[queue][0]
+            self.refreshes.labels("failed").inc()
+            raise Unavailable(f"queue metadata of {queue} could not be refreshed: {exc}") from None
+        self.refreshes.labels("ok").inc()
+        self.cache.store(queue, row, self.now())
+        return row
+
+    def record(self, op: str, ok: bool) -> None:
+        self.requests.labels(op, "ok" if ok else "unavailable").inc()
+        self.window.add(self.now(), 0.0 if ok else 1.0)
+        self.sent += 1
+        self.failed += 0 if ok else 1
+
+    async def send(self, queue: str, body: Any) -> int:
+        try:
+            await self.metadata(queue)
+        except Unavailable:
+            self.record("send", False)
+            raise
+        message_id = await self.messages.send(queue, body)
+        self.record("send", True)
+        return message_id
+
+    async def receive(self, queue: str, most: int) -> list[dict[str, Any]]:
+        try:
+            await self.metadata(queue)
+        except Unavailable:
+            self.record("receive", False)
+            raise
+        got = await self.messages.receive(queue, most)
+        self.record("receive", True)
+        return got
+
+    async def clients(self) -> None:
+        """The service's own customers: a send and a receive, ``cascade_rate`` times a second."""
+        rng = random.Random(f"{self.settings.seed}/queues")
+        if self.settings.cascade_rate <= 0:
+            return
+        while True:
+            await asyncio.sleep(1.0 / self.settings.cascade_rate)
+            try:
+                await self.send(rng.choice(QUEUES), {"at": self.now()})
+                await self.receive(rng.choice(QUEUES), 10)
+            except Unavailable:
+                pass
+
+    async def status(self, lag_p99_s: float) -> QueuesStatus:
+        now = self.now()
+        depth = await self.messages.depth()
+        self.stored.set(depth)
+        self.age.set(self.cache.oldest_age_s(now))
+        return QueuesStatus(
+            loop_lag_p99_s=lag_p99_s,
+            error_ratio=self.window.mean(now),
+            requests_total=self.sent,
+            failures_total=self.failed,
+            metadata_age_s=round(self.cache.oldest_age_s(now), 3),
+            messages_stored=depth,
+            fix_stale_cache=self.settings.fix_stale_cache,
+        )
+
+
+SERVICE = web.AppKey("queues", QueueService)
+
+
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+    f = MetricFactory()
+    lag = LoopLag(f.registry)
+    app = base_app(f.registry, lag)
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+        messages = AsyncMessageStore(data_dir / "queues.sqlite3")
+        service = app[SERVICE] = QueueService(settings, storage, messages, f)
+        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), asyncio.create_task(service.clients())]
+        yield
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await session.close()
+        messages.close()
+
+    app.cleanup_ctx.append(service_ctx)
+
+    def queue(request: web.Request) -> str:
+        name = request.match_info["queue"]
+        if name not in QUEUES:
+            raise web.HTTPNotFound(text=f"no queue {name!r}; queues: {', '.join(QUEUES)}")
+        return name
+
+    async def send(request: web.Request) -> web.Response:
+        name = queue(request)
+        body = await read_object(request)
+        if "body" not in body or len(repr(body["body"])) > MAX_BODY:
+            raise BadRequest(f'body must be {{"body": …}} of at most {MAX_BODY} bytes')
+        try:
+            message_id = await request.app[SERVICE].send(name, body["body"])
+        except Unavailable as exc:
+            return json_error(503, "queue_metadata_unavailable", str(exc))
+        return web.json_response({"id": message_id}, status=201)
+
+    async def receive(request: web.Request) -> web.Response:
+        name = queue(request)
+        body = await read_object(request)
+        most = int(number(body | {"max": body.get("max", 1)}, "max", 1, 10, integer=True))
+        try:
+            got = await request.app[SERVICE].receive(name, most)
+        except Unavailable as exc:
+            return json_error(503, "queue_metadata_unavailable", str(exc))
+        return web.json_response({"messages": got})
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response((await request.app[SERVICE].status(lag.p99(request))).to_json())
+
+    app.router.add_post("/queues/{queue}/messages", send)
+    app.router.add_post("/queues/{queue}/receive", receive)
+    app.router.add_get("/status", status)
+    return app

@@ -1,0 +1,154 @@
+"""The queue service on a real small lab: its API refuses bad input, its metadata follows the
+lab's table (failing once the metadata service is paused, unless the stale-cache fix is on), and
+no message it acknowledged is lost, across a pause and a SIGKILL of its process."""
+
+import asyncio
+
+import aiohttp
+import pytest
+
+from common.auth import ensure_token, headers
+from common.settings import LabSettings
+from stormlab import launcher
+
+SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "queue_cache_ttl_s": 1.0}
+
+
+def start(tmp_path, monkeypatch, **changes):
+    directory = (tmp_path / "state").resolve()
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
+    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
+    return state, directory
+
+
+async def post(s, url, body, raw=None):
+    kw = {"data": raw} if raw is not None else {"json": body}
+    async with s.post(url, timeout=aiohttp.ClientTimeout(total=3), **kw) as r:
+        return r.status, await r.json(content_type=None)
+
+
+async def until(check, limit_s=20.0):
+    for _ in range(int(limit_s / 0.2)):
+        if await check():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+async def lease(s, state, directory, body):
+    async with s.post(f"{state['components']['metadata']['url']}/faults", json=body, headers=headers(ensure_token(directory))) as r:
+        assert r.status == 201, await r.text()
+
+
+@pytest.mark.timeout(120)
+def test_bad_input_gets_a_json_4xx_and_changes_nothing(tmp_path, monkeypatch):
+    state, directory = start(tmp_path, monkeypatch)
+    queues = state["components"]["queues"]["url"]
+
+    async def scenario():
+        async with aiohttp.ClientSession() as s:
+            await until(lambda: ok_send(s, queues))
+            _, before = await json_status(s, queues)
+            for path, body, raw, status in [
+                ("/queues/q-99/messages", {"body": 1}, None, 404),
+                ("/queues/q-1/messages", None, b"not json", 400),
+                ("/queues/q-1/messages", None, b"[1, 2]", 400),
+                ("/queues/q-1/messages", {"nobody": 1}, None, 400),
+                ("/queues/q-1/messages", {"body": "x" * 5000}, None, 400),
+                ("/queues/q-1/receive", {"max": 0}, None, 400),
+                ("/queues/q-1/receive", {"max": 11}, None, 400),
+                ("/queues/q-1/receive", {"max": True}, None, 400),
+                ("/queues/q-1/receive", {"max": "3"}, None, 400),
+                ("/queues/q-1/receive", None, b"[" * 5000, 400),
+            ]:
+                got, answer = await post(s, queues + path, body, raw)
+                assert got == status and "error" in answer and "message" in answer, (path, body, raw, got, answer)
+            _, after = await json_status(s, queues)
+            assert after["messages_stored"] == before["messages_stored"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        assert launcher.down(directory)
+
+
+async def ok_send(s, queues):
+    status, _ = await post(s, f"{queues}/queues/q-0/messages", {"body": "warm-up"})
+    return status == 201
+
+
+async def json_status(s, url):
+    async with s.get(f"{url}/status") as r:
+        return r.status, await r.json()
+
+
+@pytest.mark.timeout(180)
+def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_lost(tmp_path, monkeypatch):
+    state, directory = start(tmp_path, monkeypatch)
+    queues, sup = state["components"]["queues"]["url"], state["supervisor_url"]
+    auth = headers(ensure_token(directory))
+
+    async def scenario():
+        async with aiohttp.ClientSession() as s:
+            await until(lambda: ok_send(s, queues))
+            acked = set()
+
+            async def send(i):
+                status, answer = await post(s, f"{queues}/queues/q-{i % 8}/messages", {"body": {"n": i}})
+                if status == 201:
+                    acked.add(i)
+                return status
+
+            results = [await send(i) for i in range(200)]
+            assert results.count(201) == 200
+            await lease(s, state, directory, {"fault": "pause-metadata", "duration_s": 6})
+            await asyncio.sleep(3)  # every node is refusing: the queue metadata cannot be refreshed
+            during = [await send(i) for i in range(200, 260)]
+            assert during.count(503) >= 50, during  # the 2015 coupling: no fresh metadata, no send
+            async with s.post(f"{sup}/faults", headers=auth, json={"fault": "kill", "target": "queues", "duration_s": 1}) as r:
+                assert r.status == 201
+            await asyncio.sleep(1.5)
+            await until(lambda: ok_send(s, queues), limit_s=40)
+            received = set()
+            for q in range(8):
+                while True:
+                    status, answer = await post(s, f"{queues}/queues/q-{q}/receive", {"max": 10})
+                    assert status == 200
+                    if not answer["messages"]:
+                        break
+                    received |= {m["body"]["n"] for m in answer["messages"] if isinstance(m["body"], dict)}
+            lost = acked - received
+            print({"acknowledged": len(acked), "received": len(received & acked), "lost": len(lost)})
+            assert len(acked) >= 200 and lost == set()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        assert launcher.down(directory)
+
+
+@pytest.mark.timeout(120)
+def test_with_the_stale_cache_fix_the_queues_keep_serving_through_the_pause(tmp_path, monkeypatch):
+    state, directory = start(tmp_path, monkeypatch, fix_stale_cache=True)
+    queues = state["components"]["queues"]["url"]
+
+    async def scenario():
+        async with aiohttp.ClientSession() as s:
+            await until(lambda: ok_send(s, queues))
+            for q in range(8):  # every queue's metadata is cached once
+                assert (await post(s, f"{queues}/queues/q-{q}/messages", {"body": "seen"}))[0] == 201
+            await lease(s, state, directory, {"fault": "pause-metadata", "duration_s": 6})
+            await asyncio.sleep(3)
+            during = [(await post(s, f"{queues}/queues/q-{i % 8}/messages", {"body": i}))[0] for i in range(40)]
+            assert during == [201] * 40
+            await asyncio.sleep(4)  # the pause is over
+            received = []
+            for q in range(8):
+                while answer := (await post(s, f"{queues}/queues/q-{q}/receive", {"max": 10}))[1]["messages"]:
+                    received += [m["body"] for m in answer if isinstance(m["body"], int)]
+            assert sorted(received) == list(range(40))  # every message acknowledged during the outage
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        assert launcher.down(directory)
