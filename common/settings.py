@@ -70,6 +70,10 @@ class LabSettings:
     cascade_timeout_s: float = setting(1.0, "how long a dependent service waits for a row of the lab's tables", 0.01, 600)
     queue_cache_ttl_s: float = setting(5.0, "queues: cached queue metadata must be refreshed from its table within this", 0.01, 3600)
     fix_stale_cache: bool = setting(False, "queues (AWS's fix): keep serving send/receive from stale queue metadata")
+    activity_rate: float = setting(1.0, "scaling: launch/terminate activities its scheduler queues per second", 0, 1000)
+    activity_work_s: float = setting(0.5, "scaling: a worker's time to launch or terminate an instance", 0, 60)
+    scaling_workers: int = setting(1, "scaling (AWS's fix: more): workers draining the activity backlog", 1, 64)
+    fix_prune_activities: bool = setting(False, "scaling (AWS's fix): drop activities a newer one for the group supersedes")
 
     def __post_init__(self) -> None:
         for f in fields(self):

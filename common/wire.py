@@ -215,3 +215,17 @@ class QueuesStatus(Status):
     metadata_age_s: float  # the oldest cached queue metadata
     messages_stored: int
     fix_stale_cache: bool
+
+
+@dataclass(frozen=True)
+class ScalingStatus(Status):
+    COMPONENT: ClassVar[str] = "scaling"
+    api_error_ratio: float | None  # set-desired-capacity calls failing, last 10 s
+    api_requests_total: int
+    api_failures_total: int
+    backlog: int  # activities waiting for a worker
+    backlog_oldest_s: float
+    activities_done: int
+    activities_pruned: int
+    workers: int
+    fix_prune_activities: bool

@@ -54,6 +54,8 @@ class Storage:
             return False
 
     def url(self, table: str, key: str) -> str:
+        if not key or "/" in key or len(key) > 256:
+            raise ValueError(f"a row key is 1-256 characters without '/': {key!r}")
         route = self.map.tables.get(table) if self.map else None
         if route is None or not route.owners:
             raise StorageError("no_route", f"no route to table {table!r} yet")
@@ -82,8 +84,8 @@ class Storage:
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             raise StorageError("error", f"{method} {url}: {exc}") from None
         answer = answer if isinstance(answer, dict) else {}
-        if status == 200 or (status == 404 and answer.get("error") == "not_found"):
-            return status, answer
+        if status == 200 or (method == "GET" and status == 404 and answer.get("error") == "not_found"):
+            return status, answer  # a row that is not there is an answer, for a read
         reason = {503: "refused", 409: "wrong_owner"}.get(status, "error")
         raise StorageError(reason, f"{method} {url}: {status} {answer.get('message', '')}")
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from common.auth import ensure_token, headers
-from common.wire import LoadgenStatus, MetadataStatus, QueuesStatus, RackStatus, Status, WireError
+from common.wire import LoadgenStatus, MetadataStatus, QueuesStatus, RackStatus, ScalingStatus, Status, WireError
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -46,6 +46,7 @@ async def snapshot(
         metadata=read_status(MetadataStatus, by_name.get("metadata")),
         loadgen=read_status(LoadgenStatus, by_name.get("loadgen")),
         queues=read_status(QueuesStatus, by_name.get("queues")),
+        scaling=read_status(ScalingStatus, by_name.get("scaling")),
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
@@ -73,6 +74,7 @@ def summarize(
     loadgen: LoadgenStatus | None,
     racks: list[RackStatus],
     queues: QueuesStatus | None = None,
+    scaling: ScalingStatus | None = None,
     allowance_s: float | None,
     loop_lag_p99_s: float | None,
     faults: list[dict[str, Any]],
@@ -105,6 +107,9 @@ def summarize(
         "faults": faults,
         "queue_error_ratio": queues.error_ratio if queues else None,
         "queue_metadata_age_s": queues.metadata_age_s if queues else None,
+        "scaling_api_error_ratio": scaling.api_error_ratio if scaling else None,
+        "scaling_backlog": scaling.backlog if scaling else None,
+        "scaling_backlog_oldest_s": scaling.backlog_oldest_s if scaling else None,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
 
@@ -133,7 +138,14 @@ def render(snap: dict[str, Any]) -> str:
         f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({valid})",
     ]
     if snap.get("queue_error_ratio") is not None:
-        lines.append(f"queues:     {pct(snap['queue_error_ratio'])} of send/receive failing (metadata age {sec(snap['queue_metadata_age_s'])})")
+        lines.append(
+            f"queues:     {pct(snap['queue_error_ratio'])} of send/receive failing (metadata age {sec(snap['queue_metadata_age_s'])})"
+        )
+    if snap.get("scaling_backlog") is not None:
+        lines.append(
+            f"scaling:    {pct(snap['scaling_api_error_ratio'])} of API calls failing; backlog {snap['scaling_backlog']} "
+            f"activities, the oldest {sec(snap['scaling_backlog_oldest_s'])}"
+        )
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")
     for f in snap["faults"]:

@@ -36,6 +36,8 @@ KEPT = (
     "membership_sizes",
     "queue_error_ratio",
     "queue_metadata_age_s",
+    "scaling_api_error_ratio",
+    "scaling_backlog",
 )
 
 

@@ -30,6 +30,8 @@ PROBES = (
     "renewal_p99_s",
     "metadata_paused",
     "queue_error_ratio",
+    "scaling_api_error_ratio",
+    "scaling_backlog",
 )
 KINDS = ("fault", "action", "wait", "expect", "operator")
 

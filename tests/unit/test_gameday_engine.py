@@ -57,6 +57,11 @@ class ToyLab:
             "metadata_paused": self.paused,
             "table_error_ratio": {"metric-groups": 1.0 if self.stuck else 0.0, "orders": error},
             "renewal_attempts_total": {"first": t, "retry": 0},
+            # the queues' metadata is on ordinary nodes: they fail only while the fleet is held back
+            "queue_error_ratio": 0.6 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
+            # the scaling table is on the big nodes: its API fails in the storm, its backlog drains after
+            "scaling_api_error_ratio": 0.9 if storm or self.paused else 0.0,
+            "scaling_backlog": 0 if self.storm_at is None or (self.resumed_at is not None and t > self.resumed_at + 60) else 40,
         }
 
     async def fault(self, fault, args, speed):

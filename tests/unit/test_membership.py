@@ -37,7 +37,7 @@ def test_membership_payload_is_the_real_list(store_2015):
     body = json.loads(store_2015.membership(node))
     assert body["node"] == node and len(body["entries"]) == 138
     tables = {e["table"] for e in body["entries"]}
-    assert tables == {"catalog", "clickstream"}  # a mix of tables on every node
+    assert tables == {"catalog", "clickstream", "scaling-groups"}  # a mix of tables on every node
     assert {e["index"] for e in body["entries"]} == {None} | {f"{t}-by-{k}" for t in tables for k in ("brand", "price")}
     assert len(store_2015.membership(node)) > 5 * len(store_2015.membership(store_2015.nodes[5]))
 

@@ -12,6 +12,7 @@ from common.web import LoopLag
 from metadata_service.metrics import MetadataMetrics
 from services.loadgen.app import Generator
 from services.queues.app import QueueService
+from services.scaling.app import ScalingService
 from storage_node.metrics import RackMetrics
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -20,8 +21,10 @@ ROW = re.compile(r"^\| `(stormlab_[a-z0-9_]+)` \| (counter|gauge|histogram) \|",
 
 def exported() -> dict[str, str]:
     queues = MetricFactory()
-    QueueService(LabSettings(), None, None, queues)  # its metrics are made in its constructor
-    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry]
+    QueueService(LabSettings(), None, None, queues)  # their metrics are made in their constructors
+    scaling = MetricFactory()
+    ScalingService(LabSettings(), None, scaling)
+    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry, scaling.registry]
     for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()
         make(registry)

@@ -68,3 +68,10 @@ def test_every_status_reads_back_what_was_written():
         MetadataStatus.from_json(rack.to_json())
     with pytest.raises(WireError, match="without"):
         RackStatus.from_json({"component": "rack", "rack": 1})
+
+
+def test_a_dependent_services_row_key_never_contains_a_slash():
+    from services.storage import Storage
+
+    with pytest.raises(ValueError):
+        Storage("http://m", [], None, 1.0).url("scaling-groups", "group/g-1")

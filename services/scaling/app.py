@@ -1,0 +1,177 @@
+"""scaling: the lab's Auto Scaling. Its groups and activities live in the lab's ``scaling-groups``
+table, a GSI-heavy table on the big-membership nodes, so the storm reaches it first.
+
+  PUT  /groups/{group}  {"desired": N}   set a group's desired capacity: the group row is
+                                         written to the table (503 when its node refuses) and an
+                                         activity is queued
+  GET  /status, /metrics, /healthz
+
+A background scheduler queues launch/terminate activities (``activity_rate`` a second, whatever
+the table does) and its workers finish each by writing it to the table, ``activity_work_s``
+apiece. While those writes fail, the backlog grows; it drains long after the API is back. The
+service's own clients set desired capacities ``cascade_rate`` times a second. AWS's fixes:
+``scaling_workers`` (the backlog partitioned across them) and ``fix_prune_activities``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from common.metrics import MetricFactory
+from common.settings import LabSettings
+from common.web import LoopLag, base_app, json_error, number, read_object
+from common.window import Window
+from common.wire import ScalingStatus
+from services.scaling.backlog import Activity, Backlog
+from services.storage import Storage, StorageError, keep_map_fresh
+
+TABLE = "scaling-groups"
+GROUPS = tuple(f"g-{i}" for i in range(8))
+RETRY_S = 0.5  # a worker whose write failed tries again after this
+
+
+class ScalingService:
+    def __init__(self, settings: LabSettings, storage: Storage, f: MetricFactory) -> None:
+        self.settings, self.storage = settings, storage
+        self.backlog = Backlog(settings.scaling_workers, settings.fix_prune_activities)
+        self.window = Window(span_s=10.0)
+        self.ids = itertools.count(1)
+        self.api = f.counter("stormlab_scaling_api_requests_total", "Scaling API calls (set desired capacity) by outcome", ("outcome",))
+        self.activities = f.counter("stormlab_scaling_activities_total", "Scheduler activities by what became of them", ("outcome",))
+        self.backlog_size = f.gauge("stormlab_scaling_backlog", "Activities waiting for a worker")
+        self.backlog_age = f.gauge("stormlab_scaling_backlog_oldest_seconds", "Age of the oldest waiting activity")
+        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
+        fix.labels("scaling", "more-workers").set(1 if settings.scaling_workers > 1 else 0)
+        fix.labels("scaling", "prune-activities").set(1 if settings.fix_prune_activities else 0)
+        for outcome in ("ok", "failed"):
+            self.api.labels(outcome)
+        for outcome in ("queued", "done", "write_failed", "pruned"):
+            self.activities.labels(outcome)
+        self.calls = self.failed = self.done = 0
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def queue(self, group: str, desired: int) -> None:
+        before = self.backlog.pruned
+        self.backlog.add(Activity(next(self.ids), group, desired, self.now()))
+        self.activities.labels("queued").inc()
+        self.activities.labels("pruned").inc(self.backlog.pruned - before)
+        self.backlog_size.set(len(self.backlog))
+
+    async def set_desired(self, group: str, desired: int) -> None:
+        """The API: the group's row goes to the table (the scheduler acts on it later)."""
+        try:
+            await self.storage.put(TABLE, f"group:{group}", {"group": group, "desired": desired})
+        except StorageError:
+            self.record(False)
+            raise
+        self.record(True)
+
+    def record(self, ok: bool) -> None:
+        self.api.labels("ok" if ok else "failed").inc()
+        self.window.add(self.now(), 0.0 if ok else 1.0)
+        self.calls += 1
+        self.failed += 0 if ok else 1
+
+    async def worker(self, index: int) -> None:
+        while True:
+            activity = self.backlog.next_for(index)
+            if activity is None:
+                await asyncio.sleep(0.05)
+                continue
+            await asyncio.sleep(self.settings.activity_work_s)  # launching or terminating an instance
+            try:
+                await self.storage.put(TABLE, f"activity:{activity.id}", {"group": activity.group, "desired": activity.desired})
+            except StorageError:
+                self.activities.labels("write_failed").inc()
+                await asyncio.sleep(RETRY_S)
+                continue
+            self.backlog.done(index, activity)
+            self.activities.labels("done").inc()
+            self.done += 1
+            self.backlog_size.set(len(self.backlog))
+
+    async def scheduler(self, rng: random.Random) -> None:
+        """Activities the service itself decides on (replacements, scheduled changes)."""
+        while True:
+            await asyncio.sleep(1.0 / self.settings.activity_rate)
+            self.queue(rng.choice(GROUPS), rng.randrange(1, 20))
+
+    async def clients(self, rng: random.Random) -> None:
+        while True:
+            await asyncio.sleep(1.0 / self.settings.cascade_rate)
+            try:
+                await self.set_desired(rng.choice(GROUPS), rng.randrange(1, 20))
+            except StorageError:
+                pass
+
+    def loops(self) -> list[asyncio.Task[None]]:
+        tasks = [asyncio.create_task(self.worker(i)) for i in range(self.settings.scaling_workers)]
+        if self.settings.activity_rate > 0:
+            tasks.append(asyncio.create_task(self.scheduler(random.Random(f"{self.settings.seed}/scheduler"))))
+        if self.settings.cascade_rate > 0:
+            tasks.append(asyncio.create_task(self.clients(random.Random(f"{self.settings.seed}/scaling"))))
+        return tasks
+
+    def status(self, lag_p99_s: float) -> ScalingStatus:
+        now = self.now()
+        self.backlog_age.set(self.backlog.oldest_age_s(now))
+        return ScalingStatus(
+            loop_lag_p99_s=lag_p99_s,
+            api_error_ratio=self.window.mean(now),
+            api_requests_total=self.calls,
+            api_failures_total=self.failed,
+            backlog=len(self.backlog),
+            backlog_oldest_s=round(self.backlog.oldest_age_s(now), 3),
+            activities_done=self.done,
+            activities_pruned=self.backlog.pruned,
+            workers=self.settings.scaling_workers,
+            fix_prune_activities=self.settings.fix_prune_activities,
+        )
+
+
+SERVICE = web.AppKey("scaling", ScalingService)
+
+
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
+    f = MetricFactory()
+    lag = LoopLag(f.registry)
+    app = base_app(f.registry, lag)
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+        service = app[SERVICE] = ScalingService(settings, storage, f)
+        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), *service.loops()]
+        yield
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await session.close()
+
+    app.cleanup_ctx.append(service_ctx)
+
+    async def set_desired(request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        if group not in GROUPS:
+            raise web.HTTPNotFound(text=f"no group {group!r}; groups: {', '.join(GROUPS)}")
+        desired = int(number(await read_object(request), "desired", 0, 10_000, integer=True))
+        try:
+            await request.app[SERVICE].set_desired(group, desired)
+        except StorageError as exc:
+            return json_error(503, "table_unavailable", f"the group's row could not be written: {exc}")
+        return web.json_response({"group": group, "desired": desired})
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response(request.app[SERVICE].status(lag.p99(request)).to_json())
+
+    app.router.add_put("/groups/{group}", set_desired)
+    app.router.add_get("/status", status)
+    return app

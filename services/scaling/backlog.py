@@ -1,0 +1,66 @@
+"""The scaling service's background scheduler (pure): launch and terminate activities waiting
+for a worker, the way Auto Scaling's backlog built up in 2015.
+
+Activities arrive whatever the table does (instances to replace, scheduled capacity changes);
+a worker finishes one only by writing it to the lab's tables. While those writes fail, the
+backlog grows; once they succeed again it drains at the workers' pace: in 2015 from 7:10 to
+10:52, long after the API was back. AWS's fixes, as switches: more workers, each owning a share
+of the groups (the backlog partitioned, so one slow group holds up only its own share), and
+pruning superseded activities (a group's newer desired capacity makes its older pending
+activities pointless).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Activity:
+    id: int
+    group: str
+    desired: int
+    created_at: float
+
+
+@dataclass
+class Backlog:
+    workers: int
+    prune: bool
+    queues: list[deque[Activity]] = field(init=False)
+    pruned: int = 0
+
+    def __post_init__(self) -> None:
+        self.queues = [deque() for _ in range(self.workers)]
+
+    def worker_of(self, group: str) -> int:
+        return zlib.crc32(group.encode()) % self.workers
+
+    def add(self, activity: Activity) -> None:
+        queue = self.queues[self.worker_of(activity.group)]
+        if self.prune:  # the newer desired capacity supersedes what the group still waited for
+            kept = [a for a in queue if a.group != activity.group]
+            self.pruned += len(queue) - len(kept)
+            queue.clear()
+            queue.extend(kept)
+        queue.append(activity)
+
+    def next_for(self, worker: int) -> Activity | None:
+        """The oldest activity this worker owns, left in place until it is done."""
+        queue = self.queues[worker]
+        return queue[0] if queue else None
+
+    def done(self, worker: int, activity: Activity) -> None:
+        queue = self.queues[worker]
+        if queue and queue[0] is activity:
+            queue.popleft()
+        elif activity in queue:  # it was superseded and pruned meanwhile: nothing to remove
+            queue.remove(activity)
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.queues)
+
+    def oldest_age_s(self, now: float) -> float:
+        return max((now - q[0].created_at for q in self.queues if q), default=0.0)
