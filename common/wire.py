@@ -229,3 +229,12 @@ class ScalingStatus(Status):
     activities_pruned: int
     workers: int
     fix_prune_activities: bool
+
+
+@dataclass(frozen=True)
+class ConsoleStatus(Status):
+    COMPONENT: ClassVar[str] = "console"
+    login_p99_s: float | None  # last 10 s
+    logins_total: int
+    lookup_timeout_s: float
+    fix_short_timeout: bool

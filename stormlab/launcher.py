@@ -28,7 +28,7 @@ from common.settings import LabSettings
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
 # The services beside the database, whose control planes live in the lab's tables (ports base+4…).
-DEPENDENT = (("queues", "services.queues"), ("scaling", "services.scaling"))
+DEPENDENT = (("queues", "services.queues"), ("scaling", "services.scaling"), ("console", "services.console"))
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
 

@@ -10,7 +10,16 @@ from typing import Any, TypeVar
 import aiohttp
 
 from common.auth import ensure_token, headers
-from common.wire import LoadgenStatus, MetadataStatus, QueuesStatus, RackStatus, ScalingStatus, Status, WireError
+from common.wire import (
+    ConsoleStatus,
+    LoadgenStatus,
+    MetadataStatus,
+    QueuesStatus,
+    RackStatus,
+    ScalingStatus,
+    Status,
+    WireError,
+)
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -47,6 +56,7 @@ async def snapshot(
         loadgen=read_status(LoadgenStatus, by_name.get("loadgen")),
         queues=read_status(QueuesStatus, by_name.get("queues")),
         scaling=read_status(ScalingStatus, by_name.get("scaling")),
+        console=read_status(ConsoleStatus, by_name.get("console")),
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
@@ -75,6 +85,7 @@ def summarize(
     racks: list[RackStatus],
     queues: QueuesStatus | None = None,
     scaling: ScalingStatus | None = None,
+    console: ConsoleStatus | None = None,
     allowance_s: float | None,
     loop_lag_p99_s: float | None,
     faults: list[dict[str, Any]],
@@ -110,6 +121,7 @@ def summarize(
         "scaling_api_error_ratio": scaling.api_error_ratio if scaling else None,
         "scaling_backlog": scaling.backlog if scaling else None,
         "scaling_backlog_oldest_s": scaling.backlog_oldest_s if scaling else None,
+        "login_p99_s": console.login_p99_s if console else None,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
 
@@ -146,6 +158,8 @@ def render(snap: dict[str, Any]) -> str:
             f"scaling:    {pct(snap['scaling_api_error_ratio'])} of API calls failing; backlog {snap['scaling_backlog']} "
             f"activities, the oldest {sec(snap['scaling_backlog_oldest_s'])}"
         )
+    if snap.get("login_p99_s") is not None:
+        lines.append(f"console:    login p99 {sec(snap['login_p99_s'])}")
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")
     for f in snap["faults"]:

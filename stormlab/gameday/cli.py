@@ -187,9 +187,9 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
         else []
     )
     print(f"\n{scenario.title}: {journal['outcome'].upper()}")
-    width = max((len(c["in_2015"]) for c in comparison), default=0)
+    what, width = (max((len(c[k]) for c in comparison), default=0) for k in ("what", "in_2015"))
     for c in comparison:
-        print(f"  {c['what']:<34} 2015: {c['in_2015']:<{width}}  here: {c['lab']}")
+        print(f"  {c['what']:<{what}}  2015: {c['in_2015']:<{width}}  here: {c['lab']}")
     print("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
     if board:
         print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")

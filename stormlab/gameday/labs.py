@@ -38,6 +38,7 @@ KEPT = (
     "queue_metadata_age_s",
     "scaling_api_error_ratio",
     "scaling_backlog",
+    "login_p99_s",
 )
 
 

@@ -32,6 +32,7 @@ PROBES = (
     "queue_error_ratio",
     "scaling_api_error_ratio",
     "scaling_backlog",
+    "login_p99_s",
 )
 KINDS = ("fault", "action", "wait", "expect", "operator")
 

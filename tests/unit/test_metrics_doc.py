@@ -10,6 +10,7 @@ from common.metrics import MetricFactory
 from common.settings import LabSettings
 from common.web import LoopLag
 from metadata_service.metrics import MetadataMetrics
+from services.console.app import Console
 from services.loadgen.app import Generator
 from services.queues.app import QueueService
 from services.scaling.app import ScalingService
@@ -24,7 +25,9 @@ def exported() -> dict[str, str]:
     QueueService(LabSettings(), None, None, queues)  # their metrics are made in their constructors
     scaling = MetricFactory()
     ScalingService(LabSettings(), None, scaling)
-    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry, scaling.registry]
+    console = MetricFactory()
+    Console(LabSettings(), None, console)
+    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry, scaling.registry, console.registry]
     for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()
         make(registry)

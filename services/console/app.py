@@ -1,0 +1,126 @@
+"""console: the lab's AWS Console login. Nothing of its own lives in the lab's tables, but each
+login makes one non-critical lookup there (the user's console preferences, in ``sessions``, on
+ordinary nodes) and waits for it, retrying, up to ``login_lookup_timeout_s``: in 2015 "a very
+long timeout" that held logins up for tens of seconds once DynamoDB's traffic was disabled,
+though the login did not need the answer. AWS's fix, a switch: ``fix_short_timeout`` (fail fast,
+log in anyway).
+
+  POST /login  {"user": NAME}   log in; 200 {"user", "lookup": "ok" | "skipped", "seconds"}
+  GET  /status, /metrics, /healthz
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from common.metrics import MetricFactory
+from common.settings import LabSettings
+from common.web import BadRequest, LoopLag, base_app, read_object
+from common.window import Window
+from common.wire import ConsoleStatus
+from services.storage import Storage, StorageError, keep_map_fresh
+
+TABLE = "sessions"
+SHORT_TIMEOUT_S = 0.1
+RETRY_S = 0.05
+MAX_INFLIGHT = 1000
+USER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+LOGIN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Console:
+    def __init__(self, settings: LabSettings, storage: Storage, f: MetricFactory) -> None:
+        self.settings, self.storage = settings, storage
+        self.timeout_s = SHORT_TIMEOUT_S if settings.fix_short_timeout else settings.login_lookup_timeout_s
+        self.latency = Window(span_s=10.0)
+        self.logins = f.counter("stormlab_console_logins_total", "Logins by what became of their lookup", ("lookup",))
+        self.seconds = f.histogram("stormlab_console_login_seconds", "Time to log in (the lookup included)", LOGIN_BUCKETS)
+        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
+        fix.labels("console", "short-timeout").set(1 if settings.fix_short_timeout else 0)
+        for lookup in ("ok", "skipped"):
+            self.logins.labels(lookup)
+        self.total = 0
+        self._inflight: set[asyncio.Task[dict[str, object]]] = set()
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def login(self, user: str) -> dict[str, object]:
+        """The lookup is retried until it answers or its timeout runs out; the login goes on either way."""
+        started = self.now()
+        deadline = started + self.timeout_s
+        lookup = "skipped"
+        while self.now() < deadline:
+            try:
+                await self.storage.get(TABLE, f"prefs:{user}", timeout_s=max(0.001, deadline - self.now()))
+                lookup = "ok"
+                break
+            except StorageError:
+                await asyncio.sleep(min(RETRY_S, max(0.0, deadline - self.now())))
+        took = self.now() - started
+        self.logins.labels(lookup).inc()
+        self.seconds.observe(took)
+        self.latency.add(self.now(), took)
+        self.total += 1
+        return {"user": user, "lookup": lookup, "seconds": round(took, 4)}
+
+    async def clients(self, rng: random.Random) -> None:
+        while True:
+            await asyncio.sleep(1.0 / self.settings.cascade_rate)
+            if len(self._inflight) < MAX_INFLIGHT:  # logins overlap while the lookups hang
+                task = asyncio.create_task(self.login(f"user-{rng.randrange(1000)}"))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
+    def status(self, lag_p99_s: float) -> ConsoleStatus:
+        now = self.now()
+        return ConsoleStatus(
+            loop_lag_p99_s=lag_p99_s,
+            login_p99_s=self.latency.quantile(0.99, now),
+            logins_total=self.total,
+            lookup_timeout_s=self.timeout_s,
+            fix_short_timeout=self.settings.fix_short_timeout,
+        )
+
+
+CONSOLE = web.AppKey("console", Console)
+
+
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
+    f = MetricFactory()
+    lag = LoopLag(f.registry)
+    app = base_app(f.registry, lag)
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+        console = app[CONSOLE] = Console(settings, storage, f)
+        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0))]
+        if settings.cascade_rate > 0:
+            tasks.append(asyncio.create_task(console.clients(random.Random(f"{settings.seed}/console"))))
+        yield
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await session.close()
+
+    app.cleanup_ctx.append(service_ctx)
+
+    async def login(request: web.Request) -> web.Response:
+        user = (await read_object(request)).get("user")
+        if not isinstance(user, str) or not USER.match(user):
+            raise BadRequest("user must be 1-64 letters, digits, '_', '.' or '-'")
+        return web.json_response(await request.app[CONSOLE].login(user))
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response(request.app[CONSOLE].status(lag.p99(request)).to_json())
+
+    app.router.add_post("/login", login)
+    app.router.add_get("/status", status)
+    return app
