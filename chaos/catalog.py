@@ -38,7 +38,7 @@ DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "tables",
     "target",
 )
-TARGET_NAME = re.compile(r"^(metadata|queues|scaling|console|rack-\d{1,4})$")
+TARGET_NAME = re.compile(r"^(metadata|queues|scaling|metrics|console|rack-\d{1,4})$")
 
 
 class ChaosError(UsageError):
@@ -143,7 +143,7 @@ class Arg:
                 raise ChaosError(f"{self.key} must be a list of distinct table names")
             return value
         if not isinstance(value, str) or not TARGET_NAME.match(value):
-            raise ChaosError(f"{self.key} must name a process: metadata, rack-NN, queues, scaling or console, got {value!r}")
+            raise ChaosError(f"{self.key} must name a process: metadata, rack-NN, queues, scaling, metrics or console, got {value!r}")
         return value
 
 
@@ -278,7 +278,7 @@ DURATION_ARG = Arg(
     "duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
 )
 RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
-TARGET_ARG = Arg("target", TARGET, "the process: metadata, rack-NN, or a dependent service (queues, scaling, console)", required=True)
+TARGET_ARG = Arg("target", TARGET, "the process: metadata, rack-NN, queues, scaling, metrics or console", required=True)
 
 
 def _staged_lease_s(body: dict[str, Any]) -> float:

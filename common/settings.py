@@ -74,6 +74,8 @@ class LabSettings:
     activity_work_s: float = setting(0.5, "scaling: a worker's time to launch or terminate an instance", 0, 60)
     scaling_workers: int = setting(1, "scaling (AWS's fix: more): workers draining the activity backlog", 1, 64)
     fix_prune_activities: bool = setting(False, "scaling (AWS's fix): drop activities a newer one for the group supersedes")
+    metric_cache_ttl_s: float = setting(5.0, "metrics: cached namespaces and group enrichment must be refreshed within this", 0.01, 3600)
+    fix_write_through: bool = setting(False, "metrics (AWS's fix): refresh only the groups seen lately; serve the last copy")
     login_lookup_timeout_s: float = setting(1.5, "console: how long a login waits for its non-critical lookup", 0.01, 600)
     fix_short_timeout: bool = setting(False, "console (AWS's fix): give the lookup 0.1 s, then log in anyway")
 

@@ -238,3 +238,14 @@ class ConsoleStatus(Status):
     logins_total: int
     lookup_timeout_s: float
     fix_short_timeout: bool
+
+
+@dataclass(frozen=True)
+class MetricsStatus(Status):
+    COMPONENT: ClassVar[str] = "metrics"
+    put_error_ratio: float | None  # PutMetricData calls failing, last 10 s
+    gap_ratio: float | None  # datapoints stored without their group, last 10 s
+    puts_total: int
+    put_failures_total: int
+    datapoints_stored: int
+    fix_write_through: bool

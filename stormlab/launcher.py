@@ -28,7 +28,7 @@ from common.settings import LabSettings
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
 # The services beside the database, whose control planes live in the lab's tables (ports base+4…).
-DEPENDENT = (("queues", "services.queues"), ("scaling", "services.scaling"), ("console", "services.console"))
+DEPENDENT = tuple((name, f"services.{name}") for name in ("queues", "scaling", "console", "metrics"))
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
 
@@ -111,7 +111,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     comps.append(Component("loadgen", "services.loadgen", loadgen, customers))
     dependent_ports = ports[3 + 2 * n : 3 + 2 * n + len(DEPENDENT)]
     comps += [
-        Component(name, module, port, {**customers, "STORMLAB_DATA_DIR": str(data_dir)})
+        Component(name, module, port, {**customers, "STORMLAB_DATA_DIR": str(data_dir / name)})
         for (name, module), port in zip(DEPENDENT, dependent_ports, strict=True)
     ]
     return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps]

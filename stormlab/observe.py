@@ -14,6 +14,7 @@ from common.wire import (
     ConsoleStatus,
     LoadgenStatus,
     MetadataStatus,
+    MetricsStatus,
     QueuesStatus,
     RackStatus,
     ScalingStatus,
@@ -57,6 +58,7 @@ async def snapshot(
         queues=read_status(QueuesStatus, by_name.get("queues")),
         scaling=read_status(ScalingStatus, by_name.get("scaling")),
         console=read_status(ConsoleStatus, by_name.get("console")),
+        metrics=read_status(MetricsStatus, by_name.get("metrics")),
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
@@ -86,6 +88,7 @@ def summarize(
     queues: QueuesStatus | None = None,
     scaling: ScalingStatus | None = None,
     console: ConsoleStatus | None = None,
+    metrics: MetricsStatus | None = None,
     allowance_s: float | None,
     loop_lag_p99_s: float | None,
     faults: list[dict[str, Any]],
@@ -122,6 +125,8 @@ def summarize(
         "scaling_backlog": scaling.backlog if scaling else None,
         "scaling_backlog_oldest_s": scaling.backlog_oldest_s if scaling else None,
         "login_p99_s": console.login_p99_s if console else None,
+        "metric_put_error_ratio": metrics.put_error_ratio if metrics else None,
+        "metric_gap_ratio": metrics.gap_ratio if metrics else None,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
 
@@ -157,6 +162,11 @@ def render(snap: dict[str, Any]) -> str:
         lines.append(
             f"scaling:    {pct(snap['scaling_api_error_ratio'])} of API calls failing; backlog {snap['scaling_backlog']} "
             f"activities, the oldest {sec(snap['scaling_backlog_oldest_s'])}"
+        )
+    if snap.get("metric_put_error_ratio") is not None:
+        lines.append(
+            f"metrics:    {pct(snap['metric_put_error_ratio'])} of PutMetricData failing, "
+            f"{pct(snap['metric_gap_ratio'])} of datapoints without their group (gaps)"
         )
     if snap.get("login_p99_s") is not None:
         lines.append(f"console:    login p99 {sec(snap['login_p99_s'])}")

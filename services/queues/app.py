@@ -27,7 +27,7 @@ from common.settings import LabSettings
 from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
 from common.window import Window
 from common.wire import QueuesStatus
-from services.queues.cache import MetadataCache
+from services.cache import TtlCache
 from services.queues.messages import AsyncMessageStore
 from services.storage import Storage, StorageError, keep_map_fresh
 
@@ -45,7 +45,7 @@ class Unavailable(Exception):
 class QueueService:
     def __init__(self, settings: LabSettings, storage: Storage, messages: AsyncMessageStore, f: MetricFactory) -> None:
         self.settings, self.storage, self.messages = settings, storage, messages
-        self.cache = MetadataCache(settings.queue_cache_ttl_s, settings.fix_stale_cache)
+        self.cache = TtlCache(settings.queue_cache_ttl_s, settings.fix_stale_cache)
         self.window = Window(span_s=10.0)
         self.requests = f.counter("stormlab_queue_requests_total", "Send and receive calls by outcome", ("op", "outcome"))
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))

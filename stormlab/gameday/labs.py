@@ -39,6 +39,8 @@ KEPT = (
     "scaling_api_error_ratio",
     "scaling_backlog",
     "login_p99_s",
+    "metric_put_error_ratio",
+    "metric_gap_ratio",
 )
 
 

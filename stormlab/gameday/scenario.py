@@ -33,6 +33,8 @@ PROBES = (
     "scaling_api_error_ratio",
     "scaling_backlog",
     "login_p99_s",
+    "metric_put_error_ratio",
+    "metric_gap_ratio",
 )
 KINDS = ("fault", "action", "wait", "expect", "operator")
 

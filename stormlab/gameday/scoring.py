@@ -39,7 +39,14 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         kind, _, ref = c.measure.partition(":")
         if kind == "mean":
             mean = by_name.get(ref, {}).get("mean")
-            lab = None if mean is None else f"{100 * mean:.1f}%" if by_name[ref]["expect"].split()[0].endswith("ratio") else f"{mean:.3g}"
+            probe = by_name.get(ref, {}).get("expect", "").split()[0] if mean is not None else ""
+            lab = (
+                None
+                if mean is None
+                else f"{100 * mean:.1f}%"
+                if probe.endswith("ratio")
+                else f"{mean:.3g}" + (" s" if probe.endswith("_s") else "")
+            )
         else:
             a, b = ref.split("..")
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None

@@ -61,6 +61,8 @@ class ToyLab:
             "queue_error_ratio": 0.6 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
             # the scaling table is on the big nodes: its API fails in the storm, its backlog drains after
             "scaling_api_error_ratio": 0.9 if storm or self.paused else 0.0,
+            "metric_gap_ratio": 0.9 if storm else 0.0,
+            "metric_put_error_ratio": 0.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
             "login_p99_s": 1.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.01,
             "scaling_backlog": 0 if self.storm_at is None or (self.resumed_at is not None and t > self.resumed_at + 60) else 40,
         }

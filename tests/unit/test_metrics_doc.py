@@ -12,6 +12,7 @@ from common.web import LoopLag
 from metadata_service.metrics import MetadataMetrics
 from services.console.app import Console
 from services.loadgen.app import Generator
+from services.metrics.app import MetricsService
 from services.queues.app import QueueService
 from services.scaling.app import ScalingService
 from storage_node.metrics import RackMetrics
@@ -27,7 +28,16 @@ def exported() -> dict[str, str]:
     ScalingService(LabSettings(), None, scaling)
     console = MetricFactory()
     Console(LabSettings(), None, console)
-    registries = [MetadataMetrics.create().registry, RackMetrics.create(0).registry, queues.registry, scaling.registry, console.registry]
+    metrics = MetricFactory()
+    MetricsService(LabSettings(), None, None, metrics)
+    registries = [
+        MetadataMetrics.create().registry,
+        RackMetrics.create(0).registry,
+        queues.registry,
+        scaling.registry,
+        console.registry,
+        metrics.registry,
+    ]
     for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()
         make(registry)

@@ -1,0 +1,203 @@
+"""metrics: the lab's CloudWatch. Nothing of its own lives in the lab's tables; it reads two:
+the namespaces it accepts (``metric-groups``, ordinary nodes) and, to enrich each datapoint with
+its Auto Scaling group, the groups the scaling service writes (``scaling-groups``, big nodes).
+Both are cached for ``metric_cache_ttl_s``. Its datapoints are its own (SQLite, WAL).
+
+  POST /data  {"namespace", "name", "group", "value"}   PutMetricData: 201 once stored
+  GET  /status, /metrics, /healthz
+
+An enrichment that cannot be refreshed leaves the datapoint without its group: a gap in the
+group's series (2015: gaps from 2:35 AM, in the storm). A namespace that cannot be refreshed
+fails the call (2015: PutMetricData errors from 5:51 AM, once DynamoDB's traffic was disabled).
+AWS's fix, a switch: ``fix_write_through``: refresh only the groups seen lately (the smallest
+set) and keep serving the last enrichment and namespace it had (a write-through cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from common import sqlite
+from common.metrics import MetricFactory
+from common.settings import LabSettings
+from common.web import BadRequest, LoopLag, base_app, json_error, read_object
+from common.window import Window
+from common.wire import MetricsStatus
+from services.cache import TtlCache
+from services.scaling.app import GROUPS
+from services.storage import Storage, StorageError, keep_map_fresh
+
+NAMESPACES = ("AWS/EC2", "Custom/app")
+NAME = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS datapoints (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,"
+    " name TEXT NOT NULL, grp TEXT NOT NULL, value REAL NOT NULL, enriched INTEGER NOT NULL)",
+)
+
+
+def namespace_key(namespace: str) -> str:
+    """A namespace's row key (``AWS/EC2`` has a slash, which a row key may not)."""
+    return "ns-" + namespace.encode().hex()
+
+
+class DatapointStore:
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite.connect(path, SCHEMA)
+
+    def put(self, namespace: str, name: str, group: str, value: float, enriched: bool) -> int:
+        row = (namespace, name, group, value, int(enriched))
+        cursor = self._db.execute("INSERT INTO datapoints (namespace, name, grp, value, enriched) VALUES (?, ?, ?, ?, ?)", row)
+        return int(cursor.lastrowid or 0)
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM datapoints").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class MetricsService:
+    def __init__(self, settings: LabSettings, storage: Storage, store: sqlite.Worker[DatapointStore], f: MetricFactory) -> None:
+        self.settings, self.storage, self.store = settings, storage, store
+        fix = settings.fix_write_through
+        self.namespaces = TtlCache(settings.metric_cache_ttl_s, fix)
+        self.groups = TtlCache(settings.metric_cache_ttl_s, fix)
+        self.seen: dict[str, float] = {}  # group -> last datapoint
+        self.errors, self.gaps = Window(span_s=10.0), Window(span_s=10.0)
+        self.puts = f.counter("stormlab_metric_puts_total", "PutMetricData calls by outcome", ("outcome",))
+        self.refreshes = f.counter("stormlab_metric_refreshes_total", "Group enrichment refreshes by outcome", ("outcome",))
+        f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix")).labels(
+            "metrics", "write-through"
+        ).set(1 if fix else 0)
+        for outcome in ("stored", "gap", "error"):
+            self.puts.labels(outcome)
+        for outcome in ("ok", "failed"):
+            self.refreshes.labels(outcome)
+        self.total = self.failed = 0
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def namespace_ok(self, namespace: str) -> bool:
+        if self.namespaces.fresh(namespace, self.now()):
+            return True
+        try:
+            row = await self.storage.get("metric-groups", namespace_key(namespace))
+            if row is None:  # a namespace's first use registers it
+                row = {"namespace": namespace}
+                await self.storage.put("metric-groups", namespace_key(namespace), row)
+        except StorageError:
+            return self.namespaces.after_failed_refresh(namespace)
+        self.namespaces.store(namespace, row, self.now())
+        return True
+
+    async def put(self, namespace: str, name: str, group: str, value: float) -> bool:
+        """Store one datapoint; returns whether it carries its group (False: a gap)."""
+        self.seen[group] = self.now()
+        if not await self.namespace_ok(namespace):
+            self.record("error")
+            raise StorageError("refused", f"namespace {namespace} could not be confirmed")
+        enriched = self.groups.usable(group, self.now())
+        await self.store.run(self.store.store.put, namespace, name, group, value, enriched)
+        self.record("stored" if enriched else "gap")
+        return enriched
+
+    def record(self, outcome: str) -> None:
+        self.puts.labels(outcome).inc()
+        now = self.now()
+        self.errors.add(now, 1.0 if outcome == "error" else 0.0)
+        if outcome != "error":
+            self.gaps.add(now, 1.0 if outcome == "gap" else 0.0)
+        self.total += 1
+        self.failed += outcome == "error"
+
+    async def refresh(self) -> None:
+        """Every half TTL: the groups' enrichment from the scaling service's table."""
+        while True:
+            await asyncio.sleep(self.settings.metric_cache_ttl_s / 2)
+            now = self.now()
+            lately = [g for g, at in self.seen.items() if now - at < self.settings.metric_cache_ttl_s]
+            for group in lately if self.settings.fix_write_through else GROUPS:
+                try:
+                    row = await self.storage.get("scaling-groups", f"group:{group}")
+                except StorageError:
+                    self.refreshes.labels("failed").inc()
+                    continue
+                self.refreshes.labels("ok").inc()
+                self.groups.store(group, row or {"group": group}, self.now())
+
+    async def clients(self, rng: random.Random) -> None:
+        while True:
+            await asyncio.sleep(1.0 / self.settings.cascade_rate)
+            try:
+                await self.put(rng.choice(NAMESPACES), "CPUUtilization", rng.choice(GROUPS), rng.uniform(0, 100))
+            except StorageError:
+                pass
+
+    async def status(self, lag_p99_s: float) -> MetricsStatus:
+        now = self.now()
+        return MetricsStatus(
+            loop_lag_p99_s=lag_p99_s,
+            put_error_ratio=self.errors.mean(now),
+            gap_ratio=self.gaps.mean(now),
+            puts_total=self.total,
+            put_failures_total=self.failed,
+            datapoints_stored=await self.store.run(self.store.store.count),
+            fix_write_through=self.settings.fix_write_through,
+        )
+
+
+SERVICE = web.AppKey("metrics", MetricsService)
+
+
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+    f = MetricFactory()
+    lag = LoopLag(f.registry)
+    app = base_app(f.registry, lag)
+
+    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+        store = sqlite.Worker(lambda: DatapointStore(data_dir / "metrics.sqlite3"), "datapoints")
+        service = app[SERVICE] = MetricsService(settings, storage, store, f)
+        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), asyncio.create_task(service.refresh())]
+        if settings.cascade_rate > 0:
+            tasks.append(asyncio.create_task(service.clients(random.Random(f"{settings.seed}/metrics"))))
+        yield
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await session.close()
+        store.close(store.store.close)
+
+    app.cleanup_ctx.append(service_ctx)
+
+    async def put(request: web.Request) -> web.Response:
+        body = await read_object(request)
+        fields = {k: body.get(k) for k in ("namespace", "name", "group")}
+        if not all(isinstance(v, str) and NAME.match(v) for v in fields.values()):
+            raise BadRequest("namespace, name and group must be 1-64 letters, digits or _ . / -")
+        namespace, name, group = (str(fields[k]) for k in ("namespace", "name", "group"))
+        value = body.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e300:
+            raise BadRequest("value must be a finite number")
+        try:
+            enriched = await request.app[SERVICE].put(namespace, name, group, float(value))
+        except StorageError as exc:
+            return json_error(503, "namespace_unavailable", str(exc))
+        return web.json_response({"stored": True, "enriched": enriched}, status=201)
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response((await request.app[SERVICE].status(lag.p99(request))).to_json())
+
+    app.router.add_post("/data", put)
+    app.router.add_get("/status", status)
+    return app
