@@ -20,6 +20,13 @@ SERIES = (
     ("renewal-latency", "renewal p99 (s) against the allowance", lambda s, p: s.get("renewal_p99_s")),
     ("retries", "renewal retries per second", lambda s, p: _rate(s, p, "retry")),
     ("metadata-inflight", "metadata requests in flight", lambda s, p: s.get("metadata_inflight")),
+    # the cascade: the services whose control planes live in the lab's tables
+    ("cascade-scaling-api", "scaling API errors (%)", lambda s, p: _pct(s.get("scaling_api_error_ratio"))),
+    ("cascade-scaling-backlog", "scaling activities waiting", lambda s, p: s.get("scaling_backlog")),
+    ("cascade-metric-gaps", "datapoints without their group (%)", lambda s, p: _pct(s.get("metric_gap_ratio"))),
+    ("cascade-metric-errors", "PutMetricData errors (%)", lambda s, p: _pct(s.get("metric_put_error_ratio"))),
+    ("cascade-queue-errors", "queue send/receive errors (%)", lambda s, p: _pct(s.get("queue_error_ratio"))),
+    ("cascade-login", "console login p99 (s)", lambda s, p: s.get("login_p99_s")),
 )
 
 
@@ -52,8 +59,10 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
     moves = journal["player_actions"]
     paths = []
     for name, label, value in SERIES:
-        fig, ax = plt.subplots(figsize=(11, 3.2))
         ys = [value(s, samples[i - 1] if i else None) for i, s in enumerate(samples)]
+        if name.startswith("cascade-") and all(y is None for y in ys):
+            continue  # that service does not run in this lab (the compose stack has none yet)
+        fig, ax = plt.subplots(figsize=(11, 3.2))
         ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
         if name == "renewal-latency" and samples:
             ax.axhline(samples[-1].get("allowance_s") or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
@@ -102,7 +111,8 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
     )
     table = "".join(f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c['lab'])}</td></tr>" for c in comparison)
     scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
-    images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs)
+    images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if not p.stem.startswith("cascade-"))
+    cascade = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if p.stem.startswith("cascade-"))
     page = f"""<!doctype html><meta charset=utf-8><title>{e(journal["title"])}</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}td,th{{padding:2px 8px;text-align:left}}
 tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
@@ -114,6 +124,10 @@ tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{"".join(rows)}</table>
 <h2>Operator moves</h2><ul>{moves or "<li>none</li>"}</ul>
 <h2>What happened</h2><p>Shaded: fault windows (orange: the blip). Dash-dot lines: operator moves (red: failed).</p>{images}
+<h2>The cascade</h2><p>The services whose control planes live in the lab's tables, from their own metrics: scaling's
+table is on the big-membership nodes (the storm reaches it first; its backlog drains after), metrics enriches
+datapoints from it (gaps), queues and the console's lookup live on ordinary nodes (they fail once the fleet is
+held back). Their times beside 2015's are in the table above.</p>{cascade or "<p>not running in this lab</p>"}
 """
     path = out / "report.html"
     path.write_text(page)

@@ -40,7 +40,7 @@ def test_up_status_blip_down(small_lab, capsys):
     ):
         assert key in snap
     assert snap["nodes_total"] == 40 and snap["nodes_serving"] == 40
-    assert set(snap["endpoints"]) == {"metadata", "linkproxy", "rack-00", "rack-01", "loadgen"}
+    assert set(snap["endpoints"]) == {"metadata", "linkproxy", "rack-00", "rack-01", "loadgen", "queues", "scaling", "console", "metrics"}
 
     for bad in (
         ["--duration", "0s"],

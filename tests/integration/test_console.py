@@ -9,6 +9,7 @@ import pytest
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
 from stormlab import launcher
+from tests.integration.lab import wait_serving
 
 SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "activity_rate": 0}
 
@@ -39,6 +40,7 @@ def run_pause(tmp_path, monkeypatch, **changes) -> list[dict]:
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
     state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
+    wait_serving(state)
     try:
         return asyncio.run(logins_during_a_pause(state, directory))
     finally:
@@ -59,6 +61,7 @@ def test_a_login_refuses_bad_input(tmp_path, monkeypatch):
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
     state = launcher.up(LabSettings(**SMALL), base_port=0, directory=directory)
+    wait_serving(state)
     console = state["components"]["console"]["url"]
 
     async def scenario():

@@ -10,6 +10,7 @@ import pytest
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
 from stormlab import launcher
+from tests.integration.lab import wait_serving
 
 SMALL = {
     "racks": 2,
@@ -71,6 +72,7 @@ def run(tmp_path, monkeypatch, **changes) -> dict:
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
     state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
+    wait_serving(state)
     try:
         return asyncio.run(story(state, directory))
     finally:
@@ -94,6 +96,7 @@ def test_bad_datapoints_are_refused(tmp_path, monkeypatch):
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
     state = launcher.up(LabSettings(**SMALL), base_port=0, directory=directory)
+    wait_serving(state)
     url = state["components"]["metrics"]["url"]
     good = {"namespace": "AWS/EC2", "name": "CPU", "group": "g-1", "value": 1.0}
 

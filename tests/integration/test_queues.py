@@ -10,6 +10,7 @@ import pytest
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
 from stormlab import launcher
+from tests.integration.lab import wait_serving
 
 SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "queue_cache_ttl_s": 1.0}
 
@@ -18,6 +19,7 @@ def start(tmp_path, monkeypatch, **changes):
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
     state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
+    wait_serving(state)
     return state, directory
 
 
@@ -111,8 +113,11 @@ def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_l
             await until(lambda: ok_send(s, queues), limit_s=40)
             received = set()
             for q in range(8):
-                while True:
+                for _ in range(200):  # a queue whose node is still coming back answers 503: try again
                     status, answer = await post(s, f"{queues}/queues/q-{q}/receive", {"max": 10})
+                    if status == 503:
+                        await asyncio.sleep(0.2)
+                        continue
                     assert status == 200
                     if not answer["messages"]:
                         break

@@ -10,6 +10,7 @@ import pytest
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
 from stormlab import launcher
+from tests.integration.lab import wait_serving
 
 SMALL = {
     "racks": 2,
@@ -25,7 +26,9 @@ SMALL = {
 def start(tmp_path, monkeypatch, **changes):
     directory = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    return launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory), directory
+    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
+    wait_serving(state)
+    return state, directory
 
 
 async def status(s, url):
