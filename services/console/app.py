@@ -14,17 +14,20 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from common.metrics import MetricFactory
 from common.settings import LabSettings
-from common.web import BadRequest, LoopLag, base_app, read_object
+from common.web import BadRequest, read_object
 from common.window import Window
 from common.wire import ConsoleStatus
-from services.storage import Storage, StorageError, keep_map_fresh
+from services import dependent
+from services.dependent import fix_gauge
+from services.storage import Storage, StorageError
 
 TABLE = "sessions"
 SHORT_TIMEOUT_S = 0.1
@@ -41,8 +44,7 @@ class Console:
         self.latency = Window(span_s=10.0)
         self.logins = f.counter("stormlab_console_logins_total", "Logins by what became of their lookup", ("lookup",))
         self.seconds = f.histogram("stormlab_console_login_seconds", "Time to log in (the lookup included)", LOGIN_BUCKETS)
-        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
-        fix.labels("console", "short-timeout").set(1 if settings.fix_short_timeout else 0)
+        fix_gauge(f, "console", {"short-timeout": settings.fix_short_timeout})
         for lookup in ("ok", "skipped"):
             self.logins.labels(lookup)
         self.total = 0
@@ -78,7 +80,13 @@ class Console:
                 self._inflight.add(task)
                 task.add_done_callback(self._inflight.discard)
 
-    def status(self, lag_p99_s: float) -> ConsoleStatus:
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self.clients(random.Random(f"{self.settings.seed}/console"))] if self.settings.cascade_rate > 0 else []
+
+    def close(self) -> None:
+        return None
+
+    async def status(self, lag_p99_s: float) -> ConsoleStatus:
         now = self.now()
         return ConsoleStatus(
             loop_lag_p99_s=lag_p99_s,
@@ -92,25 +100,8 @@ class Console:
 CONSOLE = web.AppKey("console", Console)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
-    f = MetricFactory()
-    lag = LoopLag(f.registry)
-    app = base_app(f.registry, lag)
-
-    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
-        console = app[CONSOLE] = Console(settings, storage, f)
-        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0))]
-        if settings.cascade_rate > 0:
-            tasks.append(asyncio.create_task(console.clients(random.Random(f"{settings.seed}/console"))))
-        yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await session.close()
-
-    app.cleanup_ctx.append(service_ctx)
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f))
 
     async def login(request: web.Request) -> web.Response:
         user = (await read_object(request)).get("user")
@@ -118,9 +109,5 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
             raise BadRequest("user must be 1-64 letters, digits, '_', '.' or '-'")
         return web.json_response(await request.app[CONSOLE].login(user))
 
-    async def status(request: web.Request) -> web.Response:
-        return web.json_response(request.app[CONSOLE].status(lag.p99(request)).to_json())
-
     app.router.add_post("/login", login)
-    app.router.add_get("/status", status)
     return app

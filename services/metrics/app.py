@@ -18,21 +18,23 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from common import sqlite
 from common.metrics import MetricFactory
 from common.settings import LabSettings
-from common.web import BadRequest, LoopLag, base_app, json_error, read_object
+from common.web import BadRequest, json_error, read_object
 from common.window import Window
 from common.wire import MetricsStatus
+from services import dependent
 from services.cache import TtlCache
+from services.dependent import fix_gauge
 from services.scaling.app import GROUPS
-from services.storage import Storage, StorageError, keep_map_fresh
+from services.storage import Storage, StorageError
 
 NAMESPACES = ("AWS/EC2", "Custom/app")
 NAME = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
@@ -73,9 +75,7 @@ class MetricsService:
         self.errors, self.gaps = Window(span_s=10.0), Window(span_s=10.0)
         self.puts = f.counter("stormlab_metric_puts_total", "PutMetricData calls by outcome", ("outcome",))
         self.refreshes = f.counter("stormlab_metric_refreshes_total", "Group enrichment refreshes by outcome", ("outcome",))
-        f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix")).labels(
-            "metrics", "write-through"
-        ).set(1 if fix else 0)
+        fix_gauge(f, "metrics", {"write-through": fix})
         for outcome in ("stored", "gap", "error"):
             self.puts.labels(outcome)
         for outcome in ("ok", "failed"):
@@ -141,6 +141,15 @@ class MetricsService:
             except StorageError:
                 pass
 
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        loops = [self.refresh()]
+        if self.settings.cascade_rate > 0:
+            loops.append(self.clients(random.Random(f"{self.settings.seed}/metrics")))
+        return loops
+
+    def close(self) -> None:
+        self.store.close(self.store.store.close)
+
     async def status(self, lag_p99_s: float) -> MetricsStatus:
         now = self.now()
         return MetricsStatus(
@@ -158,27 +167,11 @@ SERVICE = web.AppKey("metrics", MetricsService)
 
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
-    f = MetricFactory()
-    lag = LoopLag(f.registry)
-    app = base_app(f.registry, lag)
-
-    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+    def make(storage: Storage, f: MetricFactory) -> MetricsService:
         store = sqlite.Worker(lambda: DatapointStore(data_dir / "metrics.sqlite3"), "datapoints")
-        service = app[SERVICE] = MetricsService(settings, storage, store, f)
-        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), asyncio.create_task(service.refresh())]
-        if settings.cascade_rate > 0:
-            tasks.append(asyncio.create_task(service.clients(random.Random(f"{settings.seed}/metrics"))))
-        yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await session.close()
-        store.close(store.store.close)
+        return MetricsService(settings, storage, store, f)
 
-    app.cleanup_ctx.append(service_ctx)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make)
 
     async def put(request: web.Request) -> web.Response:
         body = await read_object(request)
@@ -195,9 +188,5 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             return json_error(503, "namespace_unavailable", str(exc))
         return web.json_response({"stored": True, "enriched": enriched}, status=201)
 
-    async def status(request: web.Request) -> web.Response:
-        return web.json_response((await request.app[SERVICE].status(lag.p99(request))).to_json())
-
     app.router.add_post("/data", put)
-    app.router.add_get("/status", status)
     return app

@@ -15,27 +15,29 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import aiohttp
 from aiohttp import web
 
 from common.metrics import MetricFactory
 from common.settings import LabSettings
-from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
+from common.web import BadRequest, json_error, number, read_object
 from common.window import Window
 from common.wire import QueuesStatus
+from services import dependent
 from services.cache import TtlCache
+from services.dependent import fix_gauge
 from services.queues.messages import AsyncMessageStore
-from services.storage import Storage, StorageError, keep_map_fresh
+from services.storage import Storage, StorageError
 
 TABLE = "queue-metadata"
 QUEUES = tuple(f"q-{i}" for i in range(8))
 OPS = ("send", "receive")
 OUTCOMES = ("ok", "unavailable")
 MAX_BODY = 4096
+T = TypeVar("T")
 
 
 class Unavailable(Exception):
@@ -51,8 +53,7 @@ class QueueService:
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
         self.age = f.gauge("stormlab_queue_metadata_age_seconds", "Age of the oldest cached queue metadata")
         self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet received")
-        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
-        fix.labels("queues", "stale-cache").set(1 if settings.fix_stale_cache else 0)
+        fix_gauge(f, "queues", {"stale-cache": settings.fix_stale_cache})
         for op in OPS:
             for outcome in OUTCOMES:
                 self.requests.labels(op, outcome)
@@ -88,30 +89,31 @@ class QueueService:
         self.failed += 0 if ok else 1
 
     async def send(self, queue: str, body: Any) -> int:
-        try:
-            await self.metadata(queue)
-        except Unavailable:
-            self.record("send", False)
-            raise
-        message_id = await self.messages.send(queue, body)
-        self.record("send", True)
-        return message_id
+        return await self._with_metadata("send", queue, lambda: self.messages.send(queue, body))
 
     async def receive(self, queue: str, most: int) -> list[dict[str, Any]]:
+        return await self._with_metadata("receive", queue, lambda: self.messages.receive(queue, most))
+
+    async def _with_metadata(self, op: str, queue: str, act: Callable[[], Awaitable[T]]) -> T:
+        """A call goes on only with its queue's metadata (fresh, or stale by the fix)."""
         try:
             await self.metadata(queue)
         except Unavailable:
-            self.record("receive", False)
+            self.record(op, False)
             raise
-        got = await self.messages.receive(queue, most)
-        self.record("receive", True)
-        return got
+        result = await act()
+        self.record(op, True)
+        return result
+
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self.clients()] if self.settings.cascade_rate > 0 else []
+
+    def close(self) -> None:
+        self.messages.close()
 
     async def clients(self) -> None:
         """The service's own customers: a send and a receive, ``cascade_rate`` times a second."""
         rng = random.Random(f"{self.settings.seed}/queues")
-        if self.settings.cascade_rate <= 0:
-            return
         while True:
             await asyncio.sleep(1.0 / self.settings.cascade_rate)
             try:
@@ -140,25 +142,10 @@ SERVICE = web.AppKey("queues", QueueService)
 
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
-    f = MetricFactory()
-    lag = LoopLag(f.registry)
-    app = base_app(f.registry, lag)
+    def make(storage: Storage, f: MetricFactory) -> QueueService:
+        return QueueService(settings, storage, AsyncMessageStore(data_dir / "queues.sqlite3"), f)
 
-    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
-        messages = AsyncMessageStore(data_dir / "queues.sqlite3")
-        service = app[SERVICE] = QueueService(settings, storage, messages, f)
-        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), asyncio.create_task(service.clients())]
-        yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await session.close()
-        messages.close()
-
-    app.cleanup_ctx.append(service_ctx)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make)
 
     def queue(request: web.Request) -> str:
         name = request.match_info["queue"]
@@ -187,10 +174,6 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             return json_error(503, "queue_metadata_unavailable", str(exc))
         return web.json_response({"messages": got})
 
-    async def status(request: web.Request) -> web.Response:
-        return web.json_response((await request.app[SERVICE].status(lag.p99(request))).to_json())
-
     app.router.add_post("/queues/{queue}/messages", send)
     app.router.add_post("/queues/{queue}/receive", receive)
-    app.router.add_get("/status", status)
     return app

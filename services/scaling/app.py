@@ -18,18 +18,21 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import AsyncIterator
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from common.metrics import MetricFactory
 from common.settings import LabSettings
-from common.web import LoopLag, base_app, json_error, number, read_object
+from common.web import json_error, number, read_object
 from common.window import Window
 from common.wire import ScalingStatus
+from services import dependent
+from services.dependent import fix_gauge
 from services.scaling.backlog import Activity, Backlog
-from services.storage import Storage, StorageError, keep_map_fresh
+from services.storage import Storage, StorageError
 
 TABLE = "scaling-groups"
 GROUPS = tuple(f"g-{i}" for i in range(8))
@@ -46,9 +49,7 @@ class ScalingService:
         self.activities = f.counter("stormlab_scaling_activities_total", "Scheduler activities by what became of them", ("outcome",))
         self.backlog_size = f.gauge("stormlab_scaling_backlog", "Activities waiting for a worker")
         self.backlog_age = f.gauge("stormlab_scaling_backlog_oldest_seconds", "Age of the oldest waiting activity")
-        fix = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
-        fix.labels("scaling", "more-workers").set(1 if settings.scaling_workers > 1 else 0)
-        fix.labels("scaling", "prune-activities").set(1 if settings.fix_prune_activities else 0)
+        fix_gauge(f, "scaling", {"more-workers": settings.scaling_workers > 1, "prune-activities": settings.fix_prune_activities})
         for outcome in ("ok", "failed"):
             self.api.labels(outcome)
         for outcome in ("queued", "done", "write_failed", "pruned"):
@@ -112,15 +113,18 @@ class ScalingService:
             except StorageError:
                 pass
 
-    def loops(self) -> list[asyncio.Task[None]]:
-        tasks = [asyncio.create_task(self.worker(i)) for i in range(self.settings.scaling_workers)]
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        loops = [self.worker(i) for i in range(self.settings.scaling_workers)]
         if self.settings.activity_rate > 0:
-            tasks.append(asyncio.create_task(self.scheduler(random.Random(f"{self.settings.seed}/scheduler"))))
+            loops.append(self.scheduler(random.Random(f"{self.settings.seed}/scheduler")))
         if self.settings.cascade_rate > 0:
-            tasks.append(asyncio.create_task(self.clients(random.Random(f"{self.settings.seed}/scaling"))))
-        return tasks
+            loops.append(self.clients(random.Random(f"{self.settings.seed}/scaling")))
+        return loops
 
-    def status(self, lag_p99_s: float) -> ScalingStatus:
+    def close(self) -> None:
+        return None
+
+    async def status(self, lag_p99_s: float) -> ScalingStatus:
         now = self.now()
         self.backlog_age.set(self.backlog.oldest_age_s(now))
         return ScalingStatus(
@@ -140,23 +144,10 @@ class ScalingService:
 SERVICE = web.AppKey("scaling", ScalingService)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
-    f = MetricFactory()
-    lag = LoopLag(f.registry)
-    app = base_app(f.registry, lag)
-
-    async def service_ctx(app: web.Application) -> AsyncIterator[None]:
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
-        service = app[SERVICE] = ScalingService(settings, storage, f)
-        tasks = [asyncio.create_task(keep_map_fresh(storage, 5.0)), *service.loops()]
-        yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await session.close()
-
-    app.cleanup_ctx.append(service_ctx)
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+    app = dependent.create_app(
+        settings, metadata_url, rack_urls, data_dir, SERVICE, lambda storage, f: ScalingService(settings, storage, f)
+    )
 
     async def set_desired(request: web.Request) -> web.Response:
         group = request.match_info["group"]
@@ -169,9 +160,5 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
             return json_error(503, "table_unavailable", f"the group's row could not be written: {exc}")
         return web.json_response({"group": group, "desired": desired})
 
-    async def status(request: web.Request) -> web.Response:
-        return web.json_response(request.app[SERVICE].status(lag.p99(request)).to_json())
-
     app.router.add_put("/groups/{group}", set_desired)
-    app.router.add_get("/status", status)
     return app
