@@ -53,12 +53,7 @@ async def snapshot(
     return summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
         unreachable=sorted(n for n, r in by_name.items() if r is None),
-        metadata=read_status(MetadataStatus, by_name.get("metadata")),
-        loadgen=read_status(LoadgenStatus, by_name.get("loadgen")),
-        queues=read_status(QueuesStatus, by_name.get("queues")),
-        scaling=read_status(ScalingStatus, by_name.get("scaling")),
-        console=read_status(ConsoleStatus, by_name.get("console")),
-        metrics=read_status(MetricsStatus, by_name.get("metrics")),
+        statuses={name: read_status(kind, by_name.get(name)) for name, kind in STATUS_TYPES.items()},
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
         allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
         loop_lag_p99_s=max(lags) if lags else None,
@@ -78,25 +73,55 @@ def read_status(kind: type[S], raw: Any) -> S | None:
         return None
 
 
+# What a reading takes from each process's status: the reading's key -> the status's field.
+PICKED: dict[str, dict[str, str]] = {
+    "loadgen": {
+        "customer_error_ratio": "customer_error_ratio",
+        "table_error_ratio": "table_error_ratio",
+        "customer_requests_total": "requests_total",
+        "customer_failures_total": "failures_total",
+    },
+    "metadata": {
+        "metadata_inflight": "inflight",
+        "metadata_cores": "cores",
+        "metadata_paused": "paused",
+        "metadata_processing_p99_s": "processing_p99_s",
+        "membership_sizes": "membership_sizes",
+    },
+    "queues": {"queue_error_ratio": "error_ratio", "queue_metadata_age_s": "metadata_age_s"},
+    "scaling": {"scaling_api_error_ratio": "api_error_ratio", "scaling_backlog": "backlog", "scaling_backlog_oldest_s": "backlog_oldest_s"},
+    "console": {"login_p99_s": "login_p99_s"},
+    "metrics": {"metric_put_error_ratio": "put_error_ratio", "metric_gap_ratio": "gap_ratio"},
+}
+STATUS_TYPES: dict[str, type[Status]] = {
+    "loadgen": LoadgenStatus,
+    "metadata": MetadataStatus,
+    "queues": QueuesStatus,
+    "scaling": ScalingStatus,
+    "console": ConsoleStatus,
+    "metrics": MetricsStatus,
+}
+
+
 def summarize(
     *,
     endpoints: dict[str, str],
     unreachable: list[str],
-    metadata: MetadataStatus | None,
-    loadgen: LoadgenStatus | None,
+    statuses: dict[str, Status | None],
     racks: list[RackStatus],
-    queues: QueuesStatus | None = None,
-    scaling: ScalingStatus | None = None,
-    console: ConsoleStatus | None = None,
-    metrics: MetricsStatus | None = None,
     allowance_s: float | None,
     loop_lag_p99_s: float | None,
     faults: list[dict[str, Any]],
     nodes: bool = False,
 ) -> dict[str, Any]:
     """The lab in one reading, from its processes' statuses: the one shape `status`, the demo
-    and game days (local or on compose) read."""
+    and game days (local or on compose) read. A process that did not answer gives None."""
     renewal = [r.renewal_p99_s for r in racks if r.renewal_p99_s is not None]
+    picked = {
+        key: getattr(statuses[name], field) if statuses.get(name) is not None else None
+        for name, fields in PICKED.items()
+        for key, field in fields.items()
+    }
     return {
         "endpoints": endpoints,
         "unreachable": unreachable,
@@ -105,28 +130,14 @@ def summarize(
         "nodes_disqualified": sum(r.nodes_disqualified for r in racks),
         "nodes_starting": sum(r.nodes_starting for r in racks),
         "racks_link_down": sorted(r.rack for r in racks if not r.link_up),
-        "customer_error_ratio": loadgen.customer_error_ratio if loadgen else None,
-        "table_error_ratio": loadgen.table_error_ratio if loadgen else {},
-        "customer_requests_total": loadgen.requests_total if loadgen else None,
-        "customer_failures_total": loadgen.failures_total if loadgen else None,
-        "metadata_inflight": metadata.inflight if metadata else None,
-        "metadata_cores": metadata.cores if metadata else None,
-        "metadata_paused": metadata.paused if metadata else None,
-        "metadata_processing_p99_s": metadata.processing_p99_s if metadata else None,
-        "membership_sizes": metadata.membership_sizes if metadata else {},
+        **picked,
+        "table_error_ratio": picked["table_error_ratio"] or {},
+        "membership_sizes": picked["membership_sizes"] or {},
         "renewal_p99_s": max(renewal) if renewal else None,
         "renewal_attempts_total": {a: sum(r.renewal_attempts_total.get(a, 0) for r in racks) for a in ("first", "retry")},
         "allowance_s": allowance_s,
         "loop_lag_p99_s": loop_lag_p99_s,
         "faults": faults,
-        "queue_error_ratio": queues.error_ratio if queues else None,
-        "queue_metadata_age_s": queues.metadata_age_s if queues else None,
-        "scaling_api_error_ratio": scaling.api_error_ratio if scaling else None,
-        "scaling_backlog": scaling.backlog if scaling else None,
-        "scaling_backlog_oldest_s": scaling.backlog_oldest_s if scaling else None,
-        "login_p99_s": console.login_p99_s if console else None,
-        "metric_put_error_ratio": metrics.put_error_ratio if metrics else None,
-        "metric_gap_ratio": metrics.gap_ratio if metrics else None,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
 

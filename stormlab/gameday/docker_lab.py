@@ -97,8 +97,7 @@ class DockerStack:
         return observe.summarize(
             endpoints={"metadata": self.metadata, "loadgen": self.loadgen, "prometheus": self.prometheus},
             unreachable=[n for n, r in (("metadata", meta), ("loadgen", loadgen)) if r is None],
-            metadata=observe.read_status(MetadataStatus, meta),
-            loadgen=observe.read_status(LoadgenStatus, loadgen),
+            statuses={"metadata": observe.read_status(MetadataStatus, meta), "loadgen": observe.read_status(LoadgenStatus, loadgen)},
             racks=racks,
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
             loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None),
