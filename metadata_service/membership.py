@@ -23,7 +23,6 @@ from common.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 # is small: when the metadata behind it is stuck (the Monday tail) its customers fail while the
 # aggregate error stays ~0.2%.
 TABLE_WEIGHTS = {"orders": 60, "carts": 50, "sessions": 50, "queue-metadata": 20, "metric-groups": 1}
-PLAIN_TABLES = tuple(TABLE_WEIGHTS)
 # Large tables whose customers adopted GSIs: queried by alternate keys. The scaling service's
 # groups and activities are among them, so the storm reaches Auto Scaling first, as in 2015.
 GSI_HEAVY_TABLES = ("catalog", "clickstream", "scaling-groups")

@@ -23,14 +23,13 @@ from storage_node import retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
 
 OK = "ok"
-MISSES = ("timeout", "unreachable", "paused", "error")
 
 
 @dataclass(frozen=True)
 class Attempt:
     started: float
     ended: float
-    outcome: str  # "ok" or one of MISSES
+    outcome: str  # "ok", or why it missed: "timeout", "unreachable", "paused", "error"
     entries: int = 0
 
 

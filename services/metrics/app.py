@@ -100,7 +100,8 @@ class MetricsService:
 
     async def put(self, namespace: str, name: str, group: str, value: float) -> bool:
         """Store one datapoint; returns whether it carries its group (False: a gap)."""
-        self.seen[group] = self.now()
+        if group in GROUPS:  # only the scaling service's groups are enriched: the set stays bounded
+            self.seen[group] = self.now()
         if not await self.namespace_ok(namespace):
             self.record("error")
             raise StorageError("refused", f"namespace {namespace} could not be confirmed")
