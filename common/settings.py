@@ -1,8 +1,8 @@
 """Lab settings: one frozen dataclass, loaded from ``STORMLAB_*`` variables and CLI flags.
 
 Every duration is a setting, so a profile can be sped up or slowed down as a whole. The
-defaults are the calibrated ``dynamodb-2015`` profile (DESIGN.md §5): time runs about 50x
-faster than on 20 September 2015.
+defaults are the calibrated ``dynamodb-2015`` profile (README, "The 2015 profile"): time runs
+about ``TIME_COMPRESSION`` (50) times faster than on 20 September 2015.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from common.errors import UsageError
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 ABANDONED_WORK = ("cancel", "continue")
+TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 CORES = (0.1, 100_000.0)  # the metadata service's virtual cores: at start-up, by `capacity`, by the admin API
+
+
+SET_HELP = (
+    "change one setting, e.g. fix_stale_cache=on or allowance_s=2s (repeatable; "
+    "`python -m common.settings` lists them all with their ranges)"
+)
 
 
 class SettingsError(UsageError):
@@ -107,6 +114,21 @@ class LabSettings:
     def replace(self, **changes: Any) -> LabSettings:
         return dataclasses.replace(self, **changes)
 
+    def with_text(self, pairs: list[str]) -> LabSettings:
+        """These settings changed by ``KEY=VALUE`` pairs as people type them (``fix_stale_cache=on``,
+        ``allowance_s=2s``); an unknown key or a bad value raises SettingsError."""
+        by_name = {f.name: f for f in fields(self)}
+        changes: dict[str, Any] = {}
+        for pair in pairs:
+            key, sep, raw = pair.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or not raw.strip():
+                raise SettingsError(f"--set takes KEY=VALUE, got {pair!r}")
+            if key not in by_name:
+                raise SettingsError(f"no setting {key!r}; settings: {', '.join(by_name)}")
+            changes[key] = parse_value(by_name[key], raw.strip())
+        return self.replace(**changes)
+
     def to_env(self) -> dict[str, str]:
         """The settings as ``STORMLAB_*`` variables, the way child processes and compose get them."""
         return {ENV_PREFIX + f.name.upper(): _format(getattr(self, f.name)) for f in fields(self)}
@@ -174,3 +196,17 @@ def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def describe() -> str:
+    """Every setting with its default, range and doc: what ``--set`` accepts."""
+    rows = []
+    for f in fields(LabSettings):
+        limits = f" [{f.metadata['min']:g}..{f.metadata['max']:g}]" if "min" in f.metadata else ""
+        limits += f" ({'|'.join(f.metadata['choices'])})" if "choices" in f.metadata else ""
+        rows.append(f"{f.name:<24} {_format(f.default):<10}{limits:<18} {f.metadata['doc']}")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # `python -m common.settings`: what `--set KEY=VALUE` accepts
+    print(describe())

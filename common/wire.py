@@ -247,5 +247,6 @@ class MetricsStatus(Status):
     gap_ratio: float | None  # datapoints stored without their group, last 10 s
     puts_total: int
     put_failures_total: int
+    gaps_total: int  # datapoints stored without their group
     datapoints_stored: int
     fix_write_through: bool

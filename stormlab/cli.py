@@ -13,7 +13,7 @@ import aiohttp
 from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
-from common.settings import LabSettings, parse_bool, parse_duration, profile
+from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
 from stormlab import demo, launcher, observe
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
@@ -32,6 +32,7 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
     p.add_argument("--seed", type=int, help="seed for renewal jitter, retry jitter and traffic; default 2015")
     p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
 def settings_from(args: argparse.Namespace) -> LabSettings:
@@ -48,7 +49,7 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
         "customer_rate": args.customer_rate,
         "seed": args.seed,
     }
-    return base.replace(**{k: v for k, v in changes.items() if v is not None})
+    return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(args.set)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -88,10 +88,21 @@ PICKED: dict[str, dict[str, str]] = {
         "metadata_processing_p99_s": "processing_p99_s",
         "membership_sizes": "membership_sizes",
     },
-    "queues": {"queue_error_ratio": "error_ratio", "queue_metadata_age_s": "metadata_age_s"},
+    "queues": {
+        "queue_error_ratio": "error_ratio",
+        "queue_metadata_age_s": "metadata_age_s",
+        "queue_requests_total": "requests_total",
+        "queue_failures_total": "failures_total",
+    },
     "scaling": {"scaling_api_error_ratio": "api_error_ratio", "scaling_backlog": "backlog", "scaling_backlog_oldest_s": "backlog_oldest_s"},
     "console": {"login_p99_s": "login_p99_s"},
-    "metrics": {"metric_put_error_ratio": "put_error_ratio", "metric_gap_ratio": "gap_ratio"},
+    "metrics": {
+        "metric_put_error_ratio": "put_error_ratio",
+        "metric_gap_ratio": "gap_ratio",
+        "metric_puts_total": "puts_total",
+        "metric_put_failures_total": "put_failures_total",
+        "metric_gaps_total": "gaps_total",
+    },
 }
 STATUS_TYPES: dict[str, type[Status]] = {
     "loadgen": LoadgenStatus,

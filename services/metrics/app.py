@@ -80,7 +80,7 @@ class MetricsService:
             self.puts.labels(outcome)
         for outcome in ("ok", "failed"):
             self.refreshes.labels(outcome)
-        self.total = self.failed = 0
+        self.total = self.failed = self.gapped = 0
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -118,6 +118,7 @@ class MetricsService:
             self.gaps.add(now, 1.0 if outcome == "gap" else 0.0)
         self.total += 1
         self.failed += outcome == "error"
+        self.gapped += outcome == "gap"
 
     async def refresh(self) -> None:
         """Every half TTL: the groups' enrichment from the scaling service's table."""
@@ -159,6 +160,7 @@ class MetricsService:
             gap_ratio=self.gaps.mean(now),
             puts_total=self.total,
             put_failures_total=self.failed,
+            gaps_total=self.gapped,
             datapoints_stored=await self.store.run(self.store.store.count),
             fix_write_through=self.settings.fix_write_through,
         )

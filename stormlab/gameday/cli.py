@@ -12,7 +12,7 @@ from pathlib import Path
 
 from chaos import catalog
 from common.labstate import running, state_dir
-from common.settings import LabSettings, profile
+from common.settings import SET_HELP, LabSettings, profile
 from stormlab import launcher
 from stormlab.gameday import report, scoring
 from stormlab.gameday.engine import Runner
@@ -52,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--speed", type=float, default=1.0, help="run the profile and the timeline this many times faster")
     r.add_argument("--seed", type=int, help="seed for the fault schedule and the lab (default: the scenario's)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--autopilot", action="store_true", help="play AWS's runbook instead of waiting for players")
     r.add_argument("--out", type=Path, default=Path("reports/gamedays"), help="where run directories go")
     r.add_argument("--leaderboard", type=Path, help="leaderboard file (default: leaderboard.jsonl in the state dir)")
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.1 <= args.speed <= 20:
         raise ScenarioError("--speed must be between 0.1 and 20")
     seed = scenario.settings.seed if args.seed is None else args.seed
-    settings = scenario.settings.replace(seed=seed).sped_up(args.speed)
+    settings = scenario.settings.with_text(args.set).replace(seed=seed).sped_up(args.speed)
     plan = schedule(scenario, seed, args.speed)
     if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
         if args.speed != 1:
@@ -187,9 +188,10 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
         else []
     )
     print(f"\n{scenario.title}: {journal['outcome'].upper()}")
-    what, width = (max((len(c[k]) for c in comparison), default=0) for k in ("what", "in_2015"))
-    for c in comparison:
-        print(f"  {c['what']:<{what}}  2015: {c['in_2015']:<{width}}  here: {c['lab']}")
+    then = [c["in_2015"] + (f" (at the lab's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
+    what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
+    for c, in_2015 in zip(comparison, then, strict=True):
+        print(f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}")
     print("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
     if board:
         print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")

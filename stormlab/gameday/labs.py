@@ -41,6 +41,12 @@ KEPT = (
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",
+    # running totals: a window's ratio from two samples (benchmarks/cascade_fixes.py)
+    "queue_requests_total",
+    "queue_failures_total",
+    "metric_puts_total",
+    "metric_put_failures_total",
+    "metric_gaps_total",
 )
 
 

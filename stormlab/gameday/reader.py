@@ -232,7 +232,7 @@ class _Reader:
         return out
 
     def compare(self, node: yaml.Node, path: str, names: list[str]) -> Compare:
-        m = self.mapping(node, path, ("what", "in_2015", "measure"))
+        m = self.mapping(node, path, ("what", "in_2015", "measure", "span_2015"))
         what, in_2015, measure = (self.text(self.need(m, node, path, k), f"{path}.{k}") for k in ("what", "in_2015", "measure"))
         kind, _, ref = measure.partition(":")
         refs = ref.split("..") if kind == "elapsed" else [ref]
@@ -240,4 +240,5 @@ class _Reader:
             raise self.fail(
                 m["measure"], f"{path}.measure", "must be mean:STEP (an expect step) or elapsed:STEP..STEP, naming steps of this scenario"
             )
-        return Compare(what, in_2015, measure)
+        span = self.duration(m["span_2015"], f"{path}.span_2015") if "span_2015" in m else None
+        return Compare(what, in_2015, measure, span)

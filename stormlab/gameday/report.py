@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from common.settings import TIME_COMPRESSION  # noqa: E402
 from stormlab.gameday.scoring import records  # noqa: E402
 
 SERIES = (
@@ -109,7 +110,18 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
         f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
         for m in journal["player_actions"]
     )
-    table = "".join(f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c['lab'])}</td></tr>" for c in comparison)
+
+    def compared(rows: list[dict]) -> str:
+        head = f"<tr><th>what</th><th>20 September 2015</th><th>at the lab's pace (÷{TIME_COMPRESSION:g})</th><th>this run</th></tr>"
+        return (
+            f"<table>{head}"
+            + "".join(
+                f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c.get('at_lab_pace') or '')}</td><td>{e(c['lab'])}</td></tr>"
+                for c in rows
+            )
+            + "</table>"
+        )
+
     scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
     images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if not p.stem.startswith("cascade-"))
     cascade = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if p.stem.startswith("cascade-"))
@@ -119,7 +131,7 @@ tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
 <h1>{e(journal["title"])}</h1>
 <p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
 {"autopilot" if journal["autopilot"] else "players"}</p>
-<h2>2015 beside the lab</h2><table><tr><th>what</th><th>20 September 2015</th><th>this run</th></tr>{table}</table>
+<h2>2015 beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")])}
 <h2>Score</h2><table>{scores}</table>
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{"".join(rows)}</table>
 <h2>Operator moves</h2><ul>{moves or "<li>none</li>"}</ul>
@@ -127,7 +139,8 @@ tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
 <h2>The cascade</h2><p>The services whose control planes live in the lab's tables, from their own metrics: scaling's
 table is on the big-membership nodes (the storm reaches it first; its backlog drains after), metrics enriches
 datapoints from it (gaps), queues and the console's lookup live on ordinary nodes (they fail once the fleet is
-held back). Their times beside 2015's are in the table above.</p>{cascade or "<p>not running in this lab</p>"}
+held back). Their times beside 2015's (the lab's profile runs about {TIME_COMPRESSION:g} times faster than 2015):</p>
+{compared([c for c in comparison if c.get("cascade")])}{cascade or "<p>not running in this lab</p>"}
 """
     path = out / "report.html"
     path.write_text(page)

@@ -36,6 +36,7 @@ PROBES = (
     "metric_put_error_ratio",
     "metric_gap_ratio",
 )
+CASCADE_PROBES = frozenset(p for p in PROBES if p.startswith(("queue_", "scaling_", "login_", "metric_")))
 KINDS = ("fault", "action", "wait", "expect", "operator")
 
 
@@ -91,6 +92,11 @@ class Compare:
     what: str
     in_2015: str
     measure: str  # "mean:STEP" (the probe's mean over an expect step) or "elapsed:STEP_A..STEP_B"
+    span_2015_s: float | None = None  # how long it took in 2015, when it was a span of time
+
+    def steps(self) -> list[str]:
+        kind, _, ref = self.measure.partition(":")
+        return ref.split("..") if kind == "elapsed" else [ref]
 
 
 @dataclass(frozen=True)

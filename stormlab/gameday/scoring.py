@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos import catalog
-from stormlab.gameday.scenario import Scenario
+from common.settings import TIME_COMPRESSION
+from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,7 +32,8 @@ def moments(journal: dict[str, Any]) -> dict[str, float]:
 
 
 def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
-    """The seed's numbers beside the lab's."""
+    """The seed's numbers beside the lab's; a span of 2015 time also at the lab's pace (the
+    profile's compression and the run's speed), and whether the row is about the cascade."""
     when = moments(journal)
     by_name = {r["name"]: r for r in records(journal)}
     rows = []
@@ -50,7 +52,10 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         else:
             a, b = ref.split("..")
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
-        rows.append({"what": c.what, "in_2015": c.in_2015, "lab": lab or "not measured"})
+        paced = None if c.span_2015_s is None else f"{c.span_2015_s / TIME_COMPRESSION / journal.get('speed', 1.0):.0f} s"
+        checks = [scenario.step(s).check for s in c.steps()]
+        cascade = any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
 
 
