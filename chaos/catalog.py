@@ -24,10 +24,11 @@ from common.errors import UsageError
 from common.settings import CORES, SettingsError, parse_bool, parse_duration
 
 HOLDERS = {  # who applies each fault and arms its revert, in the local lab
-    "linkproxy": "the link proxy (every rack's path to the metadata service)",
+    "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
     "supervisor": "the supervisor (the parent of every lab process)",
     "metadata": "the metadata service itself",
 }
+SERVICES = ("queues", "scaling", "metrics", "console")  # the cascade's services, beside the database
 DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "duration",
     "number",
@@ -151,7 +152,11 @@ _KIND_WORDS = {DURATION: "a duration (5s, 500ms, 2m)", NUMBER: "a number", INTEG
 
 
 def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
-    """``3`` means three racks (0, 1, 2); ``2,5,7`` (or ``5,``) names them."""
+    """``3`` means three racks (0, 1, 2); ``2,5,7`` (or ``5,``) names them; ``all`` is every rack."""
+    if text == "all":
+        if racks_total is None:
+            raise ChaosError("racks all: the number of racks is not known here; name them (0,1,2)")
+        return list(range(racks_total))
     if "," not in text:
         try:
             count = int(text)
@@ -342,6 +347,18 @@ _FAULTS = (
         "a storage server or the metadata service crashing",
         "the process is started again",
         (TARGET_ARG, DURATION_ARG),
+    ),
+    Fault(
+        "isolate",
+        "linkproxy",
+        "cut a service off from racks, both ways (its path to the metadata service stays up)",
+        "a service losing its path to the database that holds its control plane",
+        "the path heals; the service's next requests go through",
+        (
+            Arg("target", CHOICE, "the service", required=True, choices=SERVICES),
+            Arg("racks", RACKS, "how many racks (3 = racks 0,1,2), which (2,5,7), or all", default="all"),
+            DURATION_ARG,
+        ),
     ),
     Fault(
         "pause-metadata",

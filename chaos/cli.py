@@ -124,7 +124,8 @@ def run(args: argparse.Namespace, runner: db.Runner | None = None) -> int:
         return manage(args.fault, lab_state(docker), docker_cli.runner_for(runner) if docker else None)
     if docker and catalog.FAULTS[args.fault].holder != "metadata":
         runner = docker_cli.runner_for(runner)
-        req = catalog.request(args.fault, values_from(args, max(runner.racks(), default=-1) + 1))
+        racks_total = max(runner.racks(), default=-1) + 1
+        req = catalog.request(args.fault, values_from(args, racks_total), racks_total)
         return docker_cli.apply(req.body, runner, args.dry_run, args.wait)
     state = lab_state(docker, args.fault)
     values = values_from(args, client.racks_total(state))

@@ -157,8 +157,9 @@ class LeaseRunner:
 RUNNER = web.AppKey("lease_runner", LeaseRunner)
 
 
-def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[str, Handler]) -> None:
-    """Serve /faults for these handlers; every lease is halted when the app shuts down."""
+def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[str, Handler], racks_total: int | None = None) -> None:
+    """Serve /faults for these handlers (rack numbers checked against ``racks_total`` when given);
+    every lease is halted when the app shuts down."""
     app[RUNNER] = runner
 
     async def apply(request: web.Request) -> web.Response:
@@ -167,7 +168,7 @@ def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[s
         if not isinstance(fault, str) or fault not in handlers:
             raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
         try:
-            values = catalog.check(fault, body)
+            values = catalog.check(fault, body, racks_total)
             runner.book.check_duration(values.get("duration_s"))
             plan = await handlers[fault](values)
             lease = await runner.apply(fault, values["duration_s"], plan)

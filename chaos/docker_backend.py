@@ -125,6 +125,7 @@ class Runner(Protocol):
 
 
 RACK_SERVICE = re.compile(r"^rack-(\d+)$")
+SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose services named as their targets
 
 
 def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
@@ -132,22 +133,25 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
     (rack N is service rack-N)."""
     racks = runner.racks()
     f, duration = body["fault"], body["duration_s"]
-    if f in ("pause", "kill"):
-        if body["target"] == "metadata":
-            names = runner.containers("metadata")
+    if f in ("pause", "kill", "isolate"):
+        if body["target"] in SERVICES:
+            names = runner.containers(body["target"])
         else:
             match = re.fullmatch(r"rack-0*(\d+)", body["target"])
             names = [racks[int(match.group(1))]] if match and int(match.group(1)) in racks else []
         if not names:
             raise NotOurs(
-                f"--target {body['target']!r} is not a container of the lab; targets: metadata, "
+                f"--target {body['target']!r} is not a container of the lab; targets: {', '.join(SERVICES)}, "
                 f"{', '.join(f'rack-{n}' for n in sorted(racks))}"
             )
-        return pause(names[0], duration) if f == "pause" else kill(names[0])
+        if f != "isolate":
+            return pause(names[0], duration) if f == "pause" else kill(names[0])
     missing = [r for r in body["racks"] if r not in racks]
     if missing:
         raise NotOurs(f"no container for rack(s) {', '.join(map(str, missing))}")
     chosen = [racks[r] for r in body["racks"]]
+    if f == "isolate":  # the service's side: its packets to and from those racks are dropped
+        return partition(names[0], [runner.ip(c) for c in chosen], duration, "both", f)
     if f in ("blip", "partition"):
         meta_ips = [runner.ip(c) for c in runner.containers("metadata")]
         direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[body.get("direction", "both")]

@@ -36,7 +36,8 @@ def runner_for(runner: db.Runner | None) -> db.Runner:
 
 
 def lab_containers(runner: db.Runner) -> list[str]:
-    return runner.containers("metadata") + [name for _, name in sorted(runner.racks().items())]
+    """Every container that can hold a fault: the services and the racks."""
+    return [c for service in db.SERVICES for c in runner.containers(service)] + [name for _, name in sorted(runner.racks().items())]
 
 
 def apply(body: dict, runner: db.Runner, dry_run: bool = False, wait: bool = False) -> int:

@@ -1,13 +1,15 @@
-"""The racks' network links: a TCP fault proxy that really drops or delays a rack's traffic.
+"""The lab's network links: a TCP fault proxy that really drops or delays traffic.
 
-Each rack reaches the metadata service only through its own port here, so a fault on a link
-acts on the wire: bytes are dropped or held back, the processes on either side see only what a
-network would show them. Faults are leases held by this process (see ``chaos/control.py``):
-the revert is armed here, on the path, the moment the fault is applied. No root needed.
+Each rack reaches the metadata service only through its own port here, and each of the
+cascade's services reaches each rack through a port of its own, so a fault on a link acts on
+the wire: bytes are dropped or held back, the processes on either side see only what a network
+would show them. Faults are leases held by this process (see ``chaos/control.py``): the revert
+is armed here, on the path, the moment the fault is applied. No root needed.
 
 Faults (their arguments are in ``chaos/catalog.py``): ``blip`` and ``partition`` drop a rack's
-bytes (both ways, or one), ``latency`` holds them back, ``loss`` delivers a lost segment one
-retransmission timeout (200 ms, doubling) later, as TCP does.
+bytes to and from the metadata service (both ways, or one), ``latency`` holds them back,
+``loss`` delivers a lost segment one retransmission timeout (200 ms, doubling) later, as TCP
+does; ``isolate`` drops a service's bytes to and from racks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ RTO_S = 0.2
 
 
 class Link:
-    """One rack's path to the metadata service and the faults on it (keyed by lease)."""
+    """One path (a rack's to the metadata service, or a service's to a rack) and the faults on it
+    (keyed by lease); "to-metadata" is the direction from the side that connects."""
 
     def __init__(self, rack: int, rng: random.Random) -> None:
         self.rack, self.rng = rack, rng
@@ -108,7 +111,7 @@ class _Upstream(asyncio.Protocol):
 class _Downstream(asyncio.Protocol):
     def __init__(self, link: Link, target: tuple[str, int]) -> None:
         self.link, self.target = link, target
-        self.to_metadata: _Pipe | None = None
+        self.onward: _Pipe | None = None  # to the target, once connected
         self.pending: list[bytes] = []
         self.lost_bytes = False
 
@@ -129,22 +132,22 @@ class _Downstream(asyncio.Protocol):
             transport.close()
             return
         self.upstream = transport
-        self.to_metadata = _Pipe(self.link, transport)
+        self.onward = _Pipe(self.link, transport)
         for chunk in self.pending:
-            self.to_metadata.send(chunk)
+            self.onward.send(chunk)
         self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
         if self.link.dropping(upstream=True):
             self.lost_bytes = True
-        elif self.to_metadata is not None:
-            self.to_metadata.send(data)
+        elif self.onward is not None:
+            self.onward.send(data)
         else:
             self.pending.append(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.link.connections.discard(self)
-        if self.to_metadata is not None:
+        if self.onward is not None:
             self.upstream.close()
         else:
             self._connecting.cancel()
@@ -154,22 +157,33 @@ class LinkProxy:
     def __init__(self, target: tuple[str, int], registry: CollectorRegistry, seed: int = 2015) -> None:
         self.target = target
         self.rng = random.Random(seed)
-        self.links: dict[int, Link] = {}
+        self.links: dict[int, Link] = {}  # rack -> its path to the metadata service
+        self.paths: dict[tuple[str, int], Link] = {}  # (service, rack) -> the service's path to the rack
         self._servers: list[asyncio.AbstractServer] = []
         self.runner = LeaseRunner(Recorder(registry, FAULTS, "linkproxy"))
 
     async def open(self, rack: int, host: str, port: int) -> None:
         link = self.links[rack] = Link(rack, self.rng)
         for fault in FAULTS:
-            self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
-        server = await asyncio.get_running_loop().create_server(lambda: _Downstream(link, self.target), host, port, backlog=4096)
+            if fault != "isolate":
+                self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
+        await self._listen(link, host, port, self.target)
+
+    async def open_path(self, service: str, rack: int, host: str, port: int, rack_address: tuple[str, int]) -> None:
+        """``service``'s path to ``rack``: it listens on ``port`` and leads to ``rack_address``."""
+        link = self.paths[(service, rack)] = Link(rack, self.rng)
+        self.runner.recorder.active.labels("isolate", service).set(0)
+        await self._listen(link, host, port, rack_address)
+
+    async def _listen(self, link: Link, host: str, port: int, target: tuple[str, int]) -> None:
+        server = await asyncio.get_running_loop().create_server(lambda: _Downstream(link, target), host, port, backlog=4096)
         self._servers.append(server)
 
     async def close(self) -> None:
         self.runner.halt()
         for server in self._servers:
             server.close()
-        for link in self.links.values():
+        for link in [*self.links.values(), *self.paths.values()]:
             for conn in list(link.connections):
                 conn.transport.abort()
 
@@ -179,42 +193,62 @@ class LinkProxy:
             raise BadRequest(f"racks must be among {sorted(self.links)}")
         return racks
 
-    def plan(self, racks: list[int], table: str, value: Any, detail: dict[str, Any]) -> Plan:
+    def plan(self, links: list[Link], target: str, table: str, value: Any, detail: dict[str, Any]) -> Plan:
         """Put ``value`` into each link's ``table`` for the lease's life."""
         key = object()
 
         def apply() -> None:
-            for r in racks:
-                getattr(self.links[r], table)[key] = value
+            for link in links:
+                getattr(link, table)[key] = value
 
         def revert() -> None:
-            for r in racks:
-                getattr(self.links[r], table).pop(key, None)
-                self.links[r].heal()
+            for link in links:
+                getattr(link, table).pop(key, None)
+                link.heal()
 
+        return Plan(target, apply, revert, detail)
+
+    def on_racks(self, values: dict[str, Any], table: str, value: Any, detail: dict[str, Any]) -> Plan:
+        """A fault on the racks' paths to the metadata service."""
+        racks = self.racks(values)
         target = ",".join(f"rack-{r}" for r in racks) if len(racks) > 1 else f"rack-{racks[0]}"
-        return Plan(target, apply, revert, {"racks": racks, **detail})
+        return self.plan([self.links[r] for r in racks], target, table, value, {"racks": racks, **detail})
+
+    async def isolate(self, values: dict[str, Any]) -> Plan:
+        """Drop ``target``'s bytes to and from these racks, both ways."""
+        service, racks = values["target"], values["racks"]
+        missing = [r for r in racks if (service, r) not in self.paths]
+        if missing:
+            raise BadRequest(f"{service} has no path through this proxy to rack(s) {', '.join(map(str, missing))}")
+        return self.plan([self.paths[(service, r)] for r in racks], service, "cuts", "both", {"racks": racks})
 
     async def blip(self, values: dict[str, Any]) -> Plan:
-        return self.plan(self.racks(values), "cuts", "both", {})
+        return self.on_racks(values, "cuts", "both", {})
 
     async def partition(self, values: dict[str, Any]) -> Plan:
         direction = values["direction"]
-        return self.plan(self.racks(values), "cuts", direction, {"direction": direction})
+        return self.on_racks(values, "cuts", direction, {"direction": direction})
 
     async def latency(self, values: dict[str, Any]) -> Plan:
         delay, jitter = values["delay_s"], values["jitter_s"]
-        return self.plan(self.racks(values), "delays", (delay, jitter), {"delay_s": delay, "jitter_s": jitter})
+        return self.on_racks(values, "delays", (delay, jitter), {"delay_s": delay, "jitter_s": jitter})
 
     async def loss(self, values: dict[str, Any]) -> Plan:
         p = values["probability"]
-        return self.plan(self.racks(values), "losses", p, {"probability": p})
+        return self.on_racks(values, "losses", p, {"probability": p})
 
 
 PROXY = web.AppKey("proxy", LinkProxy)
 
 
-def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token: str | None = None) -> web.Application:
+Address = tuple[str, int]
+
+
+def create_app(
+    target: Address, links: dict[int, Address], token: str | None = None, paths: dict[str, dict[int, tuple[Address, Address]]] | None = None
+) -> web.Application:
+    """The proxy: ``links`` (rack -> where it listens for that rack's metadata traffic) and
+    ``paths`` (service -> rack -> where it listens for that service, and the rack's address)."""
     registry = CollectorRegistry()
     lag = LoopLag(registry)
     app = base_app(registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
@@ -223,11 +257,14 @@ def create_app(target: tuple[str, int], links: dict[int, tuple[str, int]], token
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
         for rack, (host, port) in sorted(links.items()):
             await proxy.open(rack, host, port)
+        for service, racks in sorted((paths or {}).items()):
+            for rack, ((host, port), rack_address) in sorted(racks.items()):
+                await proxy.open_path(service, rack, host, port, rack_address)
         yield
         await proxy.close()
 
     app.cleanup_ctx.append(links_ctx)
-    add_fault_routes(app, proxy.runner, {f: getattr(proxy, f) for f in FAULTS})
+    add_fault_routes(app, proxy.runner, {f: getattr(proxy, f) for f in FAULTS}, racks_total=len(links))
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
@@ -241,8 +278,12 @@ def main() -> None:
     """``python -m chaos.linkproxy``, its ports in the environment (the launcher sets them)."""
     host = os.environ.get("STORMLAB_HOST", "127.0.0.1")
     links = {int(rack): (host, port) for rack, port in json.loads(os.environ["STORMLAB_LINK_PORTS"]).items()}
+    paths = {
+        service: {int(rack): ((host, listen), (host, rack_port)) for rack, (listen, rack_port) in racks.items()}
+        for service, racks in json.loads(os.environ.get("STORMLAB_PATH_PORTS", "{}")).items()
+    }
     target = (os.environ.get("STORMLAB_METADATA_HOST", "127.0.0.1"), int(os.environ["STORMLAB_METADATA_PORT"]))
-    serve(create_app(target, links), host, int(os.environ["STORMLAB_PORT"]))
+    serve(create_app(target, links, paths=paths), host, int(os.environ["STORMLAB_PORT"]))
 
 
 if __name__ == "__main__":

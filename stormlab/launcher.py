@@ -70,23 +70,27 @@ def _port_free(port: int) -> bool:
 
 def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Component]:
     """Every process of the lab with its port and environment."""
-    n = settings.racks
+    n, d = settings.racks, len(DEPENDENT)
     if base_port == 0:
-        ports = _free_ports(3 + 2 * n + len(DEPENDENT))
+        ports = _free_ports(3 + 2 * n + d + d * n)
     else:
-        if not 1024 <= base_port <= 65535 - 300:
-            raise LabError("base port must be 0 (pick free ports) or between 1024 and 65235")
+        if not 1024 <= base_port <= 65535 - 500:
+            raise LabError("base port must be 0 (pick free ports) or between 1024 and 65035")
         ports = (
             [base_port, base_port + 1, base_port + 2]
             + [base_port + 10 + r for r in range(n)]
             + [base_port + 100 + r for r in range(n)]
-            + [base_port + 4 + i for i in range(len(DEPENDENT))]
+            + [base_port + 4 + i for i in range(d)]
+            + [base_port + 200 + 64 * i + r for i in range(d) for r in range(n)]  # each service's path to each rack
             + [base_port + 3]
         )
         busy = [p for p in ports if not _port_free(p)]
         if busy:
             raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")
     meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3 : 3 + n], ports[3 + n : 3 + 2 * n]
+    dependent_ports = ports[3 + 2 * n : 3 + 2 * n + d]
+    # The cascade's services reach each rack through the link proxy (the isolate fault acts there).
+    paths = {name: ports[3 + 2 * n + d + i * n : 3 + 2 * n + d + (i + 1) * n] for i, (name, _) in enumerate(DEPENDENT)}
     common = settings.to_env()
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
     comps = [
@@ -95,7 +99,11 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
             "linkproxy",
             "chaos.linkproxy",
             proxy,
-            {"STORMLAB_METADATA_PORT": str(meta), "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)})},
+            {
+                "STORMLAB_METADATA_PORT": str(meta),
+                "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)}),
+                "STORMLAB_PATH_PORTS": json.dumps({name: {r: [p, racks[r]] for r, p in enumerate(ps)} for name, ps in paths.items()}),
+            },
         ),
     ]
     comps += [
@@ -109,11 +117,9 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     ]
     customers = {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}
     comps.append(Component("loadgen", "services.loadgen", loadgen, customers))
-    dependent_ports = ports[3 + 2 * n : 3 + 2 * n + len(DEPENDENT)]
-    comps += [
-        Component(name, module, port, {**customers, "STORMLAB_DATA_DIR": str(data_dir / name)})
-        for (name, module), port in zip(DEPENDENT, dependent_ports, strict=True)
-    ]
+    for (name, module), port in zip(DEPENDENT, dependent_ports, strict=True):
+        env = {**customers, "STORMLAB_RACK_URLS": ",".join(f"http://{HOST}:{p}" for p in paths[name])}
+        comps.append(Component(name, module, port, {**env, "STORMLAB_DATA_DIR": str(data_dir / name)}))
     return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps]
 
 

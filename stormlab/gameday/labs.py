@@ -120,7 +120,7 @@ class DockerLab(_Lab):
     async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         values = scaled(args, speed)
         try:
-            req = catalog.request(fault, values)
+            req = catalog.request(fault, values, client.racks_total(self.stack.state))
         except UsageError as exc:
             return {"ok": False, "message": str(exc)}
         done = await asyncio.to_thread(self.stack.chaos, [fault, *argv(req.fault, values)])

@@ -223,3 +223,56 @@ async def test_stuck_partition_drops_its_tables_from_memberships_until_it_ends(m
     await asyncio.sleep(0.7)
     assert "metric-groups" in await tables_held()
     assert json.loads(await (await client.get("/partition-map")).read())["tables"]["metric-groups"]["status"] == "active"
+
+
+@pytest.fixture
+async def paths(aiohttp_client, meta, unused_tcp_port_factory):
+    """A proxy with the queues service's paths to two racks and the scaling service's to one (the
+    metadata service stands in for the racks: any HTTP server does)."""
+    server, _ = meta
+    target = ("127.0.0.1", server.port)
+    links = {r: ("127.0.0.1", unused_tcp_port_factory()) for r in (0, 1)}
+    routes = {"queues": {0: (("127.0.0.1", unused_tcp_port_factory()), target), 1: (("127.0.0.1", unused_tcp_port_factory()), target)}}
+    routes["scaling"] = {0: (("127.0.0.1", unused_tcp_port_factory()), target)}
+    client = await aiohttp_client(proxy_app(target, links, token=TOKEN, paths=routes), headers=AUTH)
+    ports = {(s, r): listen[1] for s, racks in routes.items() for r, (listen, _) in racks.items()}
+    return client, ports, {r: p for r, (_, p) in links.items()}
+
+
+async def test_isolate_cuts_one_service_off_from_its_racks_and_reverts(paths):
+    proxy, ports, links = paths
+    resp = await proxy.post("/faults", json={"fault": "isolate", "target": "queues", "racks": [0], "duration_s": 0.8})
+    assert resp.status == 201 and (await resp.json())["target"] == "queues"
+    assert await link_get(ports[("queues", 0)]) == "timeout"
+    assert await link_get(ports[("queues", 1)]) == 200  # its other rack
+    assert await link_get(ports[("scaling", 0)]) == 200  # another service, same rack
+    assert await link_get(links[0]) == 200  # the rack's own path to the metadata service
+    await asyncio.sleep(0.8)
+    assert await link_get(ports[("queues", 0)]) == 200
+
+
+async def test_isolate_takes_every_rack_by_default(paths):
+    proxy, ports, _ = paths
+    resp = await proxy.post("/faults", json={"fault": "isolate", "target": "queues", "duration_s": 0.6})
+    assert resp.status == 201 and (await resp.json())["racks"] == [0, 1]
+    assert [await link_get(ports[("queues", r)], timeout=0.3) for r in (0, 1)] == ["timeout", "timeout"]
+    await asyncio.sleep(0.6)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"target": "nope"},
+        {"target": "queues", "racks": [5]},
+        {"target": "queues", "racks": "0"},
+        {"target": "console"},  # a service with no path through this proxy
+        {"target": "scaling", "racks": [1]},
+        {"racks": [0]},
+    ],
+)
+async def test_isolate_refuses_what_it_cannot_do(paths, body):
+    proxy, ports, _ = paths
+    resp = await proxy.post("/faults", json={"fault": "isolate", "duration_s": 1, **body})
+    assert resp.status == 400 and "message" in await resp.json()
+    assert (await (await proxy.get("/faults")).json())["faults"] == []
+    assert await link_get(ports[("queues", 0)]) == 200

@@ -7,6 +7,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from chaos import cli as chaos_cli
 from common.auth import ensure_token, headers
 from common.settings import LabSettings
 from stormlab import launcher
@@ -152,6 +153,32 @@ def test_with_the_stale_cache_fix_the_queues_keep_serving_through_the_pause(tmp_
                 while answer := (await post(s, f"{queues}/queues/q-{q}/receive", {"max": 10}))[1]["messages"]:
                     received += [m["body"] for m in answer if isinstance(m["body"], int)]
             assert sorted(received) == list(range(40))  # every message acknowledged during the outage
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        assert launcher.down(directory)
+
+
+@pytest.mark.timeout(120)
+def test_isolate_cuts_the_queues_off_from_the_racks_until_its_lease_ends(tmp_path, monkeypatch, capsys):
+    state, directory = start(tmp_path, monkeypatch)
+    queues, console = state["components"]["queues"]["url"], state["components"]["console"]["url"]
+
+    async def scenario():
+        async with aiohttp.ClientSession() as s:
+            await until(lambda: ok_send(s, queues))
+            assert chaos_cli.main(["isolate", "--target", "queues", "--duration", "8s"]) == 0
+            cut_at = asyncio.get_running_loop().time()
+            assert "isolate" in capsys.readouterr().out
+            await asyncio.sleep(1.2)  # past the metadata's TTL: the refresh cannot reach the table
+            during = [(await post(s, f"{queues}/queues/q-{i % 8}/messages", {"body": i}))[0] for i in range(3)]
+            assert during == [503] * 3, during  # each waited out its table read (1 s), well inside the lease
+            status, login = await post(s, f"{console}/login", {"user": "u1"})  # another service, same racks
+            assert status == 200 and login["lookup"] == "ok", login
+            assert asyncio.get_running_loop().time() - cut_at < 7
+            await asyncio.sleep(max(0.0, cut_at + 8.5 - asyncio.get_running_loop().time()))  # the path heals by itself
+            await until(lambda: ok_send(s, queues), limit_s=10)
 
     try:
         asyncio.run(scenario())

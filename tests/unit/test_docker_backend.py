@@ -81,7 +81,7 @@ class FakeCompose(FakeRunner):
     """Four containers of the project; each fault shell it runs is held until halted."""
 
     def __init__(self):
-        names = ["stormlab_metadata_1"] + [f"stormlab_rack-{i}_1" for i in range(4)]
+        names = ["stormlab_metadata_1", "stormlab_queues_1"] + [f"stormlab_rack-{i}_1" for i in range(4)]
         super().__init__({n: OURS for n in names})
         self.holding = {}
 
@@ -105,7 +105,9 @@ class FakeCompose(FakeRunner):
         return {int(n.split("-")[1].split("_")[0]): n for n in self._labels if "_rack-" in n}
 
     def ip(self, container):
-        return "172.30.0.2"
+        rack = self.racks()
+        by_rack = {name: f"172.30.1.{r}" for r, name in rack.items()}
+        return by_rack.get(container, "172.30.0.2" if "metadata" in container else "172.30.2.1")
 
 
 def chaos(argv, runner, capsys):
@@ -169,3 +171,19 @@ def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(docker_cli.time, "sleep", lambda s: None)
     with pytest.raises(LabError, match="did not apply in stormlab_rack-0_1"):
         chaos(["blip", "--racks", "1", "--duration", "5s"], runner, capsys)
+
+
+def test_isolate_cuts_a_service_container_off_from_the_racks_and_services_are_targets(capsys, monkeypatch):
+    monkeypatch.delenv("STORMLAB_METADATA_URL", raising=False)
+    monkeypatch.setenv("STORMLAB_TOKEN", "t")
+    runner = FakeCompose()
+    code, _ = chaos(["isolate", "--target", "queues", "--racks", "0,2", "--duration", "5s"], runner, capsys)
+    assert code == 0 and runner.ran == db.partition("stormlab_queues_1", ["172.30.1.0", "172.30.1.2"], 5.0, fault="isolate")
+    chaos(["isolate", "--target", "queues", "--duration", "3s"], runner, capsys)  # every rack by default
+    assert runner.ran[-1] == db.partition("stormlab_queues_1", [f"172.30.1.{r}" for r in range(4)], 3.0, fault="isolate")[0]
+    chaos(["kill", "--target", "queues", "--duration", "2s"], runner, capsys)
+    assert runner.ran[-1] == db.kill("stormlab_queues_1")[0]
+    _, out = chaos(["list"], runner, capsys)  # a service's container is among those listed and halted
+    assert out.count("stormlab_queues_1") == 2 and "isolate" in out
+    _, out = chaos(["halt"], runner, capsys)
+    assert out.strip() == "halted 2 fault(s)" and runner.holding == {}
