@@ -1,4 +1,5 @@
-# One image for every stormlab service: the metadata service, the racks, loadgen and chaos.
+# One image for every stormlab service: the metadata service, the racks, loadgen, the cascade's
+# services and chaos.
 # BASE_IMAGE defaults to the official slim Python image; CI builds it from Debian packages
 # (docker/local-images.sh) because it reaches no registry.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
@@ -29,7 +30,9 @@ RUN python3 -m venv /opt/stormlab/venv \
     && rm -rf /wheelhouse /root/.cache
 
 # The services run unprivileged; chaos execs its iptables commands as root in the container.
-RUN useradd --system --home-dir /var/lib/stormlab --create-home stormlab
+# Its data directory exists in the image, owned by it, so a volume mounted there is writable.
+RUN useradd --system --home-dir /var/lib/stormlab --create-home stormlab \
+    && install -d -o stormlab -g stormlab /var/lib/stormlab/data
 ENV PATH=/opt/stormlab/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     STORMLAB_HOST=0.0.0.0 \

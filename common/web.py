@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -72,10 +73,10 @@ def number(body: dict[str, Any], key: str, lo: float, hi: float, *, integer: boo
     return value
 
 
-def metrics_route(registry: CollectorRegistry, refresh: Callable[[], None] | None = None) -> Callable:
+def metrics_route(registry: CollectorRegistry, refresh: Callable[[], Any] | None = None) -> Callable:
     async def metrics(request: web.Request) -> web.Response:
-        if refresh is not None:
-            refresh()
+        if refresh is not None and inspect.isawaitable(done := refresh()):
+            await done
         resp = web.Response(body=generate_latest(registry))
         resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         return resp
@@ -120,9 +121,10 @@ class LoopLag:
 
 
 def base_app(
-    registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], None] | None = None, middlewares: list[Callable] | None = None
+    registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], Any] | None = None, middlewares: list[Callable] | None = None
 ) -> web.Application:
-    """An app with JSON errors, ``/metrics`` (``refresh`` runs before each scrape) and ``/healthz``."""
+    """An app with JSON errors, ``/metrics`` (``refresh``, plain or async, runs before each scrape)
+    and ``/healthz``."""
     app = web.Application(middlewares=[json_errors, *(middlewares or [])], client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/metrics", metrics_route(registry, refresh))
     app.router.add_get("/healthz", healthz)

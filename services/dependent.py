@@ -46,7 +46,12 @@ def create_app(
     """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``."""
     f = MetricFactory()
     lag = LoopLag(f.registry)
-    app = base_app(f.registry, lag)
+
+    async def refresh() -> None:  # the gauges a /status sets (ages, sizes) are set for each scrape too
+        if key in app:
+            await app[key].status(0.0)
+
+    app = base_app(f.registry, lag, refresh=refresh)
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
-"""The compose stack as game days and `ops` see it: the metadata service's and loadgen's /status
-(published ports), each rack's state from Prometheus (the racks publish no port), faults through
-the chaos container (exactly what `docker compose run --rm chaos …` does)."""
+"""The compose stack as game days and `ops` see it: the /status of the metadata service, loadgen
+and the cascade's services (published ports), each rack's state from Prometheus (the racks
+publish no port), faults through the chaos container (exactly what `docker compose run --rm
+chaos …` does)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from common import auth
-from common.wire import LoadgenStatus, MetadataStatus, RackStatus
+from common.wire import RackStatus
 from stormlab import observe
+
+# The processes whose /status the stack publishes, with their default ports (compose's *_PORT).
+PUBLISHED = {"metadata": 8700, "loadgen": 8702, "queues": 8704, "scaling": 8705, "console": 8706, "metrics": 8707}
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +57,10 @@ class DockerStack:
         self.state = docker_state(directory)
         self.directory = directory
         self.metadata = self.state["components"]["metadata"]["url"]
-        self.loadgen = f"http://127.0.0.1:{os.environ.get('LOADGEN_PORT', '8702')}"
+        self.published = {
+            name: self.metadata if name == "metadata" else f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', port)}"
+            for name, port in PUBLISHED.items()
+        }
         self.prometheus = f"http://127.0.0.1:{os.environ.get('PROMETHEUS_PORT', '9090')}"
         self.compose = compose_cmd()
 
@@ -92,12 +99,12 @@ class DockerStack:
         return out
 
     def _sample(self) -> dict[str, Any]:
-        meta, loadgen = _get(f"{self.metadata}/status"), _get(f"{self.loadgen}/status")
+        raw = {name: _get(f"{url}/status") for name, url in self.published.items()}
         racks = self.racks()
         return observe.summarize(
-            endpoints={"metadata": self.metadata, "loadgen": self.loadgen, "prometheus": self.prometheus},
-            unreachable=[n for n, r in (("metadata", meta), ("loadgen", loadgen)) if r is None],
-            statuses={"metadata": observe.read_status(MetadataStatus, meta), "loadgen": observe.read_status(LoadgenStatus, loadgen)},
+            endpoints={**self.published, "prometheus": self.prometheus},
+            unreachable=[n for n, r in raw.items() if r is None],
+            statuses={name: observe.read_status(observe.STATUS_TYPES[name], r) for name, r in raw.items()},
             racks=racks,
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
             loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None),

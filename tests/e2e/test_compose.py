@@ -1,5 +1,6 @@
-"""End to end on docker compose: the stack, a blip from the chaos container, the storm as
-Prometheus sees it, every dashboard panel's query, and `down -v` leaving nothing behind.
+"""End to end on docker compose: the stack, a blip from the chaos container, the storm and the
+cascade as Prometheus sees them, every dashboard panel's query during the storm, and `down -v`
+leaving nothing behind.
 
 Run with `make e2e` (any machine with Docker). Grafana is not started: CI reaches no registry,
 so the panels' PromQL is checked against the live Prometheus instead. Set STORMLAB_BASE_IMAGE /
@@ -27,7 +28,8 @@ from stormlab.gameday import docker_lab
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
-LAB = ["metadata", *(f"rack-{n}" for n in range(10)), "loadgen", "prometheus"]
+CASCADE = ["queues", "scaling", "console", "metrics"]
+LAB = ["metadata", *(f"rack-{n}" for n in range(10)), "loadgen", *CASCADE, "prometheus"]
 REPORTS = ROOT / "reports"
 
 pytestmark = pytest.mark.timeout(1500)
@@ -57,6 +59,7 @@ class Stack:
             "METADATA_PORT": str(free_port()),
             "GRAFANA_PORT": str(free_port()),
             "LOADGEN_PORT": str(free_port()),
+            **{f"{name.upper()}_PORT": str(free_port()) for name in CASCADE},
         }
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
@@ -178,7 +181,7 @@ def test_the_storm_on_compose(stack):
     def all_targets_up():
         targets = stack.api("/api/v1/targets")["activeTargets"]
         jobs = [t["labels"]["job"] for t in targets if t["health"] == "up"]
-        return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus"] + ["racks"] * 10)
+        return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus", *CASCADE] + ["racks"] * 10)
 
     wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
 
@@ -207,14 +210,29 @@ def test_the_storm_on_compose(stack):
     print(f"after the blip (disqualified, customer error ratio): {samples}")
     assert all(d > 0.1 and e > 0.3 for d, e in samples), samples
 
+    # The cascade in the storm, from the services' own metrics: the scaling API (its table is on
+    # the big nodes) fails and datapoints lose their group; the queues ride it out.
+    cascade = {
+        rule: stack.value(rule)
+        for rule in ("stormlab:scaling_api_errors:ratio_rate1m", "stormlab:metric_gaps:ratio_rate1m", "stormlab:queue_errors:ratio_rate1m")
+    }
+    print(f"the cascade in the storm: {cascade}")
+    assert cascade["stormlab:scaling_api_errors:ratio_rate1m"] > 0.5 and cascade["stormlab:metric_gaps:ratio_rate1m"] > 0.3, cascade
+    assert cascade["stormlab:queue_errors:ratio_rate1m"] < 0.05, cascade
+    wait_for("the scaling API alert fires", lambda: "ScalingAPIFailing" in stack.firing(), 120)
+    rows = stack.query("service_fix:stormlab_cascade_fix_enabled:max")
+    fixes = {(r["metric"]["service"], r["metric"]["fix"]): float(r["value"][1]) for r in rows}
+    assert len(fixes) == 5 and set(fixes.values()) == {0.0}, fixes  # 2015: no fix on
+
     REPORTS.mkdir(exist_ok=True)
-    draw(
-        json.loads((ROOT / "grafana/dashboards/storm-overview.json").read_text()),
-        f"http://127.0.0.1:{stack.prometheus_port}",
-        REPORTS / "compose-storm.png",
-        8,
-        (blip_start, blip_end),
-    )
+    for dashboard, png in (("storm-overview", "compose-storm.png"), ("cascade", "compose-cascade.png")):
+        draw(
+            json.loads((ROOT / f"grafana/dashboards/{dashboard}.json").read_text()),
+            f"http://127.0.0.1:{stack.prometheus_port}",
+            REPORTS / png,
+            8,
+            (blip_start, blip_end),
+        )
 
     # A long fault, listed, then halted: its rules go at once.
     stack.chaos("partition", "--between", "racks:9", "metadata", "--duration", "5m")
@@ -225,6 +243,17 @@ def test_the_storm_on_compose(stack):
     rules = subprocess.run(["docker", "exec", "-u", "root", rack_9, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 
+    # A service cut off from the racks: iptables in its own namespace, gone with the lease.
+    [queues] = stack.compose("ps", "-q", "queues").stdout.split()
+    assert "isolate on" in stack.chaos("isolate", "--target", "queues", "--duration", "5m")
+    rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
+    assert rules.count("-j DROP") == 20, rules  # 10 racks, both ways
+    assert "halted 1 fault(s)" in stack.chaos("halt")
+    rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
+    assert "DROP" not in rules, rules
+
+    # Every panel of every dashboard has data, with the storm still holding.
+    assert stack.value("stormlab:customer_errors:ratio_rate1m") > 0.3
     for path in sorted((ROOT / "grafana/dashboards").glob("*.json")):
         for panel in json.loads(path.read_text())["panels"]:
             for target in panel["targets"]:

@@ -82,7 +82,7 @@ def test_compose_file_validates_with_docker_compose():
 
 
 def test_dashboards_have_fixed_uids_and_use_only_the_provisioned_datasource():
-    assert len(DASHBOARDS) == 3
+    assert len(DASHBOARDS) == 4
     uids = []
     for path in DASHBOARDS:
         dashboard = json.loads(path.read_text())
@@ -90,7 +90,7 @@ def test_dashboards_have_fixed_uids_and_use_only_the_provisioned_datasource():
         sources = re.findall(r'"uid": "([^"]+)"', json.dumps(dashboard["panels"]) + json.dumps(dashboard["annotations"]))
         assert set(sources) <= {DATASOURCE_UID, "-- Grafana --"}, path.name
         assert panel_exprs(dashboard), path.name
-    assert sorted(uids) == ["stormlab-margin", "stormlab-storm", "stormlab-tables"]
+    assert sorted(uids) == ["stormlab-cascade", "stormlab-margin", "stormlab-storm", "stormlab-tables"]
     provisioned = yaml.safe_load((ROOT / "grafana/provisioning/datasources/prometheus.yml").read_text())
     assert [d["uid"] for d in provisioned["datasources"]] == [DATASOURCE_UID]
 
@@ -112,3 +112,26 @@ def test_promtool_checks_the_config_and_tests_the_rules():
     subprocess.run(["promtool", "check", "config", "prometheus/prometheus.yml"], cwd=ROOT, check=True, capture_output=True)
     out = subprocess.run(["promtool", "test", "rules", "prometheus/tests/rules_test.yml"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_cascade_runs_on_compose_scraped_with_its_fixes_switchable():
+    from dataclasses import fields
+
+    from common.settings import LabSettings
+    from stormlab.launcher import DEPENDENT
+
+    services = compose()["services"]
+    jobs = {j["job_name"]: j for j in yaml.safe_load((ROOT / "prometheus/prometheus.yml").read_text())["scrape_configs"]}
+    switches = {f"STORMLAB_{f.name.upper()}" for f in fields(LabSettings) if f.name.startswith("fix_") or f.name == "scaling_workers"}
+    assert len(switches) == 5
+    for name, module in DEPENDENT:
+        service = services[name]
+        assert service["command"] == ["python", "-m", module]
+        port = service["environment"]["STORMLAB_PORT"]
+        assert jobs[name]["static_configs"] == [{"targets": [f"{name}:{port}"]}]
+        assert switches <= set(service["environment"]), name
+        assert service["environment"]["STORMLAB_RACK_URLS"].count("http://rack-") == 10
+        assert "NET_ADMIN" in service["cap_add"]  # the isolate fault's iptables, in its own namespace
+    # the services' own data (messages, datapoints) outlives a container
+    assert [v.split(":")[1] for v in services["queues"]["volumes"]] == ["/var/lib/stormlab/data"]
+    assert [v.split(":")[1] for v in services["metrics"]["volumes"]] == ["/var/lib/stormlab/data"]
