@@ -1,8 +1,9 @@
 """Lab settings: one frozen dataclass, loaded from ``STORMLAB_*`` variables and CLI flags.
 
 Every duration is a setting, so a profile can be sped up or slowed down as a whole. The
-defaults are the calibrated ``dynamodb-2015`` profile (README, "The 2015 profile"): time runs
-about ``TIME_COMPRESSION`` (50) times faster than on 20 September 2015.
+defaults are the calibrated ``dynamodb-2015`` profile (README, "The 2015 profile and its
+counterfactuals"): time runs about ``TIME_COMPRESSION`` (50) times faster than on 20 September
+2015.
 """
 
 from __future__ import annotations

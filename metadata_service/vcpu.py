@@ -1,4 +1,4 @@
-"""The metadata service's virtual CPU: processor sharing over C cores (DESIGN.md §4).
+"""The metadata service's virtual CPU: processor sharing over C cores (README, "What you are looking at").
 
 Every job in flight gets an equal share of the cores, at most one core each, so with N
 jobs each progresses at ``min(1, C / N)`` core-seconds per second. The model is pure: the

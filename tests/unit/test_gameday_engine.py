@@ -151,6 +151,12 @@ def test_score_and_comparison_come_from_the_measurements():
     assert rows["blip to storm"] == "10 s"
     assert rows["Monday: aggregate error"] == "0.2%"
     assert rows["pause to recovery"].endswith(" s")
+    full = {r["what"]: r for r in scoring.compare(scenario, journal)}
+    drain = full["scaling backlog drain after recovery"]
+    assert drain["cascade"] and drain["at_lab_pace"] == "266 s"  # 3 h 42 min at the profile's 50x
+    assert not full["blip to storm"]["cascade"] and full["blip to storm"]["at_lab_pace"] == "22 s"
+    assert full["customer error plateau"]["at_lab_pace"] is None
+    assert {r["what"] for r in full.values() if r["cascade"]} >= {"queue errors during the storm", "login p99 while the fleet is held back"}
 
 
 def test_without_the_autopilot_nobody_acts_and_the_time_limit_fails_the_run():

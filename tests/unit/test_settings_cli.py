@@ -80,3 +80,25 @@ def test_demo_refuses_bad_input_before_starting_a_lab(no_lab, capsys):
     assert main(["demo", "--watch", "forever"]) == 2
     assert main(["status"]) == 1  # nothing was started
     capsys.readouterr()
+
+
+def test_set_changes_settings_as_people_type_them():
+    changed = LabSettings().with_text(["fix_stale_cache=on", "allowance-s=2s", "scaling_workers=4"])
+    assert (changed.fix_stale_cache, changed.allowance_s, changed.scaling_workers) == (True, 2.0, 4)
+    for bad, message in (
+        ("nope=1", "no setting 'nope'"),
+        ("racks", "KEY=VALUE"),
+        ("racks=", "KEY=VALUE"),
+        ("racks=0", "racks must be between 1 and 64"),
+        ("fix_stale_cache=maybe", "not on/off"),
+        ("scaling_workers=many", "scaling_workers"),
+    ):
+        with pytest.raises(SettingsError, match=message):
+            LabSettings().with_text([bad])
+
+
+def test_set_on_the_command_line_is_checked_before_anything_starts(no_lab, capsys):
+    assert main(["up", "--set", "fix_short_timeout=sometimes"]) == 2
+    assert "not on/off" in capsys.readouterr().err
+    assert main(["scenario", "run", "scenarios/dynamodb-2015.yaml", "--set", "nope=1"]) == 2
+    assert "no setting 'nope'" in capsys.readouterr().err
