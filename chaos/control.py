@@ -9,6 +9,10 @@ apply and what to revert; the runner applies, opens the lease, and arms the reve
 process's event loop at the same moment. Every start and end is recorded: the
 ``stormlab_chaos_*`` metrics, a JSON-lines event log, and a Grafana annotation when a Grafana
 URL and token are configured.
+
+Recording never stands between a fault and its revert: a revert that raises, or an event log
+that cannot be written (disk full, state directory gone), is logged and counted, and every other
+lease is still reverted and the timer re-armed. Each applied lease is reverted exactly once.
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ class Recorder:
         self.component = component
         self.active = Gauge("stormlab_chaos_fault_active", "1 while a fault holds a target", ["fault", "target"], registry=registry)
         self.events = Counter("stormlab_chaos_faults_total", "Fault leases by fault and outcome", ["fault", "outcome"], registry=registry)
+        self.failures = Counter(
+            "stormlab_chaos_record_failures_total", "Reverts that raised and event-log writes that failed", ["what"], registry=registry
+        )
+        for what in ("revert", "event_log"):
+            self.failures.labels(what)
         for fault in faults:
             for outcome in OUTCOMES:
                 self.events.labels(fault, outcome)
@@ -80,8 +89,12 @@ class Recorder:
         }
         log.info("fault %s", json.dumps(event))
         if self.event_log is not None:
-            with self.event_log.open("a") as f:
-                f.write(json.dumps(event) + "\n")
+            try:
+                with self.event_log.open("a") as f:
+                    f.write(json.dumps(event) + "\n")
+            except OSError as exc:  # the fault still applies and reverts; the log line is lost
+                self.failures.labels("event_log").inc()
+                log.error("fault event not written to %s: %s", self.event_log, exc)
         url, auth = self.grafana
         if url and auth:
             task = asyncio.ensure_future(self._annotate(url, auth, event))
@@ -115,29 +128,39 @@ class LeaseRunner:
 
     async def apply(self, fault: str, duration_s: Any, plan: Plan) -> Lease:
         self.book.check_duration(duration_s)  # refuse before anything changes
-        applied = plan.apply()
+        applied = plan.apply()  # all or nothing: a plan's apply that raises has changed nothing
         if inspect.isawaitable(applied):
             await applied
         loop = asyncio.get_running_loop()
         lease = self.book.open(fault, plan.target, duration_s, loop.time(), **plan.detail)
         self._reverts[lease.id] = plan.revert
-        self.recorder.record("applied", lease, self.book)
-        self._arm()
+        self._arm()  # armed before anything else can fail
+        self._record("applied", lease)
         return lease
 
     def halt(self) -> int:
         leases = self.book.halt()
-        for lease in leases:
-            self._end(lease, "halted")
-        self._arm()
+        try:
+            for lease in leases:
+                self._end(lease, "halted")
+        finally:
+            self._arm()
         return len(leases)
 
     def _end(self, lease: Lease, outcome: str) -> None:
+        """Revert and record; never raises (the caller still has other leases to end)."""
         try:
             self._reverts.pop(lease.id)()
         except Exception:  # a revert must not stop the others
+            self.recorder.failures.labels("revert").inc()
             log.exception("revert of %s #%s failed", lease.fault, lease.id)
-        self.recorder.record(outcome, lease, self.book)
+        self._record(outcome, lease)
+
+    def _record(self, outcome: str, lease: Lease) -> None:
+        try:
+            self.recorder.record(outcome, lease, self.book)
+        except Exception:  # metrics or logging failing must not strand a lease
+            log.exception("fault %s #%s %s, not recorded", lease.fault, lease.id, outcome)
 
     def _arm(self) -> None:
         if self._timer is not None:
@@ -149,9 +172,11 @@ class LeaseRunner:
 
     def _expire(self) -> None:
         self._timer = None
-        for lease in self.book.due(asyncio.get_running_loop().time()):
-            self._end(lease, "reverted")
-        self._arm()
+        try:
+            for lease in self.book.due(asyncio.get_running_loop().time()):
+                self._end(lease, "reverted")
+        finally:
+            self._arm()
 
 
 RUNNER = web.AppKey("lease_runner", LeaseRunner)

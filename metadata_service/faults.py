@@ -29,6 +29,8 @@ class MetadataFaults:
         self.service, self.runner = service, runner
         self._overrides: dict[object, float] = {}  # active capacity leases, oldest first
         self._base_cores = 0.0
+        self._pauses: set[object] = set()  # active pause-metadata leases
+        self._pause_epoch = -1  # the admission epoch the latest of them paused
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -40,15 +42,18 @@ class MetadataFaults:
         }
 
     async def pause(self, values: dict[str, Any]) -> Plan:
-        service = self.service
-        epoch: list[int] = []
+        """Overlapping pauses: the fleet is readmitted when the last of them ends, unless an
+        operator resumed (or paused again) meanwhile."""
+        service, key = self.service, object()
 
         def revert() -> None:
-            if service.admission.paused and service.admission.epoch == epoch[0]:  # not resumed by an operator
+            self._pauses.discard(key)
+            if not self._pauses and service.admission.paused and service.admission.epoch == self._pause_epoch:
                 service.resume()
 
         def apply() -> None:
-            epoch.append(service.pause())
+            self._pauses.add(key)
+            self._pause_epoch = service.pause()
 
         return Plan("metadata", apply, revert, {})
 

@@ -93,6 +93,16 @@ async def test_pause_metadata_turns_renewals_away_until_it_ends(meta):
     assert (await client.get(f"/membership/{SMALL}")).status == 200
 
 
+async def test_overlapping_pauses_readmit_when_the_last_one_ends(meta):
+    _, client = meta
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 1.2})
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 0.4})
+    await asyncio.sleep(0.6)  # the shorter one is over, the longer one still holds
+    assert (await client.get(f"/membership/{SMALL}")).status == 503
+    await asyncio.sleep(0.8)
+    assert (await client.get(f"/membership/{SMALL}")).status == 200
+
+
 async def test_staged_resume_readmits_in_steps(meta, tiny_settings):
     _, client = meta
     await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 30})
