@@ -8,14 +8,17 @@ parent-death signal), so ``down`` (or a killed supervisor) leaves nothing behind
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,19 +158,58 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
             start_new_session=True,
         )
     _STARTED[proc.pid] = proc
-    deadline = time.monotonic() + wait_s
     pending = {c.name: c.url for c in components} | {"supervisor": f"http://{HOST}:{sup_port}"}
+    try:
+        with _term_as_interrupt():
+            _wait_healthy(proc, pending, wait_s, directory)
+    except BaseException:  # Ctrl-C, SIGTERM, a component that never came up: nothing stays behind
+        _stop(proc)
+        (directory / "state.json").unlink(missing_ok=True)
+        raise
+    return read_state(directory) or {}
+
+
+def _wait_healthy(proc: subprocess.Popen, pending: dict[str, str], wait_s: float, directory: Path) -> None:
+    deadline = time.monotonic() + wait_s
     while pending:
         if proc.poll() is not None:
             raise LabError(f"the supervisor exited ({proc.returncode}); see {directory / 'logs'}")
         if time.monotonic() > deadline:
-            down(directory)
             raise LabError(f"not healthy after {wait_s:.0f}s: {', '.join(sorted(pending))}; see {directory / 'logs'}")
         for name, url in list(pending.items()):
             if _healthy(url):
                 del pending[name]
         time.sleep(0.2)
-    return read_state(directory) or {}
+
+
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """SIGTERM during start-up interrupts it like Ctrl-C (in the main thread, where Python takes
+    signals), so the half-started lab is stopped; the previous handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(proc: subprocess.Popen, wait_s: float = 15.0) -> None:
+    """Stop the supervisor this process started (its children follow it)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # its children get SIGKILL too, via the parent-death signal
+            proc.wait()
+    _STARTED.pop(proc.pid, None)
 
 
 def _healthy(url: str) -> bool:

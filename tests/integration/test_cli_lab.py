@@ -100,3 +100,55 @@ def renewal_timeouts(rack_url: str) -> float:
 def test_up_twice_is_refused(small_lab, capsys):
     assert main(["up", "--racks", "1", "--nodes-per-rack", "1", "--base-port", "0"]) == 1
     assert "already up" in capsys.readouterr().err
+
+
+def processes_of(directory) -> list[int]:
+    """Pids whose environment names this lab's state directory (the supervisor and its children)."""
+    import os
+    from pathlib import Path
+
+    marker = str(directory).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass  # gone, or not ours to read
+    return found
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    directory = tmp_path / "state"
+    env = {**os.environ, "STORMLAB_STATE_DIR": str(directory)}
+    cli = subprocess.Popen([sys.executable, "-m", "stormlab.cli", "up", "--base-port", "0"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):  # the supervisor has started its first children; the lab is not up yet
+            if (directory / "state.json").exists():
+                break
+            time.sleep(0.05)
+        assert processes_of(directory), "the start-up had not begun"
+        cli.send_signal(getattr(signal, signum))
+        out, _ = cli.communicate(timeout=60)
+        assert cli.returncode == 130
+        assert "pid" not in out  # it never said the lab was up
+        for _ in range(50):
+            if not processes_of(directory):
+                break
+            time.sleep(0.1)
+        assert processes_of(directory) == []
+        assert not (directory / "state.json").exists()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+        for pid in processes_of(directory):
+            os.kill(pid, signal.SIGKILL)
