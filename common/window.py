@@ -14,18 +14,28 @@ class Window:
         self._samples.append((now, value))
 
     def values(self, now: float) -> list[float]:
-        while self._samples and self._samples[0][0] < now - self.span_s:
-            self._samples.popleft()
+        self._expire(now)
         return [v for _, v in self._samples]
 
     def quantile(self, q: float, now: float, within_s: float | None = None) -> float | None:
-        values = self.values(now)
-        if within_s is not None:
-            values = [v for t, v in self._samples if t >= now - within_s]
-        values = sorted(values)
+        """The ``q`` quantile of the samples of the last ``within_s`` (default: the whole span).
+        Only those samples are visited, newest first: a 10 s question costs 10 s of samples
+        however long the window is."""
+        self._expire(now)
+        cutoff = now - (self.span_s if within_s is None else min(within_s, self.span_s))
+        values = []
+        for t, v in reversed(self._samples):
+            if t < cutoff:
+                break
+            values.append(v)
         if not values:
             return None
+        values.sort()
         return values[min(len(values) - 1, int(q * len(values)))]
+
+    def _expire(self, now: float) -> None:
+        while self._samples and self._samples[0][0] < now - self.span_s:
+            self._samples.popleft()
 
     def mean(self, now: float) -> float | None:
         values = self.values(now)

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stormlab.story import Sample, ratio_between, rolling, summarize
 
@@ -67,3 +69,21 @@ def test_window_quantile_within_a_span():
         w.add(float(t), 1.0 if t < 50 else 0.0)
     assert w.quantile(0.99, 99.0) == 1.0
     assert w.quantile(0.99, 99.0, within_s=40.0) == 0.0
+
+
+@given(
+    samples=st.lists(st.tuples(st.floats(0, 100), st.floats(0, 5)), max_size=200),
+    q=st.floats(0, 1),
+    within=st.one_of(st.none(), st.floats(0.1, 200)),
+)
+def test_window_quantile_is_the_quantile_of_the_samples_in_its_span(samples, q, within):
+    from common.window import Window
+
+    window = Window(span_s=50.0)
+    for t, v in sorted(samples):
+        window.add(t, v)
+    now = 100.0
+    cutoff = now - min(50.0, within if within is not None else 50.0)
+    inside = sorted(v for t, v in samples if t >= cutoff)
+    expected = inside[min(len(inside) - 1, int(q * len(inside)))] if inside else None
+    assert window.quantile(q, now, within) == expected
