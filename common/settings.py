@@ -62,6 +62,7 @@ class LabSettings:
     cost_per_entry_s: float = setting(0.0045, "core-seconds per membership entry", 0, 60)
     admin_cost_s: float = setting(0.5, "core-seconds per admin request on the shared path", 0, 600)
     abandoned_work: str = setting("cancel", "cancel or continue the work of a request whose client gave up", choices=ABANDONED_WORK)
+    abandoned_cap: int = setting(10_000, "continue: abandoned requests kept running at once; past it the oldest is dropped", 0, 10_000_000)
     retry_policy: str = setting("immediate", "immediate, exponential, full-jitter, decorrelated-jitter; append +budget for a retry budget")
     retry_base_s: float = setting(0.5, "first backoff step of the backoff policies", 0, 600)
     retry_cap_s: float = setting(10.0, "longest backoff of the backoff policies", 0, 3600)

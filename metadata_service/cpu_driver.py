@@ -3,7 +3,9 @@
 The pure :class:`VirtualCpu` decides; this binding only keeps one timer set for the next
 finish and wakes the awaiting handlers. A handler cancelled because its client went away
 either cancels its work (``abandoned_work=cancel``) or leaves it running to completion as
-wasted work (``continue``).
+wasted work (``continue``), up to ``abandoned_cap`` such requests at once: past it the oldest
+is dropped, as a real server's bounded queue would (without a bound, any client that gives up
+on big renewals could make it hold work without end).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from metadata_service.vcpu import VirtualCpu
 
 
 class CpuScheduler:
-    def __init__(self, cpu: VirtualCpu, abandoned_work: str) -> None:
+    def __init__(self, cpu: VirtualCpu, abandoned_work: str, abandoned_cap: int = 10_000) -> None:
         self.cpu = cpu
         self.abandoned_work = abandoned_work
+        self.abandoned_cap = abandoned_cap
         self.wasted_s = 0.0
         self._ids = itertools.count()
         self._waiting: dict[int, asyncio.Future] = {}
@@ -35,12 +38,24 @@ class CpuScheduler:
         except asyncio.CancelledError:
             self._waiting.pop(job, None)
             if self.abandoned_work == "cancel":
-                wasted, finished = self.cpu.cancel(job, self._loop.time())
-                self.wasted_s += wasted
-                self._settle(finished)
+                self._drop(job)
             else:
-                self._abandoned[job] = work_s
+                self._abandoned[job] = work_s  # oldest first
+                while len(self._abandoned) > self.abandoned_cap:
+                    oldest = next(iter(self._abandoned))
+                    del self._abandoned[oldest]
+                    self._drop(oldest)
             raise
+
+    def _drop(self, job: int) -> None:
+        wasted, finished = self.cpu.cancel(job, self._loop.time())
+        self.wasted_s += wasted
+        self._settle(finished)
+
+    @property
+    def abandoned(self) -> int:
+        """Requests whose clients left, still being worked on (``continue``)."""
+        return len(self._abandoned)
 
     def set_cores(self, cores: float) -> None:
         self._settle(self.cpu.set_cores(cores, self._loop.time()))

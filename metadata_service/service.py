@@ -30,7 +30,7 @@ class MetadataService:
 
     def start(self) -> None:
         """Bind the virtual CPU to the running event loop."""
-        self.scheduler = CpuScheduler(self.cpu, self.settings.abandoned_work)
+        self.scheduler = CpuScheduler(self.cpu, self.settings.abandoned_work, self.settings.abandoned_cap)
 
     @property
     def wasted_s(self) -> float:

@@ -83,7 +83,7 @@ class ReferenceModel:
         self._events: list[tuple[float, int, str, Any, int]] = []
         self._seq = itertools.count()
         self._jobs = itertools.count()
-        self._abandoned: set[int] = set()
+        self._abandoned: dict[int, tuple[Any, int]] = {}  # job -> its CPU key, oldest first
         self._admin: dict[int, float] = {}  # admin jobs in flight -> the cores they set
         probe_rng = random.Random(f"{s.seed}/probes")
         for r in self.racks:
@@ -197,7 +197,7 @@ class ReferenceModel:
                 self._settle(self.cpu.set_cores(cores, self.now))
             return
         if job in self._abandoned:
-            self._abandoned.discard(job)
+            del self._abandoned[job]
             return
         node = self.nodes[who]
         if node.attempt != job or self.racks[node.rack].cut_at(self.now):
@@ -212,8 +212,12 @@ class ReferenceModel:
         if self.s.abandoned_work == "cancel":
             _, finished = self.cpu.cancel((node.id, job), self.now)
             self._settle(finished)
-        else:
-            self._abandoned.add(job)
+        else:  # the lab's bound: past abandoned_cap, the oldest abandoned request is dropped
+            self._abandoned[job] = (node.id, job)
+            while len(self._abandoned) > self.s.abandoned_cap:
+                oldest = next(iter(self._abandoned))
+                _, finished = self.cpu.cancel(self._abandoned.pop(oldest), self.now)
+                self._settle(finished)
         self._decide(node, Attempt(node.started, self.now, "timeout"))
 
     def _on_lost(self, node: _Node, job: int) -> None:

@@ -1,7 +1,6 @@
 """The lease runner in virtual time: every applied fault is reverted exactly once, whatever
 fails around it (a revert that raises, an event log that cannot be written, a halt midway)."""
 
-import asyncio
 from pathlib import Path
 
 from hypothesis import settings
@@ -10,22 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from prometheus_client import CollectorRegistry
 
 from chaos.control import LeaseRunner, Plan, Recorder
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock moves only when the test says so."""
-
-    def __init__(self):
-        super().__init__()
-        self.now = 1000.0
-
-    def time(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += seconds
-        for _ in range(3):  # run every timer now due, and what they schedule
-            self.run_until_complete(asyncio.sleep(0))
+from tests.virtual_loop import VirtualLoop
 
 
 def runner_with(event_log=None):
