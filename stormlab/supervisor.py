@@ -34,7 +34,26 @@ from common.auth import from_env, token_middleware
 from common.web import BadRequest, LoopLag, base_app, serve
 
 PR_SET_PDEATHSIG = 1
-RESTART_DELAY_S = 1.0
+RESTART_DELAY_S = 1.0  # after a first crash; doubling with each quick crash after it ...
+RESTART_MAX_DELAY_S = 30.0  # ... up to this
+STABLE_S = 60.0  # a child that ran this long starts counting its crashes afresh
+LOG_MAX_BYTES = 20 * 1024 * 1024  # a component's log is rotated (one old copy kept) at a start past this
+
+
+def restart_delay(quick_crashes: int) -> float:
+    """How long to wait before restarting a child after its ``quick_crashes``-th crash in a row."""
+    return min(RESTART_MAX_DELAY_S, RESTART_DELAY_S * 2 ** max(0, quick_crashes - 1))
+
+
+def rotate(log: Path, max_bytes: int = LOG_MAX_BYTES) -> None:
+    """Move a log past ``max_bytes`` to ``NAME.log.1`` (replacing the older copy)."""
+    try:
+        if log.stat().st_size > max_bytes:
+            log.replace(log.with_name(log.name + ".1"))
+    except FileNotFoundError:
+        pass
+
+
 FAULTS = catalog.names("supervisor")
 
 
@@ -52,6 +71,8 @@ class Supervisor:
         self.comps = {c["name"]: c for c in self.plan["components"]}
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.restarts: dict[str, int] = {name: 0 for name in self.comps}
+        self.crashes: dict[str, int] = {name: 0 for name in self.comps}  # quick crashes in a row
+        self.started: dict[str, float] = {}
         self.held_down: set[str] = set()
         self.stopped: set[str] = set()
         self.stopping = False
@@ -61,7 +82,10 @@ class Supervisor:
     async def start(self, name: str) -> None:
         comp = self.comps[name]
         env = {**os.environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
-        with open(self.directory / "logs" / f"{name}.log", "ab") as log:
+        path = self.directory / "logs" / f"{name}.log"
+        rotate(path)
+        self.started[name] = time.monotonic()
+        with open(path, "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -82,8 +106,11 @@ class Supervisor:
         code = await proc.wait()
         if self.stopping or name in self.held_down or self.procs.get(name) is not proc:
             return
-        print(f"{name} exited with {code}; restarting", flush=True)
-        await asyncio.sleep(RESTART_DELAY_S)
+        ran_s = time.monotonic() - self.started.get(name, 0.0)
+        self.crashes[name] = 1 if ran_s >= STABLE_S else self.crashes[name] + 1
+        delay = restart_delay(self.crashes[name])
+        print(f"{name} exited with {code} after {ran_s:.0f}s; restarting in {delay:g}s", flush=True)
+        await asyncio.sleep(delay)
         if not self.stopping and name not in self.held_down:
             self.restarts[name] += 1
             await self.start(name)

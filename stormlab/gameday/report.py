@@ -106,9 +106,12 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
         f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
         for r in records(journal)
     ]
+
+    def said(message: str) -> str:  # a move's last line (an empty note says so)
+        return (message.strip().splitlines() or ["(no message)"])[-1]
+
     moves = "".join(
-        f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(m['message'].splitlines()[-1])}</li>"
-        for m in journal["player_actions"]
+        f"<li>{m['t']:.1f} s: <b>{e(m['action'])}</b> {e(str(m['args']))} — {e(said(m['message']))}</li>" for m in journal["player_actions"]
     )
 
     def compared(rows: list[dict]) -> str:

@@ -4,6 +4,7 @@ import asyncio
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.linkproxy import create_app as proxy_app
 from metadata_service.app import create_app as metadata_app
@@ -209,3 +210,27 @@ async def test_partition_map_is_only_sent_again_when_it_changed(metadata):
 async def test_status_lag_window_is_validated(metadata):
     assert (await metadata.get("/status?lag_window_s=60")).status == 200
     await assert_json_error(await metadata.get("/status?lag_window_s=soon"), 400)
+
+
+@pytest.mark.parametrize("garbage", [b"[1, 2]", b'{"node": 3}', b"not json", b'{"node": "r00n001", "version": "x"}'])
+async def test_a_membership_of_the_wrong_shape_is_a_failed_renewal_not_a_dead_loop(lab, monkeypatch, garbage):
+    from metadata_service.app import SERVICE
+
+    meta, rack = lab
+    store = meta.server.app[SERVICE].store
+    real = store.membership
+    monkeypatch.setattr(store, "membership", lambda node: garbage)
+
+    async def serving():
+        return (await (await rack.get("/status")).json())["nodes_serving"]
+
+    await eventually(lambda: _is(serving, 0))  # every node misses its renewals and stops serving
+    families = text_string_to_metric_families(await (await rack.get("/metrics")).text())
+    renewals = next(f for f in families if f.name == "stormlab_renewals")
+    assert sum(s.value for s in renewals.samples if s.name.endswith("_total") and s.labels["outcome"] == "error") >= 20
+    monkeypatch.setattr(store, "membership", real)
+    await eventually(lambda: _is(serving, 20))  # their loops are alive: they renew and serve again
+
+
+async def _is(check, value):
+    return await check() == value

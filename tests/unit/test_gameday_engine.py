@@ -201,3 +201,19 @@ def test_the_journal_records_the_seeded_fault_schedule():
 
     assert faults(3) == faults(3)
     assert faults(3) != faults(4)
+
+
+def test_the_report_takes_moves_with_empty_messages_and_any_text(tmp_path):
+    from stormlab.gameday import report
+
+    clock, lab = toy()
+    scenario = flagship()
+    _, journal = run(scenario, lab, clock)
+    journal["player_actions"] = [
+        {"t": 1.0, "action": "note", "args": {"text": ""}, "message": "", "ok": True},
+        {"t": 2.0, "action": "note", "args": {"text": "<b>"}, "message": "  \n", "ok": True},
+        {"t": 3.0, "action": "note", "args": {"text": "x"}, "message": "<script>", "ok": True},
+    ]
+    page = report.write_html(journal, scoring.compare(scenario, journal), scoring.score(scenario, journal), [], tmp_path)
+    text = page.read_text()
+    assert text.count("(no message)") == 2 and "&lt;script&gt;" in text and "<script>" not in text
