@@ -42,24 +42,67 @@ class Exec:
     detach: bool = True
 
 
-FAULT_FILE = "/tmp/stormlab-fault."  # + the pid of the shell holding the fault; it holds "fault ends-at"
-
-# Faults held in a container, one line each: "pid fault ends-at-epoch-seconds".
-LIST = ("sh", "-c", f'for f in {FAULT_FILE}*; do [ -e "$f" ] && echo "${{f##*.}} $(cat "$f")"; done; true')
-# Ends them now: TERM to each holding shell (by the pid in its file) runs its revert.
-HALT = ("sh", "-c", f'n=0; for f in {FAULT_FILE}*; do [ -e "$f" ] && kill -TERM "${{f##*.}}" && n=$((n+1)); done; echo $n')
+# The shell holding a fault writes ``FAULT_FILE + its pid`` once every rule is in: the first line
+# "fault ends-at-epoch-seconds", then its undo commands (newest first). /dev/shm is a tmpfs that
+# a container restart empties, so a file never outlives the container's processes.
+FAULT_FILE = "/dev/shm/stormlab-fault."
 
 
-def _armed(fault: str, apply: list[str], revert: list[str], duration_s: float) -> tuple[str, ...]:
-    """One shell that applies, writes its fault file, waits out the lease, and reverts; TERM or
-    INT (`chaos halt`) reverts at once. A fault that did not apply leaves no file behind."""
-    undo = "; ".join(revert)
-    script = (
-        f"f={FAULT_FILE}$$; undo() {{ {undo}; rm -f $f; }}; trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
-        f'if {" && ".join(apply)}; then echo "{fault} $(( $(date +%s) + {max(1, round(duration_s))} ))" > $f; '
-        f"sleep {duration_s:g} & wait $!; fi; undo"
+# Only files owned by the user reading them (root: the fault shells run as root) are trusted; the
+# service's own user can write to /dev/shm too. A file's holder is alive when its pid is a number
+# above 1 whose command line is a fault shell; a file whose holder is gone (killed, crashed) is an
+# orphan: its undo lines are run and it is removed, by `list` and by `halt` alike. A name that is
+# not a pid is removed, never signalled.
+def _each(prefix: str) -> str:
+    return (
+        f'for f in {prefix}*; do [ -f "$f" ] && [ -O "$f" ] || continue; p="${{f##*.}}"; '
+        'case "$p" in ""|*[!0-9]*) rm -f "$f"; continue;; esac; first="$(head -n 1 "$f")"; '
+        'if [ "$p" -gt 1 ] && grep -qs stormlab-fault "/proc/$p/cmdline"; then '
     )
-    return ("sh", "-c", script)
+
+
+_REAP = 'else tail -n +2 "$f" | sh; rm -f "$f"; '
+
+
+def list_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
+    """Faults held in a container, one line each: "pid fault ends-at state" (state: held, or
+    orphan: its holder was gone and it has just been reverted)."""
+    return ("sh", "-c", _each(prefix) + 'echo "$p $first held"; ' + _REAP + 'echo "$p $first orphan"; fi; done; true')
+
+
+def halt_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
+    """Ends them now: TERM to each live holding shell runs its revert; orphans are reverted here."""
+    return ("sh", "-c", "n=0; " + _each(prefix) + 'kill -TERM "$p" && n=$((n+1)); ' + _REAP + "n=$((n+1)); fi; done; echo $n")
+
+
+LIST, HALT = list_command(), halt_command()
+
+Step = tuple[str, "str | None"]  # a command, and what undoes it (None: nothing to undo)
+
+
+def _dq(command: str) -> str:
+    """``command`` inside double quotes: its ``$p`` expands when written, nothing else does."""
+    return '"' + command.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
+
+
+def _armed(fault: str, steps: list[Step], duration_s: float, prefix: str = FAULT_FILE) -> tuple[str, ...]:
+    """One shell that applies the steps, writes its fault file, waits out the lease, and reverts;
+    TERM or INT (`chaos halt`) reverts at once. A step that fails undoes the steps before it and
+    the shell exits 1 without a file: nothing applied, nothing reverted that was not its own."""
+    parts, undone = ["f=" + prefix + "$$"], []
+    for apply, undo in steps:
+        parts.append(f"if ! {apply}; then {'; '.join([*undone, 'exit 1'])}; fi")
+        if undo is not None:
+            undone.insert(0, undo)
+    ends = f"$(( $(date +%s) + {max(1, round(duration_s))} ))"
+    parts += [
+        f"undo() {{ {'; '.join([*undone, 'rm -f $f'])}; }}",
+        "trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT",
+        f"printf '%s\\n' \"{fault} {ends}\" {' '.join(_dq(u) for u in undone)} > $f",
+        f"sleep {duration_s:g} & wait $!",
+        "undo",
+    ]
+    return ("sh", "-c", "; ".join(parts))
 
 
 def _drop_rules(peer_ips: list[str], direction: str) -> list[list[str]]:
@@ -78,23 +121,22 @@ def partition(container: str, peer_ips: list[str], duration_s: float, direction:
         raise ValueError("direction must be both, out or in")
     if not peer_ips:
         raise ValueError("no peers to cut off")
-    rules = _drop_rules(peer_ips, direction)
-    apply = [shlex.join(["iptables", "-I", *r]) for r in rules]
-    revert = [shlex.join(["iptables", "-D", *r]) for r in rules]
-    return [Exec(container, _armed(fault, apply, revert, duration_s))]
+    steps: list[Step] = [(shlex.join(["iptables", "-I", *r]), shlex.join(["iptables", "-D", *r])) for r in _drop_rules(peer_ips, direction)]
+    return [Exec(container, _armed(fault, steps, duration_s))]
+
+
+def _netem(container: str, fault: str, spec: list[str], duration_s: float, device: str) -> list[Exec]:
+    add = shlex.join(["tc", "qdisc", "add", "dev", device, "root", "netem", *spec])
+    return [Exec(container, _armed(fault, [(add, shlex.join(["tc", "qdisc", "del", "dev", device, "root", "netem"]))], duration_s))]
 
 
 def latency(container: str, delay_ms: float, jitter_ms: float, duration_s: float, device: str = "eth0") -> list[Exec]:
     spec = ["delay", f"{delay_ms:g}ms"] + ([f"{jitter_ms:g}ms"] if jitter_ms else [])
-    apply = [shlex.join(["tc", "qdisc", "add", "dev", device, "root", "netem", *spec])]
-    revert = [shlex.join(["tc", "qdisc", "del", "dev", device, "root", "netem"])]
-    return [Exec(container, _armed("latency", apply, revert, duration_s))]
+    return _netem(container, "latency", spec, duration_s, device)
 
 
 def loss(container: str, probability: float, duration_s: float, device: str = "eth0") -> list[Exec]:
-    apply = [shlex.join(["tc", "qdisc", "add", "dev", device, "root", "netem", "loss", f"{100 * probability:g}%"])]
-    revert = [shlex.join(["tc", "qdisc", "del", "dev", device, "root", "netem"])]
-    return [Exec(container, _armed("loss", apply, revert, duration_s))]
+    return _netem(container, "loss", ["loss", f"{100 * probability:g}%"], duration_s, device)
 
 
 # The lab's containers run with `init: true`: PID 1 is docker-init, the service is its child.
@@ -104,7 +146,7 @@ SERVICE_PID = "p=$(pgrep -o -P 1)"
 
 def pause(container: str, duration_s: float) -> list[Exec]:
     """SIGSTOP the container's service process; the shell doing it stays awake to SIGCONT it."""
-    return [Exec(container, _armed("pause", [SERVICE_PID, "kill -STOP $p"], ["kill -CONT $p"], duration_s))]
+    return [Exec(container, _armed("pause", [(SERVICE_PID, None), ("kill -STOP $p", "kill -CONT $p")], duration_s))]
 
 
 def kill(container: str) -> list[Exec]:
@@ -176,13 +218,24 @@ def run(runner: Runner, commands: list[Exec], project: str = DEFAULT_PROJECT) ->
         runner.exec(command)
 
 
-def held(runner: Runner, containers: Iterable[str]) -> list[tuple[str, int, str, float]]:
-    """Faults held now: (container, pid of the holding shell, fault, ends at)."""
+@dataclass(frozen=True)
+class Held:
+    container: str
+    pid: int  # of the shell holding it
+    fault: str
+    ends_at: float
+    orphan: bool  # its holder was gone: reverted just now by the listing
+
+
+def held(runner: Runner, containers: Iterable[str]) -> list[Held]:
+    """Faults held now (orphans found on the way are reverted and reported as such)."""
     rows = []
     for container in containers:
         for line in runner.exec(Exec(container, LIST, detach=False)).splitlines():
-            pid, fault, ends_at = line.split()
-            rows.append((container, int(pid), fault, float(ends_at)))
+            parts = line.split()
+            if len(parts) == 4 and parts[0].isdigit():
+                pid, fault, ends_at, state = parts
+                rows.append(Held(container, int(pid), fault, float(ends_at), state == "orphan"))
     return rows
 
 

@@ -48,13 +48,15 @@ def apply(body: dict, runner: db.Runner, dry_run: bool = False, wait: bool = Fal
             for c in commands:
                 print(f"docker exec {'-d ' if c.detach else ''}--user root {c.container} {shlex.join(c.argv)}")
             return 0
-        db.run(runner, commands, project())
+        db.check_ours(runner, (c.container for c in commands), project())
     except db.NotOurs as exc:
         raise ChaosError(str(exc)) from None
     targets = sorted({c.container for c in commands})
     fault, duration = body["fault"], body["duration_s"]
+    before = {(h.container, h.pid) for h in db.held(runner, targets)} if fault != "kill" else set()
+    db.run(runner, commands, project())
     if fault != "kill":
-        confirm(runner, targets, fault)
+        confirm(runner, targets, fault, before)
     annotate(fault, targets, duration)
     print(f"{fault} on {', '.join(targets)} for {duration:g}s: it reverts by itself")
     if wait:
@@ -62,11 +64,15 @@ def apply(body: dict, runner: db.Runner, dry_run: bool = False, wait: bool = Fal
     return 0
 
 
-def confirm(runner: db.Runner, targets: list[str], fault: str, within_s: float = 3.0) -> None:
-    """A fault shell writes its file only once its rules are in: wait until every target has one."""
+def confirm(runner: db.Runner, targets: list[str], fault: str, before: set[tuple[str, int]], within_s: float = 3.0) -> None:
+    """A fault shell writes its file only once its rules are in: wait until every target has a
+    new one for this fault (a fault already held there does not count: a second netem fault on a
+    rack fails to apply, and must be reported so)."""
     deadline = time.monotonic() + within_s
     while True:
-        holding = {container for container, *_ in db.held(runner, targets)}
+        holding = {
+            h.container for h in db.held(runner, targets) if h.fault == fault and not h.orphan and (h.container, h.pid) not in before
+        }
         missing = [t for t in targets if t not in holding]
         if not missing:
             return
@@ -78,8 +84,9 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, within_s: float =
 def held_rows(runner: db.Runner) -> list[str]:
     now = time.time()
     return [
-        f"{container} (pid {pid}) {fault}: {max(0.0, ends - now):.0f}s left"
-        for container, pid, fault, ends in db.held(runner, lab_containers(runner))
+        f"{h.container} (pid {h.pid}) {h.fault}: "
+        + ("its holder was gone: reverted now" if h.orphan else f"{max(0.0, h.ends_at - now):.0f}s left")
+        for h in db.held(runner, lab_containers(runner))
     ]
 
 

@@ -1,5 +1,7 @@
 """The docker backend's commands, asserted exactly with an injected runner (no Docker needed)."""
 
+import re
+
 import pytest
 
 from chaos import docker_backend as db
@@ -20,43 +22,33 @@ class FakeRunner:
 OURS = {db.PROJECT_LABEL: "stormlab"}
 
 
-def armed(apply, revert, seconds, fault):
-    return (
-        "sh",
-        "-c",
-        f"f=/tmp/stormlab-fault.$$; undo() {{ {revert}; rm -f $f; }}; "
-        f"trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT; "
-        f'if {apply}; then echo "{fault} $(( $(date +%s) + {max(1, round(seconds))} ))" > $f; '
-        f"sleep {seconds:g} & wait $!; fi; undo",
-    )
+def script(execs):
+    [cmd] = execs
+    assert cmd.detach and cmd.argv[:2] == ("sh", "-c")
+    return cmd.argv[2]
 
 
-def test_partition_both_ways_applies_and_arms_its_revert_in_one_shell():
-    [cmd] = db.partition("stormlab-rack-3", ["172.20.0.2"], 5)
-    assert cmd == db.Exec(
-        "stormlab-rack-3",
-        armed(
-            "iptables -I OUTPUT -d 172.20.0.2 -j DROP && iptables -I INPUT -s 172.20.0.2 -j DROP",
-            "iptables -D OUTPUT -d 172.20.0.2 -j DROP; iptables -D INPUT -s 172.20.0.2 -j DROP",
-            5,
-            "partition",
-        ),
-        detach=True,
-    )
+def test_partition_applies_each_rule_and_arms_its_revert_in_one_shell():
+    text = script(db.partition("stormlab-rack-3", ["172.20.0.2"], 5))
+    applied = ["iptables -I OUTPUT -d 172.20.0.2 -j DROP", "iptables -I INPUT -s 172.20.0.2 -j DROP"]
+    undone = ["iptables -D INPUT -s 172.20.0.2 -j DROP", "iptables -D OUTPUT -d 172.20.0.2 -j DROP"]
+    assert all(f"if ! {a}; then" in text for a in applied)
+    assert f"undo() {{ {undone[0]}; {undone[1]}; rm -f $f; }}" in text
+    assert "sleep 5 & wait $!" in text and db.FAULT_FILE in text
 
 
 def test_one_way_partition_drops_only_outgoing_traffic():
-    [cmd] = db.partition("r", ["10.0.0.9"], 2.5, direction="out")
-    assert cmd.argv == armed("iptables -I OUTPUT -d 10.0.0.9 -j DROP", "iptables -D OUTPUT -d 10.0.0.9 -j DROP", 2.5, "partition")
+    text = script(db.partition("r", ["10.0.0.9"], 2.5, direction="out"))
+    assert "iptables -I OUTPUT -d 10.0.0.9 -j DROP" in text and "INPUT" not in text and "sleep 2.5" in text
 
 
 def test_latency_loss_pause_kill_commands():
-    assert db.latency("m", 200, 50, 10)[0].argv == armed(
-        "tc qdisc add dev eth0 root netem delay 200ms 50ms", "tc qdisc del dev eth0 root netem", 10, "latency"
-    )
-    assert "netem loss 20%" in db.loss("m", 0.2, 3)[0].argv[2]
+    assert "if ! tc qdisc add dev eth0 root netem delay 200ms 50ms; then exit 1; fi" in script(db.latency("m", 200, 50, 10))
+    assert "netem loss 20%" in script(db.loss("m", 0.2, 3))
     # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
-    assert db.pause("m", 4)[0].argv == armed("p=$(pgrep -o -P 1) && kill -STOP $p", "kill -CONT $p", 4, "pause")
+    pause = script(db.pause("m", 4))
+    assert "if ! p=$(pgrep -o -P 1); then exit 1; fi; if ! kill -STOP $p; then exit 1; fi" in pause
+    assert "undo() { kill -CONT $p; rm -f $f; }" in pause
     assert db.kill("m") == [db.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
 
 
@@ -87,7 +79,7 @@ class FakeCompose(FakeRunner):
 
     def exec(self, command):
         if command.argv == db.LIST:
-            return "".join(f"{pid} {fault} 9999999999\n" for pid, (c, fault) in self.holding.items() if c == command.container)
+            return "".join(f"{pid} {fault} 9999999999 held\n" for pid, (c, fault) in self.holding.items() if c == command.container)
         if command.argv == db.HALT:
             ours = [pid for pid, (c, _) in self.holding.items() if c == command.container]
             for pid in ours:
@@ -95,7 +87,8 @@ class FakeCompose(FakeRunner):
             return f"{len(ours)}\n"
         self.ran.append(command)
         if "stormlab-fault" in command.argv[2]:
-            self.holding[100 + len(self.ran)] = (command.container, command.argv[2].split('echo "')[1].split()[0])
+            fault = re.search(r"printf '%s\\n' \"(\S+) ", command.argv[2]).group(1)
+            self.holding[100 + len(self.ran)] = (command.container, fault)
         return ""
 
     def containers(self, service):
