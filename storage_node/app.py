@@ -20,7 +20,7 @@ from common.web import BadRequest, LoopLag, base_app, json_error, read_object
 from common.wire import RackStatus
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Node, Rack
-from storage_node.store import AsyncItemStore
+from storage_node.store import AsyncItemStore, QuotaExceeded
 
 SETTINGS = web.AppKey("settings", LabSettings)
 RACK = web.AppKey("rack", Rack)
@@ -114,7 +114,11 @@ async def put_item(request: web.Request) -> web.Response:
     if isinstance(target, web.Response):
         return target
     node, table, partition, key = target
-    await request.app[STORE].put(table, partition, key, body["value"])  # committed before we acknowledge
+    try:
+        await request.app[STORE].put(table, partition, key, body["value"])  # committed before we acknowledge
+    except QuotaExceeded as exc:
+        metrics.served.labels(rack.label, "quota").inc()
+        return json_error(507, "quota", str(exc))
     metrics.served.labels(rack.label, "ok").inc()
     return web.json_response({"node": node.id, "key": key, "stored": True})
 

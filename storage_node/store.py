@@ -20,12 +20,27 @@ SCHEMA = (
 )
 
 
+QUOTA_BYTES = 64 * 1024 * 1024  # a rack's items, as stored: the customer API cannot fill the disk
+
+
+class QuotaExceeded(Exception):
+    """The write would take the rack's items past its quota: refused, nothing written."""
+
+
 class ItemStore:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, quota_bytes: int = QUOTA_BYTES) -> None:
         self._db = sqlite.connect(path, SCHEMA)
+        self.quota_bytes = quota_bytes
+        self.bytes = int(self._db.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM items").fetchone()[0])
 
     def put(self, table: str, partition: int, key: str, value: Any) -> None:
-        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, json.dumps(value)))
+        data = json.dumps(value)
+        old = self._db.execute("SELECT LENGTH(value) FROM items WHERE tbl=? AND part=? AND key=?", (table, partition, key)).fetchone()
+        total = self.bytes - (old[0] if old else 0) + len(data)
+        if total > self.quota_bytes and total > self.bytes:  # writes that do not grow the store still go in
+            raise QuotaExceeded(f"the rack's items would take {total} bytes; its quota is {self.quota_bytes}")
+        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, data))
+        self.bytes = total
 
     def get(self, table: str, partition: int, key: str) -> tuple[bool, Any]:
         row = self._db.execute("SELECT value FROM items WHERE tbl=? AND part=? AND key=?", (table, partition, key)).fetchone()
@@ -47,8 +62,8 @@ class AsyncItemStore:
     """The store off the event loop (``common/sqlite.py``): a WAL checkpoint on the loop would
     stall every node's renewal timers in the rack and skew the storm."""
 
-    def __init__(self, path: Path | str) -> None:
-        self._worker = sqlite.Worker(lambda: ItemStore(path), "item-store")
+    def __init__(self, path: Path | str, quota_bytes: int = QUOTA_BYTES) -> None:
+        self._worker = sqlite.Worker(lambda: ItemStore(path, quota_bytes), "item-store")
         self._store: ItemStore = self._worker.store
 
     async def put(self, table: str, partition: int, key: str, value: Any) -> None:

@@ -234,3 +234,19 @@ async def test_a_membership_of_the_wrong_shape_is_a_failed_renewal_not_a_dead_lo
 
 async def _is(check, value):
     return await check() == value
+
+
+async def test_a_write_past_the_racks_quota_is_a_507_and_changes_nothing(lab):
+    from storage_node.app import STORE
+
+    meta, rack = lab
+    rack.server.app[STORE]._store.quota_bytes = 300
+    pmap = await (await meta.get("/partition-map")).json()
+    table, spec = next((t, s) for t, s in pmap["tables"].items() if "r00n005" in s["owners"])
+    partition = spec["owners"].index("r00n005")
+    statuses = [(await rack.put(item("r00n005", table, partition, f"q{i}"), json={"value": "v" * 50})).status for i in range(10)]
+    assert statuses[:4] == [200] * 4 and 507 in statuses
+    refused = statuses.index(507)
+    await assert_json_error(await rack.put(item("r00n005", table, partition, "q-new"), json={"value": "v" * 50}), 507)
+    assert (await rack.get(item("r00n005", table, partition, f"q{refused}"))).status == 404  # not written
+    assert (await rack.get(item("r00n005", table, partition, "q0"))).status == 200
