@@ -11,7 +11,7 @@ PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 
 .PHONY: install test test-unit test-integration check constraints demo gameday local-up local-status local-down clean \
-        up down blip logs e2e
+        up down blip logs token grafana-password e2e
 
 install: $(STAMP)
 
@@ -70,6 +70,8 @@ up:
 	@echo "  storm dashboard   http://localhost:$(GRAFANA_PORT)/d/stormlab-storm"
 	@echo "  tables            http://localhost:$(GRAFANA_PORT)/d/stormlab-tables"
 	@echo "  metadata margin   http://localhost:$(GRAFANA_PORT)/d/stormlab-margin"
+	@echo "  the cascade       http://localhost:$(GRAFANA_PORT)/d/stormlab-cascade"
+	@echo "  lab token         make token   (generated at the first start; Grafana's admin password: make grafana-password)"
 	@echo "  Prometheus        http://localhost:$(PROMETHEUS_PORT)/alerts"
 	@echo "  start the storm   make blip   ($(COMPOSE) run --rm chaos blip --racks 3 --duration 5s)"
 	@echo "  stop everything   make down"
@@ -82,6 +84,13 @@ blip:
 
 logs:
 	$(COMPOSE) logs -f --tail=100
+
+# The secrets the stack generated at its first start (in its `secrets` volume).
+token:
+	@$(COMPOSE) exec -T metadata cat /run/stormlab/token
+
+grafana-password:
+	@$(COMPOSE) exec -T metadata cat /run/stormlab/grafana-password
 
 # End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
 e2e: $(STAMP)

@@ -1,7 +1,10 @@
 """The lab's token: admin and chaos control endpoints require ``Authorization: Bearer TOKEN``.
 
-The token comes from ``STORMLAB_TOKEN``; ``stormlab up`` generates one into ``.env`` in the
-state directory the first time and passes it to every component.
+The token comes from ``STORMLAB_TOKEN``, else from the file ``STORMLAB_TOKEN_FILE`` names.
+``stormlab up`` generates one into ``.env`` in the state directory the first time and passes it
+to every component; on compose, a one-shot ``secrets`` service generates it (and Grafana's admin
+password) into a volume the first time the stack starts (``python -m common.auth init DIR``).
+A process refuses to start with a token anyone could guess: empty, short, or a published default.
 """
 
 from __future__ import annotations
@@ -15,10 +18,18 @@ from pathlib import Path
 
 from aiohttp import web
 
+from common.errors import LabError
 from common.web import json_error
 
 ENV = "STORMLAB_TOKEN"
+FILE_ENV = "STORMLAB_TOKEN_FILE"
 PROTECTED = ("/admin", "/faults")
+MIN_LENGTH = 16
+PUBLISHED = frozenset({"stormlab-training-token", "changeme", "change-me", "secret", "token", "stormlab"})
+
+
+class WeakToken(LabError):
+    """No token, or one anyone could guess: the process does not start (exit code 1)."""
 
 
 def ensure_token(directory: Path) -> str:
@@ -65,7 +76,40 @@ def token_middleware(token: str) -> Callable:
 
 
 def from_env() -> str:
-    return os.environ.get(ENV, "")
+    """The token this process enforces: ``STORMLAB_TOKEN``, else ``STORMLAB_TOKEN_FILE``'s content.
+    Raises WeakToken rather than serve control endpoints anyone could call."""
+    token = os.environ.get(ENV, "").strip()
+    if not token and os.environ.get(FILE_ENV):
+        try:
+            token = Path(os.environ[FILE_ENV]).read_text().strip()
+        except OSError as exc:
+            raise WeakToken(f"{FILE_ENV}: {exc}") from None
+    check_strength(token)
+    return token
+
+
+def check_strength(token: str) -> None:
+    if not token:
+        raise WeakToken(f"no lab token: set {ENV} or {FILE_ENV} (`stormlab up` and compose generate one)")
+    if token.lower() in PUBLISHED or len(token) < MIN_LENGTH:
+        raise WeakToken(f"the lab token is too easy to guess (a published default, or under {MIN_LENGTH} characters): generate one")
+
+
+def init(directory: Path) -> list[str]:
+    """Write a token and a Grafana admin password into ``directory`` unless they are there (the
+    compose stack's first start); returns the names written. Readable by the stack's users (the
+    volume is mounted only in the lab's containers)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in ("token", "grafana-password"):
+        path = directory / name
+        if not path.exists() or not path.read_text().strip():
+            tmp = directory / f".{name}.tmp"
+            tmp.write_text(secrets.token_urlsafe(24) + "\n")
+            tmp.chmod(0o644)
+            tmp.replace(path)
+            written.append(name)
+    return written
 
 
 def grafana_auth() -> str | None:
@@ -75,7 +119,21 @@ def grafana_auth() -> str | None:
     if token:
         return f"Bearer {token}"
     password = os.environ.get("STORMLAB_GRAFANA_PASSWORD")
+    if not password and os.environ.get("STORMLAB_GRAFANA_PASSWORD_FILE"):
+        try:
+            password = Path(os.environ["STORMLAB_GRAFANA_PASSWORD_FILE"]).read_text().strip()
+        except OSError:
+            password = None
     if password:
         user = os.environ.get("STORMLAB_GRAFANA_USER", "admin")
         return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     return None
+
+
+if __name__ == "__main__":  # `python -m common.auth init DIR`: the compose stack's secrets, once
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "init":
+        sys.exit("usage: python -m common.auth init DIR")
+    made = init(Path(sys.argv[2]))
+    print(f"secrets in {sys.argv[2]}: " + (f"generated {', '.join(made)}" if made else "already there"))

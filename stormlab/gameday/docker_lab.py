@@ -30,10 +30,23 @@ def compose_cmd() -> list[str]:
     return ["docker-compose"]
 
 
+def compose_token() -> str:
+    """The token the stack generated at its first start (the environment's STORMLAB_TOKEN wins)."""
+    if os.environ.get(auth.ENV):
+        return os.environ[auth.ENV]
+    try:
+        done = subprocess.run(
+            [*compose_cmd(), "exec", "-T", "metadata", "cat", "/run/stormlab/token"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def docker_state(directory: Path) -> dict[str, Any]:
     """A state for `ops` on the compose stack: the metadata service's published port and the
-    token from the project's .env (the environment overrides both)."""
-    os.environ.setdefault(auth.ENV, auth.read_token(ROOT / ".env") or "")
+    stack's token (the environment overrides both)."""
+    os.environ.setdefault(auth.ENV, compose_token())
     port = os.environ.get("METADATA_PORT", "8700")
     url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
     return {

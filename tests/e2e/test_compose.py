@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -128,7 +129,8 @@ class Stack:
             capture_output=True,
             text=True,
         )
-        return dict(line.lstrip("/").split() for line in out.stdout.splitlines())
+        status = dict(line.lstrip("/").split() for line in out.stdout.splitlines())
+        return {name: state for name, state in status.items() if "secrets" not in name}  # the one-shot that made the token
 
     def leftovers(self) -> dict[str, list[str]]:
         label = f"label=com.docker.compose.project={PROJECT}"
@@ -184,6 +186,16 @@ def test_the_storm_on_compose(stack):
         return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus", *CASCADE] + ["racks"] * 10)
 
     wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
+
+    # The token was generated at the first start: long, not a published default, enforced.
+    token = stack.compose("exec", "-T", "metadata", "cat", "/run/stormlab/token").stdout.strip()
+    assert len(token) >= 16 and token != "stormlab-training-token"
+    admin = f"http://127.0.0.1:{stack.env['METADATA_PORT']}/faults"
+    for given in ("", "stormlab-training-token"):
+        req = urllib.request.Request(admin, headers={"Authorization": f"Bearer {given}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 401
 
     # A game day on the stack (--backend docker) while the margin alert is still pending.
     journal = stack.scenario(GAMEDAY)

@@ -61,10 +61,10 @@ def test_every_lab_service_is_commented_healthchecked_and_waits_for_what_it_need
     for name, service in services.items():
         if not name.startswith("rack-"):  # the racks share the comment above rack-0
             assert re.search(rf"\n  # [^\n]+\n(  #[^\n]*\n)*  {re.escape(name)}:\n", text), f"{name} has no comment"
-        if name != "chaos":
+        if name not in ("chaos", "secrets"):  # run on demand, and the one-shot that makes the token
             assert "healthcheck" in service, name
-        for dep in (service.get("depends_on") or {}).values():
-            assert dep == {"condition": "service_healthy"}
+        for needed, dep in (service.get("depends_on") or {}).items():
+            assert dep == {"condition": "service_completed_successfully" if needed == "secrets" else "service_healthy"}
     racks = [services[f"rack-{n}"] for n in range(10)]
     assert [r["environment"]["STORMLAB_RACK"] for r in racks] == [str(n) for n in range(10)]
     assert all(r["networks"]["default"]["aliases"] == ["racks"] for r in racks)
@@ -133,5 +133,25 @@ def test_the_cascade_runs_on_compose_scraped_with_its_fixes_switchable():
         assert service["environment"]["STORMLAB_RACK_URLS"].count("http://rack-") == 10
         assert "NET_ADMIN" in service["cap_add"]  # the isolate fault's iptables, in its own namespace
     # the services' own data (messages, datapoints) outlives a container
-    assert [v.split(":")[1] for v in services["queues"]["volumes"]] == ["/var/lib/stormlab/data"]
-    assert [v.split(":")[1] for v in services["metrics"]["volumes"]] == ["/var/lib/stormlab/data"]
+    assert "queues-data:/var/lib/stormlab/data" in services["queues"]["volumes"]
+    assert "metrics-data:/var/lib/stormlab/data" in services["metrics"]["volumes"]
+
+
+def test_no_secret_is_committed_and_only_grafana_may_listen_beyond_this_host():
+    env = (ROOT / ".env").read_text()
+    assert "TOKEN" not in env and "PASSWORD" not in env
+    services = compose()["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            if name == "grafana":
+                assert port.startswith("${STORMLAB_BIND:-127.0.0.1}:"), port
+            else:
+                assert port.startswith("127.0.0.1:"), (name, port)
+    assert not any("lifecycle" in arg for arg in services["prometheus"]["command"])
+    secrets = services["secrets"]
+    assert secrets["command"] == ["python", "-m", "common.auth", "init", "/run/stormlab"] and secrets["restart"] == "no"
+    for name, service in services.items():
+        if name not in ("secrets", "prometheus"):  # everything else reads the generated secrets, read-only
+            assert "secrets:/run/stormlab:ro" in service.get("volumes", []), name
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/stormlab/grafana-password"
+    assert "The Docker socket\n  # is root on this host" in (ROOT / "docker-compose.yml").read_text()

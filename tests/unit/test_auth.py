@@ -1,0 +1,40 @@
+"""The lab token: generated once, read from the environment or a file, never a guessable one."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from common import auth
+
+
+@pytest.mark.parametrize("token", ["", "stormlab-training-token", "short", "CHANGEME"])
+def test_a_guessable_token_is_refused(monkeypatch, token):
+    monkeypatch.setenv(auth.ENV, token)
+    monkeypatch.delenv(auth.FILE_ENV, raising=False)
+    with pytest.raises(auth.WeakToken):
+        auth.from_env()
+
+
+def test_the_token_comes_from_the_environment_else_its_file(monkeypatch, tmp_path):
+    made = auth.init(tmp_path / "secrets")
+    assert made == ["token", "grafana-password"]
+    assert auth.init(tmp_path / "secrets") == []  # kept across restarts
+    token = (tmp_path / "secrets" / "token").read_text().strip()
+    assert len(token) >= 24
+    monkeypatch.delenv(auth.ENV, raising=False)
+    monkeypatch.setenv(auth.FILE_ENV, str(tmp_path / "secrets" / "token"))
+    assert auth.from_env() == token
+    monkeypatch.setenv(auth.ENV, "x" * 20)
+    assert auth.from_env() == "x" * 20
+    monkeypatch.setenv("STORMLAB_GRAFANA_PASSWORD_FILE", str(tmp_path / "secrets" / "grafana-password"))
+    monkeypatch.delenv("STORMLAB_GRAFANA_PASSWORD", raising=False)
+    monkeypatch.delenv("STORMLAB_GRAFANA_TOKEN", raising=False)
+    assert auth.grafana_auth().startswith("Basic ")
+
+
+def test_a_service_does_not_start_with_the_old_published_token(tmp_path):
+    env = {**os.environ, auth.ENV: "stormlab-training-token", "STORMLAB_PORT": "0"}
+    done = subprocess.run([sys.executable, "-m", "metadata_service"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "too easy to guess" in done.stderr
