@@ -89,7 +89,8 @@ def _armed(fault: str, steps: list[Step], duration_s: float, prefix: str = FAULT
     """One shell that applies the steps, writes its fault file, waits out the lease, and reverts;
     TERM or INT (`chaos halt`) reverts at once. A step that fails undoes the steps before it and
     the shell exits 1 without a file: nothing applied, nothing reverted that was not its own."""
-    parts, undone = ["f=" + prefix + "$$"], []
+    parts: list[str] = ["f=" + prefix + "$$"]
+    undone: list[str] = []
     for apply, undo in steps:
         parts.append(f"if ! {apply}; then {'; '.join([*undone, 'exit 1'])}; fi")
         if undo is not None:

@@ -33,9 +33,15 @@ class WeakToken(LabError):
 
 
 def ensure_token(directory: Path) -> str:
-    """The token in force: the environment's, else the state directory's .env, else a new one."""
+    """The token in force: the environment's, else the file ``STORMLAB_TOKEN_FILE`` names (the
+    compose stack's), else the state directory's .env, else a new one."""
     if os.environ.get(ENV):
         return os.environ[ENV]
+    if os.environ.get(FILE_ENV):
+        try:
+            return Path(os.environ[FILE_ENV]).read_text().strip()
+        except OSError as exc:
+            raise LabError(f"{FILE_ENV}: {exc}") from None
     env_file = directory / ".env"
     found = read_token(env_file)
     if found:

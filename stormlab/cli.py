@@ -14,7 +14,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import demo, launcher, observe
+from stormlab import demo, launcher, observe, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 
@@ -116,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_cli.add_parser(sub)
     gameday_cli.add_parser(sub)
     ops.add_parser(sub)
+    w = sub.add_parser(
+        "writecheck",
+        help="write unique items while racks are killed, read them all back: nothing acknowledged may be lost",
+        description=writecheck.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    writecheck.add_arguments(w)
+    w.set_defaults(func=writecheck.run)
     return parser
 
 

@@ -152,3 +152,24 @@ def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
             cli.communicate()
         for pid in processes_of(directory):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(180)
+def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(small_lab, capsys):
+    import asyncio
+
+    from common.labstate import running
+    from stormlab import writecheck
+
+    state = running()
+    killer = writecheck.rack_killer(state, every_s=5.0, seed=3)
+
+    async def faults():
+        blip = asyncio.create_task(asyncio.to_thread(main, ["chaos", "blip", "--racks", "1", "--duration", "2s"]))
+        await asyncio.gather(killer(), blip)
+
+    result = asyncio.run(writecheck.check(state, duration_s=16.0, rate=30.0, faults=faults, tag="it"))
+    print(result)
+    assert result.acknowledged > 150 and result.refused > 0  # writes went in, and the kills refused some
+    assert result.lost == 0 and result.refused_but_stored == 0 and result.unreadable == 0
+    assert result.read_back == result.acknowledged

@@ -38,3 +38,11 @@ def test_a_service_does_not_start_with_the_old_published_token(tmp_path):
     env = {**os.environ, auth.ENV: "stormlab-training-token", "STORMLAB_PORT": "0"}
     done = subprocess.run([sys.executable, "-m", "metadata_service"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "too easy to guess" in done.stderr
+
+
+def test_a_client_uses_the_stacks_token_file_rather_than_making_its_own(monkeypatch, tmp_path):
+    auth.init(tmp_path / "secrets")
+    monkeypatch.setenv(auth.ENV, "")  # compose passes an empty STORMLAB_TOKEN when none is chosen
+    monkeypatch.setenv(auth.FILE_ENV, str(tmp_path / "secrets" / "token"))
+    assert auth.ensure_token(tmp_path / "state") == (tmp_path / "secrets" / "token").read_text().strip()
+    assert not (tmp_path / "state" / ".env").exists()
