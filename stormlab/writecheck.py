@@ -100,9 +100,11 @@ async def write_one(storage: Storage, session: aiohttp.ClientSession, table: str
         return UNKNOWN
 
 
-async def write_loop(storage: Storage, session: aiohttp.ClientSession, ledger: Ledger, rate: float, until: float, tag: str) -> None:
+async def write_loop(
+    storage: Storage, session: aiohttp.ClientSession, ledger: Ledger, rate: float, until: float, tag: str, stop: Callable[[], bool]
+) -> None:
     loop, n, pending = asyncio.get_running_loop(), 0, set()
-    while loop.time() < until:
+    while loop.time() < until and not stop():
         table, key, value = TABLES[n % len(TABLES)], f"wc-{tag}-{n}", {"n": n, "tag": tag}
         n += 1
 
@@ -143,8 +145,9 @@ async def check(
     rate: float,
     faults: Callable[[], Coroutine[Any, Any, None]] | None = None,
     tag: str | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> Verdict:
-    """Write for ``duration_s`` while ``faults`` runs, then read everything back."""
+    """Write for ``duration_s`` (or until ``stop()``) while ``faults`` runs, then read everything back."""
     comps = state["components"]
     racks = [comps[n]["url"] for n in sorted(comps) if n.startswith("rack-")]
     tag = tag or f"{int(time.time())}"
@@ -156,7 +159,7 @@ async def check(
         try:
             while storage.map is None:
                 await asyncio.sleep(0.1)
-            await write_loop(storage, session, ledger, rate, asyncio.get_running_loop().time() + duration_s, tag)
+            await write_loop(storage, session, ledger, rate, asyncio.get_running_loop().time() + duration_s, tag, stop)
         finally:
             if chaos is not None:
                 chaos.cancel()
