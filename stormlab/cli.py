@@ -14,7 +14,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import demo, launcher, observe, writecheck
+from stormlab import demo, launcher, observe, soak, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 
@@ -124,6 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     writecheck.add_arguments(w)
     w.set_defaults(func=writecheck.run)
+    so = sub.add_parser(
+        "soak",
+        help="many random fault leases with their holders killed at random, then proof that none is left",
+        description=soak.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    soak.add_arguments(so)
+    so.set_defaults(func=soak.run)
     return parser
 
 

@@ -173,3 +173,15 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(s
     assert result.acknowledged > 150 and result.refused > 0  # writes went in, and the kills refused some
     assert result.lost == 0 and result.refused_but_stored == 0 and result.unreadable == 0
     assert result.read_back == result.acknowledged
+
+
+@pytest.mark.timeout(300)
+def test_a_short_soak_leaves_no_fault_behind(small_lab, capsys):
+    """The CI version of `make soak`: 80 random leases, holders killed at random."""
+    code = main(["soak", "--leases", "80", "--seed", "7", "--holder-kills", "0.04"])
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{") :])
+    print(result)
+    assert code == 0 and result["ok"], result
+    assert result["applied"] >= 40 and result["ended_by_their_lease"] >= 30
+    assert result["still_held"] == 0 and result["never_ended"] == 0

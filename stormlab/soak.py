@@ -1,0 +1,201 @@
+"""The fault soak: many random fault leases, with their holders SIGKILLed at random points, and
+then proof that every one of them is gone.
+
+    stormlab soak --leases 1000 [--seed 1] [--holder-kills 0.01]     (against the running lab)
+
+Each lease is one of the catalog's faults with random arguments and a 0.2-2 s duration, asked
+through the same client `stormlab chaos` uses; now and then (``--holder-kills``, a chance per
+lease) the link proxy or the metadata service is SIGKILLed by its pid and restarted by the
+supervisor, with whatever it held. At the end, once the longest lease is over, it checks:
+every holder's book is empty; every component runs and none is stopped (SIGSTOP); the metadata
+service is not paused and has its cores, memberships and tables back; the host's iptables and
+nftables rules are what they were; and every lease that was applied ended, by its lease or by
+its holder's restart (the fault event log). Prints the figures as JSON; exit 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos import catalog, client
+from chaos.catalog import ChaosError
+from common.auth import ensure_token
+from common.errors import LabError, UsageError
+from common.labstate import running, state_dir
+
+KILLABLE = ("linkproxy", "metadata")  # holders the supervisor restarts (killing it would end the lab)
+
+
+def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[str, dict[str, Any]]:
+    """One fault of the catalog with random arguments (plain values, as a person types them)."""
+    duration = f"{rng.uniform(0.2, 2.0):.2f}s"
+    some = ",".join(str(r) for r in sorted(rng.sample(range(racks), rng.randint(1, min(3, racks))))) + ","
+    choices: list[tuple[str, dict[str, Any]]] = [
+        ("blip", {"racks": some}),
+        ("partition", {"racks": some, "direction": rng.choice(["both", "to-metadata", "from-metadata"])}),
+        ("latency", {"racks": some, "delay": f"{rng.randint(10, 300)}ms", "jitter": "5ms"}),
+        ("loss", {"racks": some, "probability": round(rng.uniform(0.05, 0.5), 2)}),
+        ("isolate", {"target": rng.choice(catalog.SERVICES), "racks": some}),
+        ("pause", {"target": rng.choice(processes)}),
+        ("kill", {"target": rng.choice(processes)}),
+        ("pause-metadata", {}),
+        ("capacity", {"cores": rng.choice([20, 60, 80]), "break_glass": "on"}),
+        ("gsi-growth", {"tables": "catalog", "factor": 2}),
+        ("stuck-partition", {"tables": "metric-groups"}),
+    ]
+    name, args = rng.choice(choices)
+    return name, {**args, "duration": duration}
+
+
+def get(url: str, token: str = "", timeout: float = 3.0) -> Any:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def host_rules() -> dict[str, str]:
+    """The host's packet-filter rules (the local backend must never touch them)."""
+    out = {}
+    for name, argv in (("iptables", ["iptables-save"]), ("nftables", ["nft", "list", "ruleset"])):
+        if shutil.which(argv[0]):
+            done = subprocess.run(argv, capture_output=True, text=True)
+            out[name] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("#"))  # no timestamps
+    return out
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    state = running()
+    if not state:
+        raise LabError("no lab is up: start one with `stormlab up`")
+    directory, token = state_dir(), ensure_token(state_dir())
+    rng = random.Random(seed)
+    comps = state["components"]
+    processes = sorted(n for n in comps if catalog.TARGET_NAME.match(n))
+    racks = int(state["settings"]["STORMLAB_RACKS"])
+    rules_before, meta_before = host_rules(), get(f"{comps['metadata']['url']}/status")
+    log = directory / "chaos-events.jsonl"
+    first_event = len(events(log))
+    counts = {"requested": 0, "applied": 0, "refused": 0, "holders_killed": 0}
+    kills: list[tuple[float, str]] = []
+    longest = 0.0
+    for i in range(leases):
+        name, args = random_fault(rng, racks, processes)
+        counts["requested"] += 1
+        try:
+            lease, req = client.apply(state, name, args, token)
+            counts["applied"] += 1
+            longest = max(longest, float(req.body["duration_s"]))
+        except (ChaosError, UsageError):  # refused as it should be (already paused, restarting): nothing applied
+            counts["refused"] += 1
+        except LabError:  # its holder is restarting after a kill
+            counts["refused"] += 1
+        if rng.random() < holder_kills:
+            victim = rng.choice(KILLABLE)
+            pid = (running() or state)["components"][victim]["pid"]
+            try:
+                os.kill(pid, signal.SIGKILL)
+                counts["holders_killed"] += 1
+                kills.append((time.time(), victim))
+            except ProcessLookupError:
+                pass
+        time.sleep(rng.uniform(0.0, 0.15))
+        if (i + 1) % 100 == 0:
+            applied, refused, killed = counts["applied"], counts["refused"], counts["holders_killed"]
+            echo(f"soak: {i + 1}/{leases} leases ({applied} applied, {refused} refused, {killed} holders killed)")
+    time.sleep(longest + 3.0)  # every lease is over, and every killed process restarted
+    return counts | verify(state, token, directory, log, first_event, kills, rules_before, meta_before)
+
+
+def verify(
+    state: dict[str, Any],
+    token: str,
+    directory: Path,
+    log: Path,
+    first_event: int,
+    kills: list[tuple[float, str]],
+    rules_before: dict[str, str],
+    meta_before: dict[str, Any],
+) -> dict[str, Any]:
+    deadline = time.monotonic() + 90
+    while True:  # the restarted holders answer again (a holder killed often waits out its backoff)
+        now = running() or state
+        try:
+            books = {who: get(f"{url}/faults", token)["faults"] for who, url in client.holders(now).items()}
+            sup = get(f"{now['supervisor_url']}/status")
+            meta = get(f"{now['components']['metadata']['url']}/status")
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise LabError("a holder did not come back within 90 s of the soak's end") from None
+            time.sleep(0.5)
+    comps = sup["components"]
+    started = [e for e in events(log)[first_event:] if e["event"] == "start"]
+    ended = {(e["component"], e["id"]) for e in events(log)[first_event:] if e["event"] == "end"}
+    open_leases = [e for e in started if (e["component"], e["id"]) not in ended]
+    # a lease without an end event is over if its holder was killed after it started
+    by_restart = [e for e in open_leases if any(who == e["component"] and at >= e["at"] for at, who in kills)]
+    result = {
+        "ended_by_their_lease": len(started) - len(open_leases),
+        "ended_by_a_holder_restart": len(by_restart),
+        "never_ended": len(open_leases) - len(by_restart),
+        "still_held": sum(len(book) for book in books.values()),
+        "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
+        "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
+        "metadata_restored": not meta["paused"]
+        and meta["cores"] == meta_before["cores"]
+        and meta["membership_sizes"] == meta_before["membership_sizes"],
+        "host_rules_unchanged": host_rules() == rules_before,
+    }
+    result["ok"] = (
+        result["never_ended"] == 0
+        and result["still_held"] == 0
+        and not result["processes_missing"]
+        and not result["processes_stopped"]
+        and result["metadata_restored"]
+        and result["host_rules_unchanged"]
+    )
+    return result
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--leases", type=int, default=1000, help="how many fault leases to ask for (default 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed for the faults, their arguments and the holder kills")
+    p.add_argument("--holder-kills", type=float, default=0.01, help="chance per lease of SIGKILLing a holder (default 0.01)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.leases <= 100_000 or not 0 <= args.holder_kills <= 1:
+        raise UsageError("--leases must be 1-100000 and --holder-kills 0-1")
+    result = soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, flush=True))
+    print(json.dumps(result, indent=1))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":  # also `stormlab soak`
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))
