@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -48,7 +49,35 @@ class Component:
         return f"http://{HOST}:{self.port}"
 
 
+_HANDED_OUT: set[int] = set()  # ports this process chose for a lab: never chosen twice
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_ports(n: int) -> list[int]:
+    """``n`` free ports below the ephemeral range: between choosing a port and its process binding
+    it, the lab's own outgoing connections (which take ephemeral ports) cannot take it first."""
+    low, high = 10_000, _ephemeral_low() - 1
+    if high - low < 4 * n:  # an unusual range: let the kernel choose
+        return _kernel_ports(n)
+    start, found = random.randrange(low, high), []
+    for offset in range(high - low):
+        port = low + (start - low + offset) % (high - low)
+        if port not in _HANDED_OUT and _port_free(port):  # not bound yet does not mean not promised
+            found.append(port)
+            if len(found) == n:
+                _HANDED_OUT.update(found)
+                return found
+    raise LabError(f"not {n} free ports between {low} and {high}")
+
+
+def _kernel_ports(n: int) -> list[int]:
     socks = []
     try:
         for _ in range(n):
