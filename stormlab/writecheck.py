@@ -157,8 +157,12 @@ async def check(
         fresh = asyncio.create_task(keep_map_fresh(storage, 1.0))
         chaos = asyncio.create_task(faults()) if faults else None
         try:
-            while storage.map is None:
+            for _ in range(300):  # the partition map, before the first write (30 s at most)
+                if storage.map is not None:
+                    break
                 await asyncio.sleep(0.1)
+            else:
+                raise LabError("the metadata service gave no partition map within 30 s")
             await write_loop(storage, session, ledger, rate, asyncio.get_running_loop().time() + duration_s, tag, stop)
         finally:
             if chaos is not None:
