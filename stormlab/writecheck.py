@@ -200,12 +200,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    duration, every = parse_duration(args.duration), parse_duration(args.kill_every)
+    if not 0 < duration <= 24 * 3600 or not 0 < args.rate <= 1000 or every < 0:
+        raise UsageError("--duration must be more than 0 (at most 24h), --rate more than 0 and at most 1000, --kill-every not negative")
     state = running()
     if not state:
         raise LabError("no lab is up: start one with `stormlab up`")
-    duration, every = parse_duration(args.duration), parse_duration(args.kill_every)
-    if not 0 < duration <= 24 * 3600 or not 0 < args.rate <= 1000 or every < 0:
-        raise UsageError("--duration must be more than 0 (at most 24h), --rate 0-1000, --kill-every not negative")
     result = asyncio.run(check(state, duration, args.rate, rack_killer(state, every, args.seed) if every else None))
     print(json.dumps(asdict(result) | {"ok": result.ok}, indent=1))
     return 0 if result.ok else 1
