@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,12 +57,6 @@ def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[
     return name, {**args, "duration": duration}
 
 
-def get(url: str, token: str = "", timeout: float = 3.0) -> Any:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
 def host_rules() -> dict[str, str]:
     """The host's packet-filter rules (the local backend must never touch them)."""
     out = {}
@@ -96,7 +89,7 @@ def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None
     comps = state["components"]
     processes = sorted(n for n in comps if catalog.TARGET_NAME.match(n))
     racks = int(state["settings"]["STORMLAB_RACKS"])
-    rules_before, meta_before = host_rules(), get(f"{comps['metadata']['url']}/status")
+    rules_before, meta_before = host_rules(), client.call("GET", f"{comps['metadata']['url']}/status", token)
     log = directory / "chaos-events.jsonl"
     first_event = len(events(log))
     counts = {"requested": 0, "applied": 0, "refused": 0, "holders_killed": 0}
@@ -144,11 +137,11 @@ def verify(
     while True:  # the restarted holders answer again (a holder killed often waits out its backoff)
         now = running() or state
         try:
-            books = {who: get(f"{url}/faults", token)["faults"] for who, url in client.holders(now).items()}
-            sup = get(f"{now['supervisor_url']}/status")
-            meta = get(f"{now['components']['metadata']['url']}/status")
+            books = {who: client.call("GET", f"{url}/faults", token)["faults"] for who, url in client.holders(now).items()}
+            sup = client.call("GET", f"{now['supervisor_url']}/status", token)
+            meta = client.call("GET", f"{now['components']['metadata']['url']}/status", token)
             break
-        except OSError:
+        except (LabError, TimeoutError):
             if time.monotonic() > deadline:
                 raise LabError("a holder did not come back within 90 s of the soak's end") from None
             time.sleep(0.5)
