@@ -146,8 +146,9 @@ def verify(
                 raise LabError("a holder did not come back within 90 s of the soak's end") from None
             time.sleep(0.5)
     comps = sup["components"]
-    started = [e for e in events(log)[first_event:] if e["event"] == "start"]
-    ended = {(e["component"], e["id"]) for e in events(log)[first_event:] if e["event"] == "end"}
+    ours = events(log)[first_event:]
+    started = [e for e in ours if e["event"] == "start"]
+    ended = {(e["component"], e["id"]) for e in ours if e["event"] == "end"}
     open_leases = [e for e in started if (e["component"], e["id"]) not in ended]
     # a lease without an end event is over if its holder was killed after it started
     by_restart = [e for e in open_leases if any(who == e["component"] and at >= e["at"] for at, who in kills)]

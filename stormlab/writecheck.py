@@ -35,7 +35,7 @@ from common.auth import ensure_token
 from common.errors import LabError, UsageError
 from common.labstate import running, state_dir
 from common.settings import parse_duration
-from services.storage import Storage, keep_map_fresh
+from services.storage import Storage, StorageError, keep_map_fresh
 
 ACKED, REFUSED, UNKNOWN = "acknowledged", "refused", "indeterminate"
 TABLES = ("orders", "carts", "sessions", "catalog")
@@ -88,7 +88,7 @@ async def write_one(storage: Storage, session: aiohttp.ClientSession, table: str
     """One write, and how it ended for the client."""
     try:
         url = storage.url(table, key)
-    except Exception:  # no route yet: never sent
+    except (StorageError, ValueError):  # no route yet: never sent
         return REFUSED
     try:
         async with session.put(url, json={"value": value}, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
@@ -130,7 +130,7 @@ async def read_back(
         for table, key in left:
             try:
                 found[(table, key)] = await storage.get(table, key, timeout_s=2.0)
-            except Exception:  # refused, moved, timed out: ask again
+            except StorageError:  # refused, moved, timed out: ask again
                 retry.append((table, key))
         left = retry
         if left:
