@@ -424,6 +424,42 @@ FAULTS: dict[str, Fault] = {f.name: f for f in _FAULTS}
 MOVES = tuple(f.name for f in _FAULTS if f.move)
 
 
+def body_schema(names: tuple[str, ...], racks_total: int | None = None) -> dict[str, Any]:
+    """The JSON Schema of a request for one of these faults, as a holder checks it (a holder
+    refuses anything this schema refuses; the cross-argument checks are the holder's alone)."""
+    return {"oneOf": [_fault_schema(FAULTS[n], racks_total) for n in names]}
+
+
+def _fault_schema(fault: Fault, racks_total: int | None) -> dict[str, Any]:
+    props: dict[str, Any] = {"fault": {"const": fault.name}}
+    for arg in fault.wire.values():
+        props[arg.name] = _arg_schema(arg, racks_total)
+    if "duration_s" not in props:  # a lease with its own length may still be given one
+        props["duration_s"] = _arg_schema(DURATION_ARG, racks_total)
+    required = ["fault", *(a.name for a in fault.wire.values() if a.required)]
+    return {"type": "object", "title": fault.name, "required": required, "properties": props, "additionalProperties": False}
+
+
+def _arg_schema(arg: Arg, racks_total: int | None) -> dict[str, Any]:
+    if arg.kind in (DURATION, NUMBER, INTEGER):
+        out: dict[str, Any] = {"type": "integer" if arg.kind == INTEGER else "number", "description": arg.help}
+        if arg.lo is not None:
+            out["exclusiveMinimum" if arg.lo_open else "minimum"] = arg.lo
+        if arg.upper() is not None:
+            out["maximum"] = arg.upper()
+        return out
+    if arg.kind == FLAG:
+        return {"type": "boolean", "description": arg.help}
+    if arg.kind == CHOICE:
+        return {"enum": list(arg.choices), "description": arg.help}
+    if arg.kind == RACKS:
+        rack = {"type": "integer", "minimum": 0, **({"maximum": racks_total - 1} if racks_total else {})}
+        return {"type": "array", "items": rack, "minItems": 1, "uniqueItems": True, "description": "rack numbers"}
+    if arg.kind == TABLES:
+        return {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True, "description": arg.help}
+    return {"type": "string", "pattern": TARGET_NAME.pattern, "description": arg.help}
+
+
 def markdown() -> str:
     """The arguments table of docs/chaos.md (a test keeps the two the same)."""
     rows = ["| fault | held by | arguments |", "| --- | --- | --- |"]

@@ -35,7 +35,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError
 from chaos.lease import max_duration_s as lease_max_duration_s
+from common import openapi
 from common.auth import grafana_auth
+from common.openapi import ERROR, Answer, Operation, obj
 from common.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)
@@ -180,11 +182,18 @@ class LeaseRunner:
 
 
 RUNNER = web.AppKey("lease_runner", LeaseRunner)
+LEASE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "fault", "target", "left_s"],
+    "properties": {"id": {"type": "integer"}, "fault": {"type": "string"}, "target": {"type": "string"}, "left_s": {"type": "number"}},
+}
 
 
-def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[str, Handler], racks_total: int | None = None) -> None:
-    """Serve /faults for these handlers (rack numbers checked against ``racks_total`` when given);
-    every lease is halted when the app shuts down."""
+def add_fault_routes(
+    app: web.Application, runner: LeaseRunner, handlers: dict[str, Handler], racks_total: int | None = None, conflict: str | None = None
+) -> None:
+    """Serve /faults for these handlers (rack numbers checked against ``racks_total`` when given;
+    ``conflict`` says when a handler answers 409); every lease is halted when the app shuts down."""
     app[RUNNER] = runner
 
     async def apply(request: web.Request) -> web.Response:
@@ -210,7 +219,17 @@ def add_fault_routes(app: web.Application, runner: LeaseRunner, handlers: dict[s
     async def halt_on_shutdown(app: web.Application) -> None:
         runner.halt()
 
-    app.router.add_post("/faults", apply)
-    app.router.add_get("/faults", listing)
-    app.router.add_delete("/faults", halt)
+    lease = {**LEASE_SCHEMA, "additionalProperties": True}
+    body = catalog.body_schema(tuple(handlers), racks_total)
+    openapi.add(app, Operation("POST", "/faults", "apply a fault for a lease; its revert is armed before the answer", {
+        201: Answer("the lease: applied, and reverted when it ends", {**lease, "required": [*lease["required"], "duration_s"]}),
+        400: Answer("the request is refused (unknown fault, an argument out of range): nothing changed", ERROR),
+        **({409: Answer(conflict, ERROR)} if conflict else {}),
+    }, body=body, body_required=True, protected=True, tag="faults"), apply)  # fmt: skip
+    openapi.add(app, Operation("GET", "/faults", "the leases in force", {
+        200: Answer("every lease this process holds", obj(faults={"type": "array", "items": lease})),
+    }, protected=True, tag="faults"), listing)  # fmt: skip
+    openapi.add(app, Operation("DELETE", "/faults", "end every lease now (each reverted)", {
+        200: Answer("how many leases were ended", obj(halted={"type": "integer", "minimum": 0})),
+    }, protected=True, tag="faults"), halt)  # fmt: skip
     app.on_shutdown.append(halt_on_shutdown)

@@ -26,8 +26,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from chaos import catalog
-from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
+from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
+from common import openapi
 from common.auth import from_env, token_middleware
+from common.openapi import LAG_WINDOW, Answer, Operation
 from common.web import BadRequest, LoopLag, base_app, serve
 
 log = logging.getLogger(__name__)
@@ -251,7 +253,7 @@ def create_app(
     ``paths`` (service -> rack -> where it listens for that service, and the rack's address)."""
     registry = CollectorRegistry()
     lag = LoopLag(registry)
-    app = base_app(registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
+    app = base_app("stormlab link proxy", registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
     proxy = app[PROXY] = LinkProxy(target, registry)
 
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -270,7 +272,17 @@ def create_app(
         now = asyncio.get_running_loop().time()
         return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now), "loop_lag_p99_s": lag.p99(request)})
 
-    app.router.add_get("/status", status)
+    described = {
+        "type": "object",
+        "required": ["component", "faults", "loop_lag_p99_s"],
+        "properties": {
+            "component": {"const": "linkproxy"},
+            "faults": {"type": "array", "items": LEASE_SCHEMA},
+            "loop_lag_p99_s": {"type": "number"},
+        },
+    }
+    openapi.add(app, Operation("GET", "/status", "the leases in force and the loop's lag", {200: Answer("the proxy's status", described)},
+                               parameters=(LAG_WINDOW,)), status)  # fmt: skip
     return app
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
+from common import openapi
+from common.openapi import Answer, Operation
 from common.window import Window
 from common.wire import WireError, parse_object
 
@@ -121,13 +123,27 @@ class LoopLag:
 
 
 def base_app(
-    registry: CollectorRegistry, lag: LoopLag, refresh: Callable[[], Any] | None = None, middlewares: list[Callable] | None = None
+    title: str,
+    registry: CollectorRegistry,
+    lag: LoopLag,
+    refresh: Callable[[], Any] | None = None,
+    middlewares: list[Callable] | None = None,
 ) -> web.Application:
-    """An app with JSON errors, ``/metrics`` (``refresh``, plain or async, runs before each scrape)
-    and ``/healthz``."""
+    """An app with JSON errors, ``/metrics`` (``refresh``, plain or async, runs before each scrape),
+    ``/healthz`` and ``/openapi.json`` (the description of ``title``'s API: add routes with
+    :func:`common.openapi.add`)."""
     app = web.Application(middlewares=[json_errors, *(middlewares or [])], client_max_size=MAX_BODY_BYTES)
-    app.router.add_get("/metrics", metrics_route(registry, refresh))
-    app.router.add_get("/healthz", healthz)
+    openapi.serve_description(app, title)
+    text = Answer("Prometheus text exposition", {"type": "string"}, media="text/plain")
+    openapi.add(
+        app,
+        Operation("GET", "/metrics", "this process's metrics, for Prometheus", {200: text}, tag="common"),
+        metrics_route(registry, refresh),
+    )
+    healthy = {"type": "object", "required": ["ok"], "properties": {"ok": {"const": True}}}
+    openapi.add(
+        app, Operation("GET", "/healthz", "answers while the process serves", {200: Answer("serving", healthy)}, tag="common"), healthz
+    )
     app.cleanup_ctx.append(lag.ctx)
     app.on_startup.append(_freeze_startup_objects)
     return app

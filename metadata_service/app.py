@@ -24,10 +24,12 @@ from aiohttp import web
 
 from chaos import catalog
 from chaos.control import LeaseRunner, Recorder, add_fault_routes
+from common import openapi
 from common.auth import from_env, token_middleware
+from common.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
 from common.settings import LabSettings
 from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
-from common.wire import MetadataStatus
+from common.wire import Membership, MetadataStatus, PartitionMap
 from metadata_service.faults import MetadataFaults
 from metadata_service.membership import MAX_GSIS, MembershipStore, TooManyGsis, UnknownTable
 from metadata_service.metrics import MetadataMetrics
@@ -42,20 +44,65 @@ def create_app(settings: LabSettings, token: str | None = None) -> web.Applicati
     lag = LoopLag(metrics.registry)
     service = MetadataService(settings, MembershipStore.for_fleet(settings), metrics)
     app = base_app(
-        metrics.registry, lag, refresh=service.sync_metrics, middlewares=[token_middleware(from_env() if token is None else token)]
+        "stormlab metadata service",
+        metrics.registry,
+        lag,
+        refresh=service.sync_metrics,
+        middlewares=[token_middleware(from_env() if token is None else token)],
     )
     app[SERVICE], app[LAG] = service, lag
     app.cleanup_ctx.append(_service_ctx)
-    app.router.add_get("/membership/{node}", membership)
-    app.router.add_get("/partition-map", partition_map)
-    app.router.add_get("/status", status)
-    app.router.add_post("/admin/pause", pause)
-    app.router.add_post("/admin/resume", resume)
-    app.router.add_post("/admin/capacity", capacity)
-    app.router.add_post("/admin/tables/{table}/gsis", grow_gsis)
+    describe_routes(app, service.store)
     faults = MetadataFaults(service, LeaseRunner(Recorder(metrics.registry, catalog.names("metadata"), "metadata")))
     add_fault_routes(app, faults.runner, faults.handlers())
     return app
+
+
+def describe_routes(app: web.Application, store: MembershipStore) -> None:
+    node = {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "examples": store.nodes[:3]}}
+    table = {"name": "table", "in": "path", "required": True, "schema": {"type": "string", "examples": list(store.tables)}}
+    fault = catalog.FAULTS
+    admission = {"type": "object", "required": ["paused"], "properties": {"paused": {"type": "boolean"}, "staged": {"type": "object"}}}
+    sizes = {"type": "object", "additionalProperties": {"type": "integer"}}
+    add = openapi.add
+    add(app, Operation("GET", "/membership/{node}", "a storage node renews its membership (through the virtual CPU)", {
+        200: Answer("the node's membership", schema_of(Membership)),
+        404: Answer("no such node in this cell", ERROR),
+        503: Answer("membership requests are paused", ERROR),
+    }, parameters=(node,), tag="membership"), membership)  # fmt: skip
+    etag = {"name": "If-None-Match", "in": "header", "schema": {"type": "string"}, "description": "the ETag of the map the caller has"}
+    add(app, Operation("GET", "/partition-map", "who holds each partition, for the customers' routing", {
+        200: Answer("the map", schema_of(PartitionMap), headers=("ETag",)),
+        304: Answer("unchanged since the ETag given", headers=("ETag",)),
+    }, parameters=(etag,), tag="membership"), partition_map)  # fmt: skip
+    add(app, Operation("GET", "/status", "the service's state: pause, cores, in-flight work, membership sizes", {
+        200: Answer("the metadata service's status", schema_of(MetadataStatus)),
+    }, parameters=(LAG_WINDOW,)), status)  # fmt: skip
+    add(app, Operation("POST", "/admin/pause", "turn membership requests away at the door", {
+        200: Answer("paused", {"type": "object", "required": ["paused"], "properties": {"paused": {"const": True}}}),
+    }, protected=True, tag="admin"), pause)  # fmt: skip
+    resume_body = _args_schema("resume-metadata", ("staged", "every_s"))
+    add(app, Operation("POST", "/admin/resume", "readmit the fleet, at once or in steps", {
+        200: Answer("the admission now", admission),
+    }, body=resume_body, protected=True, tag="admin"), resume)  # fmt: skip
+    capacity_body = _args_schema("capacity", ("cores", "break_glass"), required=("cores",))
+    add(app, Operation("POST", "/admin/capacity", f"set the virtual cores ({fault['capacity'].wire['cores'].describe()})", {
+        200: Answer("the cores now", obj(cores=NUMBER)),
+    }, body=capacity_body, body_required=True, protected=True, tag="admin"), capacity)  # fmt: skip
+    grow = {"type": "object", "required": ["add"], "properties": {"add": {"type": "integer", "minimum": 1, "maximum": MAX_GSIS}}}
+    grown = obj(table=STRING, gsis=INTEGER, version=INTEGER, sizes=sizes)
+    add(app, Operation("POST", "/admin/tables/{table}/gsis", f"customers adopt more GSIs on a table (at most {MAX_GSIS})", {
+        200: Answer("the table's GSIs now", grown),
+        400: Answer("not a number of GSIs, or the table would have too many", ERROR),
+        404: Answer("no such table", ERROR),
+        409: Answer("the table changed while the request waited for the CPU", ERROR),
+    }, parameters=(table,), body=grow, body_required=True, protected=True, tag="admin"), grow_gsis)  # fmt: skip
+
+
+def _args_schema(fault: str, keys: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The admin API's body: the catalog's arguments of the lease of the same name."""
+    props = catalog.body_schema((fault,))["oneOf"][0]["properties"]
+    return {"type": "object", "required": list(required), "properties": {k: props[k] for k in keys}}
 
 
 async def _service_ctx(app: web.Application) -> AsyncIterator[None]:

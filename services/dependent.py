@@ -12,7 +12,9 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from aiohttp import web
 
+from common import openapi
 from common.metrics import MetricFactory
+from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import LoopLag, base_app, serve
 from common.wire import Status
@@ -41,9 +43,10 @@ def fix_gauge(f: MetricFactory, service: str, fixes: dict[str, bool]) -> None:
 
 def create_app(
     settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path, key: web.AppKey[S],
-    make: Callable[[Storage, MetricFactory], S],
+    make: Callable[[Storage, MetricFactory], S], status_type: type[Status],
 ) -> web.Application:  # fmt: skip
-    """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``."""
+    """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``
+    (described as ``status_type``, the class its service's ``status`` returns)."""
     f = MetricFactory()
     lag = LoopLag(f.registry)
 
@@ -51,7 +54,7 @@ def create_app(
         if key in app:
             await app[key].status(0.0)
 
-    app = base_app(f.registry, lag, refresh=refresh)
+    app = base_app(f"stormlab {status_type.COMPONENT}", f.registry, lag, refresh=refresh)
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,9 @@ def create_app(
         return web.json_response((await request.app[key].status(lag.p99(request))).to_json())
 
     app.cleanup_ctx.append(service_ctx)
-    app.router.add_get("/status", status)
+    openapi.add(app, Operation("GET", "/status", f"the {status_type.COMPONENT} service's state", {
+        200: Answer("its status", schema_of(status_type)),
+    }, parameters=(LAG_WINDOW,)), status)  # fmt: skip
     return app
 
 

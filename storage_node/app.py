@@ -15,6 +15,9 @@ from pathlib import Path
 
 from aiohttp import web
 
+from common import openapi
+from common.fleet import node_id
+from common.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import BadRequest, LoopLag, base_app, json_error, read_object
 from common.wire import RackStatus
@@ -36,7 +39,7 @@ def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) 
     metrics.allowance.labels(str(rack)).set(settings.allowance_s)
     lag = LoopLag(metrics.registry)
     holder: dict[str, Rack] = {}
-    app = base_app(metrics.registry, lag, refresh=lambda: holder["rack"].sync_metrics() if holder else None)
+    app = base_app(f"stormlab rack {rack}", metrics.registry, lag, refresh=lambda: holder["rack"].sync_metrics() if holder else None)
     app[SETTINGS], app[METRICS], app[LAG] = settings, metrics, lag
 
     async def rack_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -49,11 +52,54 @@ def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) 
         app[STORE].close()
 
     app.cleanup_ctx.append(rack_ctx)
-    item = "/nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"
-    app.router.add_get(item, get_item)
-    app.router.add_put(item, put_item)
-    app.router.add_get("/status", status)
+    describe_routes(app, [node_id(rack, i) for i in range(settings.nodes_per_rack)])
     return app
+
+
+def describe_routes(app: web.Application, nodes: list[str]) -> None:
+    item = "/nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"
+    where = (
+        {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "examples": nodes[:3]}},
+        {"name": "table", "in": "path", "required": True, "schema": {"type": "string", "examples": ["catalog"]}},
+        {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
+        {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "maxLength": MAX_KEY}},
+    )
+    refusals = {
+        400: Answer("a partition that is not a non-negative integer, a key too long, or a bad body", ERROR),
+        404: Answer("no such node on this rack, or no such item", ERROR),
+        409: Answer("the node does not hold that partition (wrong_owner)", ERROR),
+        503: Answer("the node has disqualified itself (its membership lapsed)", ERROR),
+    }
+    index = {"name": "index", "in": "query", "schema": {"type": "string"}, "description": "read a GSI's partition instead"}
+    value = {
+        "type": "object",
+        "required": ["node", "key", "value"],
+        "properties": {"node": {"type": "string"}, "key": {"type": "string"}, "value": {}},
+    }
+    query = {
+        "type": "object",
+        "required": ["node", "index", "items"],
+        "properties": {"node": {"type": "string"}, "index": {"type": "string"}, "items": {"type": "array"}},
+    }
+    openapi.add(app, Operation("GET", item, "a customer reads an item (or queries a GSI with ?index=)", {
+        200: Answer("the item, or the GSI's items", {"oneOf": [value, query]}),
+        **refusals,
+    }, parameters=(*where, index), tag="customers"), get_item)  # fmt: skip
+    put = {"type": "object", "required": ["value"], "properties": {"value": {}}}
+    stored = {
+        "type": "object",
+        "required": ["node", "key", "stored"],
+        "properties": {"node": {"type": "string"}, "key": {"type": "string"}, "stored": {"const": True}},
+    }
+    openapi.add(app, Operation("PUT", item, "a customer writes an item: committed before the answer", {
+        200: Answer("stored", stored),
+        **refusals,
+        507: Answer("the rack's item store is full (64 MiB)", ERROR),
+    }, parameters=(*where, index), body=put, body_required=True, tag="customers"), put_item)  # fmt: skip
+    nodes_param = {"name": "nodes", "in": "query", "schema": {"type": "string"}, "description": "1: each node's state too"}
+    openapi.add(app, Operation("GET", "/status", "the rack's nodes: serving, disqualified, renewal latency", {
+        200: Answer("the rack's status", schema_of(RackStatus)),
+    }, parameters=(LAG_WINDOW, nodes_param)), status)  # fmt: skip
 
 
 def _target(request: web.Request) -> tuple[Node, str, int, str] | web.Response:

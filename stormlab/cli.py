@@ -14,7 +14,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import demo, launcher, observe, soak, writecheck
+from stormlab import demo, fuzz, launcher, observe, soak, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 
@@ -132,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     soak.add_arguments(so)
     so.set_defaults(func=soak.run)
+    fz = sub.add_parser(
+        "fuzz",
+        help="send every operation of every process generated requests, good and bad, and judge each answer by /openapi.json",
+        description=fuzz.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fuzz.add_arguments(fz)
+    fz.set_defaults(func=fuzz.run)
     return parser
 
 

@@ -29,8 +29,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from chaos import catalog
-from chaos.control import LeaseRunner, Plan, Recorder, add_fault_routes
+from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
+from common import openapi
 from common.auth import from_env, token_middleware
+from common.openapi import Answer, Operation
 from common.web import BadRequest, LoopLag, base_app, serve
 
 PR_SET_PDEATHSIG = 1
@@ -201,9 +203,11 @@ class Supervisor:
 
 def create_app(sup: Supervisor) -> web.Application:
     registry = CollectorRegistry()
-    app = base_app(registry, LoopLag(registry), middlewares=[token_middleware(from_env())])
+    app = base_app("stormlab supervisor", registry, LoopLag(registry), middlewares=[token_middleware(from_env())])
     runner = LeaseRunner(Recorder(registry, FAULTS, "supervisor"))
-    add_fault_routes(app, runner, {"pause": sup.pause, "kill": sup.kill})
+    add_fault_routes(
+        app, runner, {"pause": sup.pause, "kill": sup.kill}, conflict="the process already has a pause or kill on it, or is being restarted"
+    )
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
@@ -226,7 +230,31 @@ def create_app(sup: Supervisor) -> web.Application:
         runner.halt()
         await sup.shutdown()
 
-    app.router.add_get("/status", status)
+    component = {
+        "type": "object",
+        "required": ["pid", "running", "paused", "held_down", "restarts"],
+        "properties": {
+            "pid": {"type": "integer"},
+            "running": {"type": "boolean"},
+            "paused": {"type": "boolean"},
+            "held_down": {"type": "boolean"},
+            "restarts": {"type": "integer", "minimum": 0},
+        },
+    }
+    described = {
+        "type": "object",
+        "required": ["component", "components", "faults"],
+        "properties": {
+            "component": {"const": "supervisor"},
+            "components": {"type": "object", "additionalProperties": component},
+            "faults": {"type": "array", "items": LEASE_SCHEMA},
+        },
+    }
+    openapi.add(
+        app,
+        Operation("GET", "/status", "every lab process: running, paused, restarts", {200: Answer("the lab's processes", described)}),
+        status,
+    )
     app.cleanup_ctx.append(lifecycle)
     return app
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from aiohttp import web
 
+from common import openapi
 from common.metrics import MetricFactory
+from common.openapi import Answer, Operation
 from common.settings import LabSettings
 from common.web import BadRequest, read_object
 from common.window import Window
@@ -101,7 +103,9 @@ CONSOLE = web.AppKey("console", Console)
 
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
-    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f))
+    app = dependent.create_app(
+        settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f), ConsoleStatus
+    )
 
     async def login(request: web.Request) -> web.Response:
         user = (await read_object(request)).get("user")
@@ -109,5 +113,10 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             raise BadRequest("user must be 1-64 letters, digits, '_', '.' or '-'")
         return web.json_response(await request.app[CONSOLE].login(user))
 
-    app.router.add_post("/login", login)
+    user = {"type": "object", "required": ["user"], "properties": {"user": {"type": "string", "pattern": USER.pattern}}}
+    answer = {"type": "object", "required": ["user", "lookup", "seconds"],
+              "properties": {"user": {"type": "string"}, "lookup": {"enum": ["ok", "skipped"]}, "seconds": {"type": "number"}}}  # fmt: skip
+    openapi.add(app, Operation("POST", "/login", "sign in: the user's preferences are looked up in the database", {
+        200: Answer("signed in (lookup skipped when the database did not answer in time)", answer),
+    }, body=user, body_required=True, tag="console"), login)  # fmt: skip
     return app

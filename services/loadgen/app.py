@@ -15,6 +15,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from common import openapi
+from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import LoopLag, base_app
 from common.window import Window
@@ -142,7 +144,7 @@ GEN = web.AppKey("generator", Generator)
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
     registry = CollectorRegistry()
     lag = LoopLag(registry)
-    app = base_app(registry, lag)
+    app = base_app("stormlab loadgen (the customers)", registry, lag)
     gen = app[GEN] = Generator(settings, metadata_url, rack_urls, registry)
     app[LAG] = lag
 
@@ -160,5 +162,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
     async def status(request: web.Request) -> web.Response:
         return web.json_response(gen.status(lag.p99(request)).to_json())
 
-    app.router.add_get("/status", status)
+    openapi.add(app, Operation("GET", "/status", "the customers' view: error ratios, requests", {
+        200: Answer("loadgen's status", schema_of(LoadgenStatus)),
+    }, parameters=(LAG_WINDOW,)), status)  # fmt: skip
     return app

@@ -24,8 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
-from common import sqlite
+from common import openapi, sqlite
 from common.metrics import MetricFactory
+from common.openapi import ERROR, Answer, Operation, obj
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, read_object
 from common.window import Window
@@ -174,7 +175,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
         store = sqlite.Worker(lambda: DatapointStore(data_dir / "metrics.sqlite3"), "datapoints")
         return MetricsService(settings, storage, store, f)
 
-    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, MetricsStatus)
 
     async def put(request: web.Request) -> web.Response:
         body = await read_object(request)
@@ -191,5 +192,15 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             return json_error(503, "namespace_unavailable", str(exc))
         return web.json_response({"stored": True, "enriched": enriched}, status=201)
 
-    app.router.add_post("/data", put)
+    name = {"type": "string", "pattern": NAME.pattern}
+    datapoint = obj(namespace=name, name=name, group=name, value={"type": "number", "minimum": -1e300, "maximum": 1e300})
+    stored = {
+        "type": "object",
+        "required": ["stored", "enriched"],
+        "properties": {"stored": {"const": True}, "enriched": {"type": "boolean"}},
+    }
+    openapi.add(app, Operation("POST", "/data", "PutMetricData: a datapoint, enriched with its group's row when it can be read", {
+        201: Answer("stored (enriched false: stored without its group)", stored),
+        503: Answer("the namespace's metadata could not be read", ERROR),
+    }, body=datapoint, body_required=True, tag="metrics"), put)  # fmt: skip
     return app

@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from common import openapi
 from common.metrics import MetricFactory
+from common.openapi import ERROR, Answer, Operation
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, number, read_object
 from common.window import Window
@@ -145,7 +147,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
     def make(storage: Storage, f: MetricFactory) -> QueueService:
         return QueueService(settings, storage, AsyncMessageStore(data_dir / "queues.sqlite3"), f)
 
-    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, QueuesStatus)
 
     def queue(request: web.Request) -> str:
         name = request.match_info["queue"]
@@ -174,6 +176,19 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             return json_error(503, "queue_metadata_unavailable", str(exc))
         return web.json_response({"messages": got})
 
-    app.router.add_post("/queues/{queue}/messages", send)
-    app.router.add_post("/queues/{queue}/receive", receive)
+    where = ({"name": "queue", "in": "path", "required": True, "schema": {"type": "string", "examples": list(QUEUES)}},)
+    unavailable = Answer("the queue's metadata could not be read from the database", ERROR)
+    message = {"type": "object", "required": ["body"], "properties": {"body": {}}}
+    openapi.add(app, Operation("POST", "/queues/{queue}/messages", f"send a message (at most {MAX_BODY} bytes)", {
+        201: Answer("sent", {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}),
+        404: Answer("no such queue", ERROR),
+        503: unavailable,
+    }, parameters=where, body=message, body_required=True, tag="queues"), send)  # fmt: skip
+    most = {"type": "object", "properties": {"max": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}}
+    messages = {"type": "object", "required": ["messages"], "properties": {"messages": {"type": "array", "items": {"type": "object"}}}}
+    openapi.add(app, Operation("POST", "/queues/{queue}/receive", "receive up to max messages", {
+        200: Answer("the messages received (perhaps none)", messages),
+        404: Answer("no such queue", ERROR),
+        503: unavailable,
+    }, parameters=where, body=most, tag="queues"), receive)  # fmt: skip
     return app

@@ -24,7 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
+from common import openapi
 from common.metrics import MetricFactory
+from common.openapi import ERROR, Answer, Operation
 from common.settings import LabSettings
 from common.web import json_error, number, read_object
 from common.window import Window
@@ -146,7 +148,7 @@ SERVICE = web.AppKey("scaling", ScalingService)
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
     app = dependent.create_app(
-        settings, metadata_url, rack_urls, data_dir, SERVICE, lambda storage, f: ScalingService(settings, storage, f)
+        settings, metadata_url, rack_urls, data_dir, SERVICE, lambda storage, f: ScalingService(settings, storage, f), ScalingStatus
     )
 
     async def set_desired(request: web.Request) -> web.Response:
@@ -160,5 +162,12 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], d
             return json_error(503, "table_unavailable", f"the group's row could not be written: {exc}")
         return web.json_response({"group": group, "desired": desired})
 
-    app.router.add_put("/groups/{group}", set_desired)
+    where = ({"name": "group", "in": "path", "required": True, "schema": {"type": "string", "examples": list(GROUPS)}},)
+    desired = {"type": "object", "required": ["desired"], "properties": {"desired": {"type": "integer", "minimum": 0, "maximum": 10_000}}}
+    done = {"type": "object", "required": ["group", "desired"], "properties": {"group": {"type": "string"}, "desired": {"type": "integer"}}}
+    openapi.add(app, Operation("PUT", "/groups/{group}", "SetDesiredCapacity: the group's row is written to the database", {
+        200: Answer("written; the scaling activity waits for a worker", done),
+        404: Answer("no such group", ERROR),
+        503: Answer("the group's row could not be written", ERROR),
+    }, parameters=where, body=desired, body_required=True, tag="scaling"), set_desired)  # fmt: skip
     return app

@@ -1,0 +1,326 @@
+"""The API fuzzer: every operation of every process of the running lab, sent generated requests
+good and bad, judged against the process's own description (``/openapi.json``).
+
+    stormlab fuzz [--requests 1000] [--seed 1] [--only metadata,rack-00]   (against the running lab)
+
+For each operation the fuzzer draws requests with schemathesis (Hypothesis strategies built
+from the description): half valid by the description, half not (a wrong type, a value out of
+range, a missing field, a malformed body) where the operation takes any input; path parameters
+the description gives examples of (real node ids, queue names) are used half of the time, so
+requests get past "no such node" to the code behind it; protected operations are also sent
+without the lab token and with a wrong one; each request carries a few unknown query
+parameters, which must be ignored. Each answer is checked:
+
+- never a 500 (a 503 is an answer some operations describe: a node disqualified, a pause);
+- its status, content type, headers and body are those the description lists for it;
+- a request the description calls invalid is refused (4xx), not carried out.
+
+Between operations every fault is halted, the metadata service resumed and given its cores
+back, and every process must answer ``/healthz`` again; at the end every process must run,
+none stopped, no lease held. Prints a table (operation, requests, answers by status,
+findings) and, with ``--json``, the figures; exit 1 on any finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos import client
+from common import fleet
+from common.auth import ensure_token, headers
+from common.errors import LabError, UsageError
+from common.labstate import running, state_dir
+
+TARGETS = ("metadata", "rack-00", "loadgen", "queues", "scaling", "console", "metrics", "linkproxy", "supervisor")
+NO_ANSWER = "no answer"
+SERVER_ERROR = "server error: 500"
+
+
+@dataclass
+class OperationResult:
+    target: str
+    operation: str
+    requests: int = 0
+    negative: int = 0  # of the requests, those invalid by the description
+    statuses: Counter[int] = field(default_factory=Counter)
+    findings: Counter[str] = field(default_factory=Counter)
+    repro: dict[str, str] = field(default_factory=dict)  # one curl command per kind of finding
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "operation": self.operation,
+            "requests": self.requests,
+            "negative": self.negative,
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "findings": dict(self.findings),
+            "repro": self.repro,
+        }
+
+
+def _schemathesis() -> Any:
+    try:
+        import schemathesis
+    except ImportError:  # pragma: no cover - installed with the test extras
+        raise UsageError("stormlab fuzz needs schemathesis: pip install -e '.[test]' (make test installs it)") from None
+    return schemathesis
+
+
+def checks() -> list[Callable]:
+    from schemathesis.checks import (
+        content_type_conformance,
+        negative_data_rejection,
+        response_headers_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    return [
+        status_code_conformance,
+        content_type_conformance,
+        response_headers_conformance,
+        response_schema_conformance,
+        negative_data_rejection,
+    ]
+
+
+def findings_of(exc: BaseException) -> list[str]:
+    """The kinds of finding a failed validation reports (schemathesis groups them)."""
+    subs = getattr(exc, "exceptions", None)
+    if subs:
+        return [kind for sub in subs for kind in findings_of(sub)]
+    title = getattr(exc, "title", "") or str(exc).splitlines()[0][:120]
+    return [f"{type(exc).__name__}: {title}"]
+
+
+def fuzz_operation(
+    target: str, base_url: str, op: Any, token: str, requests_n: int, seed: int, known: list[dict[str, Any]] | None = None
+) -> OperationResult:
+    """Send ``requests_n`` generated requests to one operation and judge each answer. ``known``:
+    path parameter values that go together (a node and a partition it holds), used for a share
+    of the valid requests, as are the examples the description gives."""
+    import requests
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+    from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+
+    result = OperationResult(target, f"{op.method.upper()} {op.path}")
+    definition = op.definition.raw
+    protected = bool(definition.get("security"))
+    takes_input = bool(definition.get("parameters") or definition.get("requestBody"))
+    path_params = {p["name"]: p.get("schema", {}) for p in definition.get("parameters", []) if p.get("in") == "path"}
+    examples = {name: schema["examples"] for name, schema in path_params.items() if schema.get("examples")}
+    together = [{k: v for k, v in values.items() if k in path_params} for values in known or []]
+    together = [values for values in together if values]
+    junk = st.dictionaries(st.from_regex(r"\Azz[a-z]{1,6}\Z"), st.text(max_size=16), max_size=2)
+    auth = st.sampled_from(["token"] * 8 + ["none", "wrong"]) if protected else st.just("token")
+    session = requests.Session()
+    validators = checks()
+
+    def positive() -> Any:
+        options = [op.as_strategy(GenerationMode.POSITIVE)]
+        if examples:
+            options.append(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in examples.items()}))
+        if together:
+            options.append(st.sampled_from(together))
+        with_values = [s.flatmap(lambda values: op.as_strategy(GenerationMode.POSITIVE, path_parameters=values)) for s in options[1:]]
+        return st.one_of(options[0], *with_values)
+
+    def send(drawn: tuple[Any, dict[str, str], str]) -> None:
+        case, extra, who = drawn
+        case.query = {**(case.query or {}), **extra}
+        sent = {"none": {}, "wrong": headers("not-the-lab-token-" + "x" * 8), "token": headers(token)}[who]
+        result.requests += 1
+        try:
+            response = case.call(base_url=base_url, session=session, headers=sent, timeout=30)
+        except requests.RequestException as exc:
+            kind = f"{NO_ANSWER}: {type(exc).__name__}"
+            result.findings[kind] += 1
+            result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+            return
+        result.statuses[response.status_code] += 1
+        if response.status_code == 500:  # never described: a handler that raised
+            result.findings[SERVER_ERROR] += 1
+            result.repro.setdefault(SERVER_ERROR, case.as_curl_command(headers=sent))
+        if who != "token" and response.status_code != 401:
+            kind = f"served without the lab token: {response.status_code}"
+            result.findings[kind] += 1
+            result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+            return
+        try:
+            case.validate_response(response, checks=validators, headers=sent)
+        except (Exception, BaseExceptionGroup) as exc:  # schemathesis reports what it found as (groups of) exceptions
+            for kind in findings_of(exc):
+                result.findings[kind] += 1
+                result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+
+    def draw(strategy: Any, n: int, seed_n: int) -> None:
+        runner = settings(
+            max_examples=n,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )(given(st.tuples(strategy, junk, auth))(send))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # schemathesis's notes on the description are not findings
+            try:
+                hyp_seed(seed_n)(runner)()
+            except Unsatisfiable:  # nothing in this operation can be made invalid (a free-form string)
+                pass
+
+    if takes_input:
+        draw(op.as_strategy(GenerationMode.NEGATIVE), requests_n // 2, seed)
+        result.negative = result.requests
+    for extra_seed in range(1, 10):  # positive draws fill the rest (a few rounds if the space is small)
+        if result.requests >= requests_n:
+            break
+        draw(positive(), requests_n - result.requests, seed + extra_seed)
+    session.close()
+    return result
+
+
+def known_values(urls: dict[str, str], token: str) -> dict[str, list[dict[str, Any]]]:
+    """For each rack, (node, table, partition) triples it holds, from the partition map: valid
+    requests that get past "wrong owner" to the item store."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    tables = client.call("GET", f"{urls['metadata']}/partition-map", token)["tables"]
+    for table, route in sorted(tables.items()):
+        for partition, owner in enumerate(route["owners"][:8]):
+            rack = f"rack-{fleet.rack_of(owner):02d}"
+            found.setdefault(rack, []).append({"node": owner, "table": table, "partition": partition})
+    return found
+
+
+class Lab:
+    """The running lab: its processes' URLs and the way to put it back between operations."""
+
+    def __init__(self) -> None:
+        state = running()
+        if not state:
+            raise LabError("no lab is up: start one with `stormlab up` (make fuzz starts one of its own)")
+        self.token = ensure_token(state_dir())
+        self.state = state
+
+    def urls(self) -> dict[str, str]:
+        state = running() or self.state
+        comps = {name: c["url"] for name, c in state["components"].items()}
+        return comps | {"supervisor": state["supervisor_url"]}
+
+    def restore(self, cores: float, limit_s: float = 60.0) -> None:
+        """Every fault halted, the fleet readmitted with its cores, every process answering."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            try:
+                urls = self.urls()
+                for url in client.holders(running() or self.state).values():
+                    client.call("DELETE", f"{url}/faults", self.token, timeout=10)
+                client.call("POST", f"{urls['metadata']}/admin/resume", self.token, {}, timeout=10)
+                client.call("POST", f"{urls['metadata']}/admin/capacity", self.token, {"cores": cores, "break_glass": True}, timeout=10)
+                for url in urls.values():
+                    client.call("GET", f"{url}/healthz", self.token, timeout=5)
+                for name, url in urls.items():  # the nodes renewed again: a rack answers as it does in a healthy lab
+                    if name.startswith("rack-"):
+                        rack = client.call("GET", f"{url}/status", self.token, timeout=5)
+                        if rack["nodes_serving"] < rack["nodes_total"]:
+                            raise LabError(f"{name}: {rack['nodes_serving']} of {rack['nodes_total']} nodes serving")
+                return
+            except (LabError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise LabError(f"the lab did not come back within {limit_s:.0f} s: {exc}") from None
+                time.sleep(0.5)
+
+    def health(self) -> dict[str, Any]:
+        urls = self.urls()
+        sup = client.call("GET", f"{urls['supervisor']}/status", self.token)["components"]
+        books = {who: client.call("GET", f"{url}/faults", self.token)["faults"] for who, url in client.holders(self.state).items()}
+        answering = {}
+        for name, url in urls.items():
+            try:
+                answering[name] = client.call("GET", f"{url}/healthz", self.token, timeout=5).get("ok") is True
+            except (LabError, TimeoutError):
+                answering[name] = False
+        return {
+            "not_answering": sorted(n for n, ok in answering.items() if not ok),
+            "not_running": sorted(n for n, c in sup.items() if not c["running"] or c["held_down"]),
+            "stopped": sorted(n for n, c in sup.items() if c["paused"]),
+            "leases_held": sum(len(b) for b in books.values()),
+        }
+
+
+def fuzz(requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str], None] = print) -> dict[str, Any]:
+    schemathesis = _schemathesis()
+    lab = Lab()
+    urls = lab.urls()
+    unknown = sorted(set(only) - set(urls))
+    if unknown:
+        raise UsageError(f"no process {', '.join(unknown)} in this lab; it has {', '.join(sorted(urls))}")
+    cores = float(client.call("GET", f"{urls['metadata']}/status", lab.token)["cores"])
+    results: list[OperationResult] = []
+    started = time.monotonic()
+    rng = random.Random(seed)
+    known = known_values(urls, lab.token)
+    for target in only:
+        description = schemathesis.openapi.from_url(f"{lab.urls()[target]}/openapi.json")
+        for found in description.get_all_operations():
+            op = found.ok()
+            lab.restore(cores)
+            took = time.monotonic()
+            result = fuzz_operation(target, lab.urls()[target], op, lab.token, requests_n, rng.randrange(2**31), known.get(target))
+            results.append(result)
+            statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
+            verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
+            took = time.monotonic() - took
+            echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
+    lab.restore(cores)
+    health = lab.health()
+    findings = sum(sum(r.findings.values()) for r in results)
+    healthy = not any(health[k] for k in ("not_answering", "not_running", "stopped")) and health["leases_held"] == 0
+    return {
+        "operations": len(results),
+        "requests": sum(r.requests for r in results),
+        "fewest_requests_per_operation": min((r.requests for r in results), default=0),
+        "findings": findings,
+        "server_errors": sum(v for r in results for s, v in r.statuses.items() if s >= 500 and s not in (503, 507)),
+        "seconds": round(time.monotonic() - started, 1),
+        "healthy_afterwards": healthy,
+        "health": health,
+        "results": [r.describe() for r in results],
+        "ok": findings == 0 and healthy,
+    }
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--requests", type=int, default=1000, help="generated requests per operation (default 1000)")
+    p.add_argument("--seed", type=int, default=1, help="seed for the generated requests")
+    p.add_argument("--only", default=",".join(TARGETS), help=f"comma list of processes (default: {','.join(TARGETS)})")
+    p.add_argument("--json", action="store_true", help="print every operation's figures as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= args.requests <= 1_000_000:
+        raise UsageError("--requests must be 1-1000000")
+    only = tuple(t.strip() for t in args.only.split(",") if t.strip())
+    if not only:
+        raise UsageError("--only names no process")
+    result = fuzz(args.requests, args.seed, only, echo=lambda line: print(line, flush=True))
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for r in result["results"]:
+            for kind, count in r["findings"].items():
+                print(f"FINDING {r['target']} {r['operation']}: {kind} ({count}x)\n  {r['repro'][kind]}")
+        summary = {k: v for k, v in result.items() if k != "results"}
+        print(json.dumps(summary, indent=1))
+    return 0 if result["ok"] else 1
