@@ -135,7 +135,9 @@ def serve_description(app: web.Application, title: str) -> None:
 
     add(
         app,
-        Operation("GET", "/openapi.json", "this description", {200: Answer("the OpenAPI 3.1 description", {"type": "object"})}),
+        Operation(
+            "GET", "/openapi.json", "this description", {200: Answer("the OpenAPI 3.1 description", {"type": "object"})}, tag="common"
+        ),
         openapi,
     )
 

@@ -61,7 +61,6 @@ def create_app(settings: LabSettings, token: str | None = None) -> web.Applicati
 def describe_routes(app: web.Application, store: MembershipStore) -> None:
     node = {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "examples": store.nodes[:3]}}
     table = {"name": "table", "in": "path", "required": True, "schema": {"type": "string", "examples": list(store.tables)}}
-    fault = catalog.FAULTS
     admission = {"type": "object", "required": ["paused"], "properties": {"paused": {"type": "boolean"}, "staged": {"type": "object"}}}
     sizes = {"type": "object", "additionalProperties": {"type": "integer"}}
     add = openapi.add
@@ -86,7 +85,7 @@ def describe_routes(app: web.Application, store: MembershipStore) -> None:
         200: Answer("the admission now", admission),
     }, body=resume_body, protected=True, tag="admin"), resume)  # fmt: skip
     capacity_body = _args_schema("capacity", ("cores", "break_glass"), required=("cores",))
-    add(app, Operation("POST", "/admin/capacity", f"set the virtual cores ({fault['capacity'].wire['cores'].describe()})", {
+    add(app, Operation("POST", "/admin/capacity", "set the virtual cores, through the overloaded shared path unless break_glass", {
         200: Answer("the cores now", obj(cores=NUMBER)),
     }, body=capacity_body, body_required=True, protected=True, tag="admin"), capacity)  # fmt: skip
     grow = {"type": "object", "required": ["add"], "properties": {"add": {"type": "integer", "minimum": 1, "maximum": MAX_GSIS}}}

@@ -2,6 +2,7 @@
 then proof that every one of them is gone.
 
     stormlab soak --leases 1000 [--seed 1] [--holder-kills 0.01]     (against the running lab)
+    stormlab soak --backend docker --leases 1000                       (against the compose stack)
 
 Each lease is one of the catalog's faults with random arguments and a 0.2-2 s duration, asked
 through the same client `stormlab chaos` uses; now and then (``--holder-kills``, a chance per
@@ -11,14 +12,26 @@ every holder's book is empty; every component runs and none is stopped (SIGSTOP)
 service is not paused and has its cores, memberships and tables back; the host's iptables and
 nftables rules are what they were; and every lease that was applied ended, by its lease or by
 its holder's restart (the fault event log). Prints the figures as JSON; exit 1 if any check fails.
+
+On compose (``--backend docker``; STORMLAB_COMPOSE_PROJECT, and STORMLAB_METADATA_URL and
+STORMLAB_TOKEN when not the defaults) the network and pause faults are fault shells in the
+target containers, and the holders killed are those shells (SIGKILL inside the container): the
+fault they held is an orphan until `chaos list` (run every 25 leases, as a person would) or
+`chaos halt` reverts it; a tenth of the kill faults are kept (compose restarts the service),
+the rest become pauses. At the end, after one last `list`: no fault file left in any container,
+each container's iptables rules and qdiscs what they were, every container running and its
+service not stopped, the metadata service restored, the host's own rules (Docker's aside) unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -175,16 +188,126 @@ def verify(
     return result
 
 
+# -- on compose -----------------------------------------------------------------------------------
+
+
+def container_rules(runner: Any, container: str) -> str:
+    """A container's packet filter and queueing rules, without counters."""
+    from chaos.docker_backend import Exec
+
+    out = runner.exec(Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
+    return "\n".join(re.sub(r"\[\d+:\d+\]", "", line) for line in out.splitlines() if not line.startswith("#"))
+
+
+def service_stopped(runner: Any, container: str) -> bool:
+    from chaos.docker_backend import SERVICE_PID, Exec
+
+    out = runner.exec(Exec(container, ("sh", "-c", f'{SERVICE_PID}; cut -d" " -f3 "/proc/$p/stat"'), detach=False))
+    return out.strip() in ("T", "t")
+
+
+def docker_host_rules() -> dict[str, str]:
+    """The host's rules without Docker's own (which change as containers restart)."""
+    return {k: "\n".join(line for line in v.splitlines() if "docker" not in line.lower()) for k, v in host_rules().items()}
+
+
+def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    from chaos import cli as chaos_cli
+    from chaos import docker_backend as db
+    from chaos import docker_cli
+    from stormlab.gameday.docker_lab import compose_token
+
+    runner = docker_cli.runner_for(None)
+    racks = len(runner.racks())
+    if not racks:
+        raise LabError(f"no rack container of the compose project {docker_cli.project()!r} is running: `make up` first")
+    containers = docker_cli.lab_containers(runner)
+    os.environ.setdefault("STORMLAB_METADATA_URL", f"http://127.0.0.1:{os.environ.get('METADATA_PORT', '8700')}")
+    token = compose_token()
+    state = chaos_cli.lab_state(True)
+    meta_url = state["components"]["metadata"]["url"]
+    rng = random.Random(seed)
+    targets = ["metadata", *catalog.SERVICES, *(f"rack-{r}" for r in range(racks))]
+    rules_before = {c: container_rules(runner, c) for c in containers}
+    host_before, meta_before = docker_host_rules(), client.call("GET", f"{meta_url}/status", token)
+    counts = {"requested": 0, "applied": 0, "refused": 0, "services_killed": 0, "holders_killed": 0, "orphans_reverted_by_list": 0}
+    for i in range(leases):
+        name, args = random_fault(rng, racks, targets)
+        if name == "kill" and rng.random() > 0.1:  # keep the stack mostly up: most kills become pauses
+            name = "pause"
+        counts["requested"] += 1
+        try:
+            if catalog.FAULTS[name].holder == "metadata":
+                client.apply(state, name, args, token)
+            else:
+                req = catalog.request(name, args, racks)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    docker_cli.apply(req.body, runner)
+            counts["applied"] += 1
+            counts["services_killed"] += name == "kill"
+        except (ChaosError, UsageError, LabError):  # refused (a second netem fault, a target restarting): nothing applied
+            counts["refused"] += 1
+        if rng.random() < holder_kills:
+            live = [h for h in db.held(runner, containers) if not h.orphan]
+            if live:
+                victim = rng.choice(live)
+                runner.exec(db.Exec(victim.container, ("kill", "-KILL", str(victim.pid)), detach=False))
+                counts["holders_killed"] += 1
+        if (i + 1) % 25 == 0:  # `chaos list`, as a person would run it: orphans are reverted on the way
+            counts["orphans_reverted_by_list"] += sum(h.orphan for h in db.held(runner, containers))
+            applied, refused, killed = counts["applied"], counts["refused"], counts["holders_killed"]
+            echo(f"soak: {i + 1}/{leases} leases ({applied} applied, {refused} refused, {killed} fault shells killed)")
+        time.sleep(rng.uniform(0.0, 0.15))
+    time.sleep(5.0)  # every lease is over (at most 2 s), a killed service restarting
+    deadline = time.monotonic() + 90
+    while True:  # a killed service is back (compose's restart policy) and answers
+        try:
+            meta = client.call("GET", f"{meta_url}/status", token)
+            counts["orphans_reverted_by_list"] += sum(h.orphan for h in db.held(runner, containers))
+            left = db.held(runner, containers)
+            rules = {c: container_rules(runner, c) for c in containers}
+            stopped_now = [c for c in containers if service_stopped(runner, c)]
+            break
+        except Exception as exc:  # a container restarting: the Docker API or the service refuses for a moment
+            if time.monotonic() > deadline:
+                raise LabError(f"the stack did not come back within 90 s of the soak's end: {exc}") from None
+            time.sleep(1.0)
+    running_now = set(docker_cli.lab_containers(runner))
+    result = {
+        "fault_files_left": len(left),
+        "containers_with_rules_changed": sorted(c for c in containers if rules[c] != rules_before[c]),
+        "containers_not_running": sorted(c for c in containers if c not in running_now),
+        "services_stopped": sorted(stopped_now),
+        "metadata_restored": not meta["paused"]
+        and meta["cores"] == meta_before["cores"]
+        and meta["membership_sizes"] == meta_before["membership_sizes"],
+        "host_rules_unchanged": docker_host_rules() == host_before,
+    }
+    result["ok"] = (
+        result["fault_files_left"] == 0
+        and not result["containers_with_rules_changed"]
+        and not result["containers_not_running"]
+        and not result["services_stopped"]
+        and result["metadata_restored"]
+        and result["host_rules_unchanged"]
+    )
+    return counts | result
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leases", type=int, default=1000, help="how many fault leases to ask for (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed for the faults, their arguments and the holder kills")
     p.add_argument("--holder-kills", type=float, default=0.01, help="chance per lease of SIGKILLing a holder (default 0.01)")
+    p.add_argument(
+        "--backend", choices=("local", "docker"), default="local", help="the local lab, or the compose stack (STORMLAB_COMPOSE_PROJECT)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.leases <= 100_000 or not 0 <= args.holder_kills <= 1:
         raise UsageError("--leases must be 1-100000 and --holder-kills 0-1")
-    result = soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, flush=True))
+    run_soak = docker_soak if args.backend == "docker" else soak
+    result = run_soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, flush=True))
     print(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1
 

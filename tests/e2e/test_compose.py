@@ -272,6 +272,29 @@ def test_the_storm_on_compose(stack):
                 assert stack.query(target["expr"]), f"{path.name} / {panel['title']}: no data for {target['expr']}"
 
 
+def test_a_short_soak_on_compose_leaves_no_fault_behind(stack):
+    """The CI version of the compose soak: random leases through the docker backend, fault shells
+    SIGKILLed inside their containers (orphans, reverted by `chaos list`), a few services killed."""
+    env = {
+        **stack.env,
+        "STORMLAB_COMPOSE_PROJECT": PROJECT,
+        "STORMLAB_METADATA_URL": f"http://127.0.0.1:{stack.env['METADATA_PORT']}",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "stormlab.cli", "soak", "--backend", "docker", "--leases", "60", "--seed", "5", "--holder-kills", "0.15"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    print(out.stdout, out.stderr)
+    result = json.loads(out.stdout[out.stdout.index("{") :])
+    assert out.returncode == 0 and result["ok"], result
+    assert result["applied"] >= 20 and result["holders_killed"] >= 1
+    assert result["fault_files_left"] == 0 and not result["containers_with_rules_changed"]
+
+
 def test_down_leaves_nothing_of_the_project_behind(stack):
     stack.compose("down", "-v", "--remove-orphans", timeout=300)
     assert stack.leftovers() == {"containers": [], "networks": [], "volumes": []}

@@ -1,7 +1,6 @@
 """Every process describes every route it serves, in an OpenAPI 3.1 document a validator loads."""
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
@@ -9,41 +8,12 @@ import schemathesis
 from aiohttp import web
 
 from chaos import catalog
-from chaos.linkproxy import create_app as proxy_app
 from common import openapi
 from common.openapi import schema_of
-from common.settings import LabSettings
 from common.wire import MetadataStatus, RackStatus
-from metadata_service.app import create_app as metadata_app
-from services.console.app import create_app as console_app
-from services.loadgen.app import create_app as loadgen_app
-from services.metrics.app import create_app as metrics_app
-from services.queues.app import create_app as queues_app
-from services.scaling.app import create_app as scaling_app
-from storage_node.app import create_app as rack_app
-from stormlab.supervisor import Supervisor
-from stormlab.supervisor import create_app as supervisor_app
+from stormlab import apidoc
 
-SETTINGS = LabSettings(racks=2, nodes_per_rack=5, customer_rate=0)
 TOKEN = "a-test-token-long-enough"
-
-
-def supervisor(tmp: Path) -> web.Application:
-    (tmp / "plan.json").write_text(json.dumps({"components": [], "supervisor_port": 0}))
-    return supervisor_app(Supervisor(tmp))
-
-
-APPS = {
-    "metadata": lambda tmp: metadata_app(SETTINGS, token=TOKEN),
-    "rack": lambda tmp: rack_app(SETTINGS, 0, "http://127.0.0.1:1", tmp),
-    "loadgen": lambda tmp: loadgen_app(SETTINGS, "http://127.0.0.1:1", ["http://127.0.0.1:2"]),
-    "queues": lambda tmp: queues_app(SETTINGS, "http://127.0.0.1:1", ["http://127.0.0.1:2"], tmp),
-    "scaling": lambda tmp: scaling_app(SETTINGS, "http://127.0.0.1:1", ["http://127.0.0.1:2"], tmp),
-    "console": lambda tmp: console_app(SETTINGS, "http://127.0.0.1:1", ["http://127.0.0.1:2"], tmp),
-    "metrics": lambda tmp: metrics_app(SETTINGS, "http://127.0.0.1:1", ["http://127.0.0.1:2"], tmp),
-    "linkproxy": lambda tmp: proxy_app(("127.0.0.1", 1), {0: ("127.0.0.1", 2), 1: ("127.0.0.1", 3)}, token=TOKEN),
-    "supervisor": supervisor,
-}
 
 
 @pytest.fixture(autouse=True)
@@ -51,9 +21,9 @@ def lab_token(monkeypatch):
     monkeypatch.setenv("STORMLAB_TOKEN", TOKEN)
 
 
-@pytest.mark.parametrize("name", sorted(APPS))
+@pytest.mark.parametrize("name", sorted(apidoc.APPS))
 def test_every_route_is_described_and_the_description_loads(name, tmp_path):
-    app = APPS[name](tmp_path)
+    app = apidoc.build(name, tmp_path)
     assert openapi.undocumented(app) == []
     doc = openapi.document(app)
     assert {"/openapi.json", "/metrics", "/healthz", "/status"} <= set(doc["paths"])
@@ -68,7 +38,7 @@ def test_every_route_is_described_and_the_description_loads(name, tmp_path):
 
 
 def test_a_route_added_without_a_description_is_found(tmp_path):
-    app = APPS["console"](tmp_path)
+    app = apidoc.build("console", tmp_path)
 
     async def secret(request: web.Request) -> web.Response:
         return web.Response()
@@ -94,3 +64,8 @@ def test_fault_bodies_follow_the_catalog():
     assert blip["properties"]["duration_s"]["exclusiveMinimum"] == 0
     assert capacity["required"] == ["fault", "cores", "duration_s"]
     assert "timeout_s" not in capacity["properties"]  # the client's own argument is never sent
+
+
+def test_docs_list_every_operation():
+    doc = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.apidoc prints the table"
