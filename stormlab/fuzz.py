@@ -33,6 +33,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+try:  # the fuzzer's tools come with the test extras (make test, make fuzz); the lab runs without them
+    import requests
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+    from hypothesis import strategies as st
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+    from schemathesis.checks import (
+        content_type_conformance,
+        negative_data_rejection,
+        response_headers_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+except ImportError:  # pragma: no cover
+    schemathesis = None  # type: ignore[assignment]
+
 from chaos import client
 from common import fleet
 from common.auth import ensure_token, headers
@@ -67,22 +85,12 @@ class OperationResult:
 
 
 def _schemathesis() -> Any:
-    try:
-        import schemathesis
-    except ImportError:  # pragma: no cover - installed with the test extras
-        raise UsageError("stormlab fuzz needs schemathesis: pip install -e '.[test]' (make test installs it)") from None
+    if schemathesis is None:  # pragma: no cover - installed with the test extras
+        raise UsageError("stormlab fuzz needs schemathesis: pip install -e '.[test]' (make test installs it)")
     return schemathesis
 
 
 def checks() -> list[Callable]:
-    from schemathesis.checks import (
-        content_type_conformance,
-        negative_data_rejection,
-        response_headers_conformance,
-        response_schema_conformance,
-        status_code_conformance,
-    )
-
     return [
         status_code_conformance,
         content_type_conformance,
@@ -107,13 +115,6 @@ def fuzz_operation(
     """Send ``requests_n`` generated requests to one operation and judge each answer. ``known``:
     path parameter values that go together (a node and a partition it holds), used for a share
     of the valid requests, as are the examples the description gives."""
-    import requests
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hyp_seed
-    from hypothesis import strategies as st
-    from hypothesis.errors import Unsatisfiable
-    from schemathesis import GenerationMode
-
     result = OperationResult(target, f"{op.method.upper()} {op.path}")
     definition = op.definition.raw
     protected = bool(definition.get("security"))

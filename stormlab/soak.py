@@ -40,11 +40,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos import catalog, client
+from chaos import catalog, client, docker_cli
+from chaos import cli as chaos_cli
+from chaos import docker_backend as db
 from chaos.catalog import ChaosError
 from common.auth import ensure_token
 from common.errors import LabError, UsageError
 from common.labstate import running, state_dir
+from stormlab.gameday.docker_lab import compose_token
 
 KILLABLE = ("linkproxy", "metadata")  # holders the supervisor restarts (killing it would end the lab)
 
@@ -193,16 +196,12 @@ def verify(
 
 def container_rules(runner: Any, container: str) -> str:
     """A container's packet filter and queueing rules, without counters."""
-    from chaos.docker_backend import Exec
-
-    out = runner.exec(Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
+    out = runner.exec(db.Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
     return "\n".join(re.sub(r"\[\d+:\d+\]", "", line) for line in out.splitlines() if not line.startswith("#"))
 
 
 def service_stopped(runner: Any, container: str) -> bool:
-    from chaos.docker_backend import SERVICE_PID, Exec
-
-    out = runner.exec(Exec(container, ("sh", "-c", f'{SERVICE_PID}; cut -d" " -f3 "/proc/$p/stat"'), detach=False))
+    out = runner.exec(db.Exec(container, ("sh", "-c", f'{db.SERVICE_PID}; cut -d" " -f3 "/proc/$p/stat"'), detach=False))
     return out.strip() in ("T", "t")
 
 
@@ -212,11 +211,6 @@ def docker_host_rules() -> dict[str, str]:
 
 
 def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    from chaos import cli as chaos_cli
-    from chaos import docker_backend as db
-    from chaos import docker_cli
-    from stormlab.gameday.docker_lab import compose_token
-
     runner = docker_cli.runner_for(None)
     racks = len(runner.racks())
     if not racks:
