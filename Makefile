@@ -10,7 +10,7 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 
-.PHONY: install test test-unit test-integration check constraints demo gameday soak fuzz local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
 install: $(STAMP)
@@ -56,6 +56,12 @@ gameday: $(STAMP)
 LEASES ?= 1000
 soak: $(STAMP)
 	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 && { $(BIN)/stormlab soak --leases $(LEASES); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
+
+# The same soak on the compose stack (`make up` first): fault shells in the containers, some of
+# them SIGKILLed (their orphans reverted by `chaos list`), a few services killed and restarted.
+soak-compose: $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,docker]'
+	STORMLAB_COMPOSE_PROJECT=$${COMPOSE_PROJECT_NAME:-stormlab} $(BIN)/stormlab soak --backend docker --leases $(LEASES) --holder-kills 0.05 $(ARGS)
 
 # The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm):
 # REQUESTS generated requests per operation of every process (~10 min at 1,000), judged by each

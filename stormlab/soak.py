@@ -16,11 +16,13 @@ its holder's restart (the fault event log). Prints the figures as JSON; exit 1 i
 On compose (``--backend docker``; STORMLAB_COMPOSE_PROJECT, and STORMLAB_METADATA_URL and
 STORMLAB_TOKEN when not the defaults) the network and pause faults are fault shells in the
 target containers, and the holders killed are those shells (SIGKILL inside the container): the
-fault they held is an orphan until `chaos list` (run every 25 leases, as a person would) or
-`chaos halt` reverts it; a tenth of the kill faults are kept (compose restarts the service),
-the rest become pauses. At the end, after one last `list`: no fault file left in any container,
-each container's iptables rules and qdiscs what they were, every container running and its
-service not stopped, the metadata service restored, the host's own rules (Docker's aside) unchanged.
+fault they held is an orphan until a listing reverts it: `chaos list` (run every 25 leases, as a
+person would; those it reverts are counted), `chaos halt`, or the chaos command's own look at
+its targets before it applies a fault there. A tenth of the kill faults are kept (compose
+restarts the service), the rest become pauses. At the end, after one last `list`: no fault file
+left in any container, each container's iptables rules and netem qdiscs what they were, every
+container running and its service not stopped, the metadata service restored, the host's own
+rules (Docker's aside) unchanged.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -194,10 +197,19 @@ def verify(
 # -- on compose -----------------------------------------------------------------------------------
 
 
-def container_rules(runner: Any, container: str) -> str:
-    """A container's packet filter and queueing rules, without counters."""
+def container_rules(runner: Any, container: str) -> list[str]:
+    """What a fault may leave in a container: its iptables rules (each with its table) and any
+    netem qdisc. Docker's own rules (its DNS, redone with new ports when a container restarts)
+    aside; a table or chain a fault's rule brought into use stays listed, empty, after the rule
+    is gone: that is not a rule left behind."""
     out = runner.exec(db.Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
-    return "\n".join(re.sub(r"\[\d+:\d+\]", "", line) for line in out.splitlines() if not line.startswith("#"))
+    table, found = "", []
+    for line in out.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif (line.startswith("-A ") and not line.startswith("-A DOCKER")) or "netem" in line:  # Docker's DNS rules aside
+            found.append(f"{table}: {line}" if line.startswith("-A ") else line)
+    return sorted(found)
 
 
 def service_stopped(runner: Any, container: str) -> bool:
@@ -205,9 +217,21 @@ def service_stopped(runner: Any, container: str) -> bool:
     return out.strip() in ("T", "t")
 
 
-def docker_host_rules() -> dict[str, str]:
-    """The host's rules without Docker's own (which change as containers restart)."""
-    return {k: "\n".join(line for line in v.splitlines() if "docker" not in line.lower()) for k, v in host_rules().items()}
+def docker_host_rules() -> dict[str, list[str]]:
+    """The host's rules without Docker's own (which change as containers restart) and without
+    counters (which Docker's traffic moves)."""
+    counters = re.compile(r"\[\d+:\d+\]|counter packets \d+ bytes \d+")
+    return {
+        k: [counters.sub("", line) for line in v.splitlines() if "docker" not in line.lower() and not line.lstrip().startswith(":")]
+        for k, v in host_rules().items()
+    }
+
+
+def changed(before: list[str], after: list[str]) -> list[str]:
+    """The rules that came or went (as a multiset: Docker may reorder its neighbours), marked + or -,
+    at most 6."""
+    came, went = Counter(after) - Counter(before), Counter(before) - Counter(after)
+    return ([f"+ {line}" for line in came.elements()] + [f"- {line}" for line in went.elements()])[:6]
 
 
 def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -266,16 +290,16 @@ def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str
             if time.monotonic() > deadline:
                 raise LabError(f"the stack did not come back within 90 s of the soak's end: {exc}") from None
             time.sleep(1.0)
-    running_now = set(docker_cli.lab_containers(runner))
+    running_now, host_now = set(docker_cli.lab_containers(runner)), docker_host_rules()
     result = {
         "fault_files_left": len(left),
-        "containers_with_rules_changed": sorted(c for c in containers if rules[c] != rules_before[c]),
+        "containers_with_rules_changed": {c: diff for c in containers if (diff := changed(rules_before[c], rules[c]))},
         "containers_not_running": sorted(c for c in containers if c not in running_now),
         "services_stopped": sorted(stopped_now),
         "metadata_restored": not meta["paused"]
         and meta["cores"] == meta_before["cores"]
         and meta["membership_sizes"] == meta_before["membership_sizes"],
-        "host_rules_unchanged": docker_host_rules() == host_before,
+        "host_rules_changed": {k: diff for k, v in host_now.items() if (diff := changed(host_before.get(k, []), v))},
     }
     result["ok"] = (
         result["fault_files_left"] == 0
@@ -283,7 +307,7 @@ def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str
         and not result["containers_not_running"]
         and not result["services_stopped"]
         and result["metadata_restored"]
-        and result["host_rules_unchanged"]
+        and not result["host_rules_changed"]
     )
     return counts | result
 
