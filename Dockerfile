@@ -7,8 +7,9 @@ FROM ${BASE_IMAGE}
 
 # iptables: the docker chaos backend cuts a rack off from inside its own network namespace.
 # procps: pgrep, to find the service process for the pause and kill faults.
-RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null; then \
-      apt-get update && apt-get install -y --no-install-recommends iptables procps \
+# iproute2: tc, for the latency and loss faults (netem, where the host's kernel has it).
+RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null || ! command -v tc >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends iptables procps iproute2 \
       && rm -rf /var/lib/apt/lists/*; \
     fi
 

@@ -77,7 +77,7 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, before: set[tuple
         if not missing:
             return
         if time.monotonic() > deadline:
-            raise NotApplied(f"{fault} did not apply in {', '.join(missing)} (iptables, tc or NET_ADMIN missing?)")
+            raise NotApplied(f"{fault} did not apply in {', '.join(missing)} (iptables, tc, the kernel's netem or NET_ADMIN missing?)")
         time.sleep(0.1)
 
 

@@ -16,9 +16,11 @@ say() { echo "local-images: $*" >&2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-if ! docker image inspect "$BASE" >/dev/null 2>&1; then
-  say "debootstrap bookworm with python3 and iptables (about a minute)"
-  debootstrap --variant=minbase --include=python3,python3-venv,iptables,procps,wget,ca-certificates \
+# (Re)built when missing or when it lacks a tool the chaos backend runs in the containers.
+if ! docker image inspect "$BASE" >/dev/null 2>&1 \
+  || ! docker run --rm --pull never "$BASE" sh -c 'command -v iptables && command -v pgrep && command -v tc' >/dev/null 2>&1; then
+  say "debootstrap bookworm with python3, iptables, procps and iproute2 (about a minute)"
+  debootstrap --variant=minbase --include=python3,python3-venv,iptables,procps,iproute2,wget,ca-certificates \
     bookworm "$work/root" "$MIRROR" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
   tar -C "$work/root" -c . | docker import --change 'CMD ["/bin/bash"]' - "$BASE" >/dev/null
   rm -rf "$work/root"
