@@ -433,14 +433,15 @@ def body_schema(names: tuple[str, ...], racks_total: int | None = None) -> dict[
 def _fault_schema(fault: Fault, racks_total: int | None) -> dict[str, Any]:
     props: dict[str, Any] = {"fault": {"const": fault.name}}
     for arg in fault.wire.values():
-        props[arg.name] = _arg_schema(arg, racks_total)
+        props[arg.name] = arg_schema(arg, racks_total)
     if "duration_s" not in props:  # a lease with its own length may still be given one
-        props["duration_s"] = _arg_schema(DURATION_ARG, racks_total)
+        props["duration_s"] = arg_schema(DURATION_ARG, racks_total)
     required = ["fault", *(a.name for a in fault.wire.values() if a.required)]
     return {"type": "object", "title": fault.name, "required": required, "properties": props, "additionalProperties": False}
 
 
-def _arg_schema(arg: Arg, racks_total: int | None) -> dict[str, Any]:
+def arg_schema(arg: Arg, racks_total: int | None = None) -> dict[str, Any]:
+    """An argument's JSON Schema: its kind, range and choices, as :meth:`Arg.check` takes them."""
     if arg.kind in (DURATION, NUMBER, INTEGER):
         out: dict[str, Any] = {"type": "integer" if arg.kind == INTEGER else "number", "description": arg.help}
         if arg.lo is not None:

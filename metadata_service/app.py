@@ -100,8 +100,8 @@ def describe_routes(app: web.Application, store: MembershipStore) -> None:
 
 def _args_schema(fault: str, keys: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The admin API's body: the catalog's arguments of the lease of the same name."""
-    props = catalog.body_schema((fault,))["oneOf"][0]["properties"]
-    return {"type": "object", "required": list(required), "properties": {k: props[k] for k in keys}}
+    wire = catalog.FAULTS[fault].wire
+    return {"type": "object", "required": list(required), "properties": {k: catalog.arg_schema(wire[k]) for k in keys}}
 
 
 async def _service_ctx(app: web.Application) -> AsyncIterator[None]:

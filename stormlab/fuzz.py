@@ -72,6 +72,10 @@ class OperationResult:
     findings: Counter[str] = field(default_factory=Counter)
     repro: dict[str, str] = field(default_factory=dict)  # one curl command per kind of finding
 
+    def found(self, kind: str, repro: str) -> None:
+        self.findings[kind] += 1
+        self.repro.setdefault(kind, repro)
+
     def describe(self) -> dict[str, Any]:
         return {
             "target": self.target,
@@ -145,25 +149,19 @@ def fuzz_operation(
         try:
             response = case.call(base_url=base_url, session=session, headers=sent, timeout=30)
         except requests.RequestException as exc:
-            kind = f"{NO_ANSWER}: {type(exc).__name__}"
-            result.findings[kind] += 1
-            result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+            result.found(f"{NO_ANSWER}: {type(exc).__name__}", case.as_curl_command(headers=sent))
             return
         result.statuses[response.status_code] += 1
         if response.status_code == 500:  # never described: a handler that raised
-            result.findings[SERVER_ERROR] += 1
-            result.repro.setdefault(SERVER_ERROR, case.as_curl_command(headers=sent))
+            result.found(SERVER_ERROR, case.as_curl_command(headers=sent))
         if who != "token" and response.status_code != 401:
-            kind = f"served without the lab token: {response.status_code}"
-            result.findings[kind] += 1
-            result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+            result.found(f"served without the lab token: {response.status_code}", case.as_curl_command(headers=sent))
             return
         try:
             case.validate_response(response, checks=validators, headers=sent)
         except (Exception, BaseExceptionGroup) as exc:  # schemathesis reports what it found as (groups of) exceptions
             for kind in findings_of(exc):
-                result.findings[kind] += 1
-                result.repro.setdefault(kind, case.as_curl_command(headers=sent))
+                result.found(kind, case.as_curl_command(headers=sent))
 
     def draw(strategy: Any, n: int, seed_n: int) -> None:
         runner = settings(

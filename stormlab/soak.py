@@ -92,6 +92,11 @@ def events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def metadata_restored(meta: dict[str, Any], before: dict[str, Any]) -> bool:
+    """The metadata service's /status as before the soak: not paused, its cores and memberships back."""
+    return not meta["paused"] and meta["cores"] == before["cores"] and meta["membership_sizes"] == before["membership_sizes"]
+
+
 def stopped(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t")
@@ -121,9 +126,7 @@ def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None
             lease, req = client.apply(state, name, args, token)
             counts["applied"] += 1
             longest = max(longest, float(req.body["duration_s"]))
-        except (ChaosError, UsageError):  # refused as it should be (already paused, restarting): nothing applied
-            counts["refused"] += 1
-        except LabError:  # its holder is restarting after a kill
+        except (ChaosError, UsageError, LabError):  # refused (already paused), or its holder restarting: nothing applied
             counts["refused"] += 1
         if rng.random() < holder_kills:
             victim = rng.choice(KILLABLE)
@@ -178,9 +181,7 @@ def verify(
         "still_held": sum(len(book) for book in books.values()),
         "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
         "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
-        "metadata_restored": not meta["paused"]
-        and meta["cores"] == meta_before["cores"]
-        and meta["membership_sizes"] == meta_before["membership_sizes"],
+        "metadata_restored": metadata_restored(meta, meta_before),
         "host_rules_unchanged": host_rules() == rules_before,
     }
     result["ok"] = (
@@ -296,9 +297,7 @@ def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str
         "containers_with_rules_changed": {c: diff for c in containers if (diff := changed(rules_before[c], rules[c]))},
         "containers_not_running": sorted(c for c in containers if c not in running_now),
         "services_stopped": sorted(stopped_now),
-        "metadata_restored": not meta["paused"]
-        and meta["cores"] == meta_before["cores"]
-        and meta["membership_sizes"] == meta_before["membership_sizes"],
+        "metadata_restored": metadata_restored(meta, meta_before),
         "host_rules_changed": {k: diff for k, v in host_now.items() if (diff := changed(host_before.get(k, []), v))},
     }
     result["ok"] = (
