@@ -21,6 +21,7 @@ ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 ABANDONED_WORK = ("cancel", "continue")
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
+SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
 CORES = (0.1, 100_000.0)  # the metadata service's virtual cores: at start-up, by `capacity`, by the admin API
 
 
@@ -87,6 +88,9 @@ class LabSettings:
     fix_write_through: bool = setting(False, "metrics (AWS's fix): refresh only the groups seen lately; serve the last copy")
     login_lookup_timeout_s: float = setting(1.5, "console: how long a login waits for its non-critical lookup", 0.01, 600)
     fix_short_timeout: bool = setting(False, "console (AWS's fix): give the lookup 0.1 s, then log in anyway")
+    # Time dilation: the other settings are this run's (durations divided, rates multiplied by
+    # speed); in the environment (to_env/from_env) they travel as the profile's, with the speed.
+    speed: float = setting(1.0, "time dilation: the profile runs this many times faster (below 1: slow motion)", SPEEDS[0], SPEEDS[1])
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -108,10 +112,15 @@ class LabSettings:
 
     def sped_up(self, factor: float) -> LabSettings:
         """The same profile with time running ``factor`` times faster: every duration and every
-        cost (core-seconds) divided by ``factor``, so the storm keeps its shape."""
+        cost (core-seconds) divided by ``factor``, every rate multiplied by it, so the storm keeps
+        its shape (``factor`` below 1 is slow motion: time dilation). ``speed`` records the product."""
         if factor <= 0:
             raise SettingsError("a time factor must be positive")
-        return self.replace(**{f.name: getattr(self, f.name) / factor for f in fields(self) if f.name.endswith("_s")})
+        return self.replace(**_scaled(self, factor), speed=self.speed * factor)
+
+    def profile_time(self) -> LabSettings:
+        """These settings at speed 1: the profile they were made from."""
+        return self.replace(**_scaled(self, 1 / self.speed), speed=1.0) if self.speed != 1 else self
 
     def replace(self, **changes: Any) -> LabSettings:
         return dataclasses.replace(self, **changes)
@@ -132,8 +141,11 @@ class LabSettings:
         return self.replace(**changes)
 
     def to_env(self) -> dict[str, str]:
-        """The settings as ``STORMLAB_*`` variables, the way child processes and compose get them."""
-        return {ENV_PREFIX + f.name.upper(): _format(getattr(self, f.name)) for f in fields(self)}
+        """The settings as ``STORMLAB_*`` variables, the way child processes and compose get them:
+        the profile's values and ``STORMLAB_SPEED``, which :meth:`from_env` applies."""
+        profile = self.profile_time()
+        env = {ENV_PREFIX + f.name.upper(): _format(getattr(profile, f.name)) for f in fields(self)}
+        return env | {ENV_PREFIX + "SPEED": _format(self.speed)}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> LabSettings:
@@ -144,7 +156,9 @@ class LabSettings:
             if raw is not None:
                 values[f.name] = parse_value(f, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        speed = values.pop("speed", 1.0)
+        profile = cls(**values)
+        return profile.sped_up(speed) if speed != 1 else profile
 
 
 PROFILES: dict[str, LabSettings] = {
@@ -194,10 +208,21 @@ def parse_value(f: dataclasses.Field[Any], raw: str) -> Any:
     return raw
 
 
+def _scaled(settings: LabSettings, factor: float) -> dict[str, float]:
+    """Durations and costs (``*_s``) divided by ``factor``, rates (``*_rate``) multiplied."""
+    out = {}
+    for f in fields(settings):
+        if f.name.endswith("_s"):
+            out[f.name] = getattr(settings, f.name) / factor
+        elif f.name.endswith("_rate"):
+            out[f.name] = getattr(settings, f.name) * factor
+    return out
+
+
 def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    return repr(value) if isinstance(value, float) else str(value)
+    return repr(float(f"{value:.12g}")) if isinstance(value, float) else str(value)
 
 
 def describe() -> str:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import inspect
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
 
 from common import openapi
+from common.health import CpuSampler
 from common.openapi import Answer, Operation
 from common.window import Window
-from common.wire import WireError, parse_object
+from common.wire import HostReadings, WireError, parse_object
 
 try:  # uvloop where the platform has it (not on Windows)
     import uvloop
@@ -86,25 +89,60 @@ def metrics_route(registry: CollectorRegistry, refresh: Callable[[], Any] | None
     return metrics
 
 
+HOST_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 class LoopLag:
-    """Measures how late the event loop wakes up: the lab is only valid while this stays small."""
+    """Measures how late the event loop wakes up, and (once a second) the CPU this process uses
+    and waits for: the lab is only valid while these stay small."""
+
+    CPU_EVERY = 10  # lag samples per CPU reading
 
     def __init__(self, registry: CollectorRegistry, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.window = Window(span_s=24 * 3600.0, max_samples=200_000)
+        self.cpu = CpuSampler()
         self.histogram = Histogram(
             "stormlab_event_loop_lag_seconds", "How late this process's event loop ran a timer", buckets=LAG_BUCKETS, registry=registry
         )
+        for name, key, doc in (
+            ("stormlab_process_cpu_ratio", "process", "Share of one core this process used (last 10 s)"),
+            ("stormlab_process_cpu_wait_seconds", "wait", "Mean wait for a core each time this process ran (last 10 s; schedstat)"),
+            ("stormlab_host_cpu_busy_ratio", "host_busy", "Share of the host's CPU time that was busy (last 10 s)"),
+            ("stormlab_host_cpu_steal_ratio", "host_steal", "Share of the host's CPU time a hypervisor took (last 10 s)"),
+        ):
+            Gauge(name, doc, registry=registry).set_function(functools.partial(self._mean, key))
+        Gauge("stormlab_host_cores", "CPUs this process may run on (its affinity)", registry=registry).set(HOST_CORES)
+
+    def _mean(self, key: str) -> float:
+        return self.cpu.means(10.0)[key] or 0.0
 
     def p99(self, request: web.Request | None = None) -> float:
         """p99 over the last 10 s, or over ``?lag_window_s=`` seconds (the demo asks for its whole run)."""
-        within = 10.0
-        if request is not None and "lag_window_s" in request.query:
-            try:
-                within = min(max(float(request.query["lag_window_s"]), 0.1), 24 * 3600.0)
-            except ValueError:
-                raise BadRequest("lag_window_s must be a number of seconds") from None
-        return self.window.quantile(0.99, asyncio.get_running_loop().time(), within) or 0.0
+        return self.window.quantile(0.99, asyncio.get_running_loop().time(), self.within(request)) or 0.0
+
+    @staticmethod
+    def within(request: web.Request | None) -> float:
+        if request is None or "lag_window_s" not in request.query:
+            return 10.0
+        try:
+            return min(max(float(request.query["lag_window_s"]), 0.1), 24 * 3600.0)
+        except ValueError:
+            raise BadRequest("lag_window_s must be a number of seconds") from None
+
+    def readings(self, request: web.Request | None = None) -> HostReadings:
+        """What every ``/status`` reports about the host: lag p99 and the CPU means over the
+        same window (10 s, or ``?lag_window_s=``)."""
+        within = self.within(request)
+        cpu = self.cpu.means(within)
+        return {
+            "loop_lag_p99_s": self.p99(request),
+            "cpu_ratio": cpu["process"],
+            "cpu_wait_s": cpu["wait"],
+            "host_cores": HOST_CORES,
+            "host_cpu_ratio": cpu["host_busy"],
+            "host_steal_ratio": cpu["host_steal"],
+        }
 
     async def ctx(self, app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self._run())
@@ -114,12 +152,17 @@ class LoopLag:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        self.cpu.sample()  # the counters' starting point
+        ticks = 0
         while True:
             start = loop.time()
             await asyncio.sleep(self.interval_s)
             lag = max(0.0, loop.time() - start - self.interval_s)
             self.window.add(loop.time(), lag)
             self.histogram.observe(lag)
+            ticks += 1
+            if ticks % self.CPU_EVERY == 0:
+                self.cpu.sample()
 
 
 def base_app(

@@ -21,6 +21,14 @@ class Window:
         """The ``q`` quantile of the samples of the last ``within_s`` (default: the whole span).
         Only those samples are visited, newest first: a 10 s question costs 10 s of samples
         however long the window is."""
+        values = self.recent(now, within_s)
+        if not values:
+            return None
+        values.sort()
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    def recent(self, now: float, within_s: float | None = None) -> list[float]:
+        """The samples of the last ``within_s`` (default: the whole span), newest first."""
         self._expire(now)
         cutoff = now - (self.span_s if within_s is None else min(within_s, self.span_s))
         values = []
@@ -28,10 +36,7 @@ class Window:
             if t < cutoff:
                 break
             values.append(v)
-        if not values:
-            return None
-        values.sort()
-        return values[min(len(values) - 1, int(q * len(values)))]
+        return values
 
     def _expire(self, now: float) -> None:
         while self._samples and self._samples[0][0] < now - self.span_s:

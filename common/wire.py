@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 T = TypeVar("T", bound="Status")
 
@@ -136,12 +136,29 @@ class PartitionMap:
         return cls(_int(doc, "version"), routes)
 
 
+class HostReadings(TypedDict):
+    """What every process's status says about the host (``common.web.LoopLag.readings``)."""
+
+    loop_lag_p99_s: float
+    cpu_ratio: float | None
+    cpu_wait_s: float | None
+    host_cores: int
+    host_cpu_ratio: float | None
+    host_steal_ratio: float | None
+
+
 @dataclass(frozen=True)
 class Status:
     """A process's ``/status``: every field is written; a reader gets the same fields back."""
 
     COMPONENT: ClassVar[str] = ""
     loop_lag_p99_s: float
+    # What the host gives this process over the same window (common.health; None off Linux).
+    cpu_ratio: float | None = field(default=None, kw_only=True)
+    cpu_wait_s: float | None = field(default=None, kw_only=True)
+    host_cores: int | None = field(default=None, kw_only=True)
+    host_cpu_ratio: float | None = field(default=None, kw_only=True)
+    host_steal_ratio: float | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"component": self.COMPONENT, **dataclasses.asdict(self)}

@@ -186,7 +186,7 @@ async def status(request: web.Request) -> web.Response:
     now = service.now()
     return web.json_response(
         MetadataStatus(
-            loop_lag_p99_s=request.app[LAG].p99(request),
+            **request.app[LAG].readings(request),
             paused=service.admission.paused,
             admission=service.admission.describe(now),
             cores=service.cpu.cores,

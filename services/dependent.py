@@ -17,7 +17,7 @@ from common.metrics import MetricFactory
 from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import LoopLag, base_app, serve
-from common.wire import Status
+from common.wire import HostReadings, Status
 from services.storage import Storage, keep_map_fresh
 
 MAP_REFRESH_S = 5.0
@@ -26,7 +26,7 @@ MAP_REFRESH_S = 5.0
 class Dependent(Protocol):
     def loops(self) -> list[Coroutine[Any, Any, None]]: ...
 
-    async def status(self, lag_p99_s: float) -> Status: ...
+    async def status(self, host: HostReadings) -> Status: ...
 
     def close(self) -> None: ...
 
@@ -52,7 +52,7 @@ def create_app(
 
     async def refresh() -> None:  # the gauges a /status sets (ages, sizes) are set for each scrape too
         if key in app:
-            await app[key].status(0.0)
+            await app[key].status(lag.readings())
 
     app = base_app(f"stormlab {status_type.COMPONENT}", f.registry, lag, refresh=refresh)
 
@@ -70,7 +70,7 @@ def create_app(
         service.close()
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response((await request.app[key].status(lag.p99(request))).to_json())
+        return web.json_response((await request.app[key].status(lag.readings(request))).to_json())
 
     app.cleanup_ctx.append(service_ctx)
     openapi.add(app, Operation("GET", "/status", f"the {status_type.COMPONENT} service's state", {

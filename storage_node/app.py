@@ -174,7 +174,7 @@ async def status(request: web.Request) -> web.Response:
     counts = rack.count()
     return web.json_response(
         RackStatus(
-            loop_lag_p99_s=request.app[LAG].p99(request),
+            **request.app[LAG].readings(request),
             rack=rack.index,
             pid=os.getpid(),
             link_up=rack.link_up,

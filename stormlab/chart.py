@@ -40,6 +40,8 @@ def write_chart(samples: Sequence[Sample], times: dict, allowance_s: float, path
         f"stormlab: blip of racks {summary.get('blip_racks')} (shaded) — plateau "
         f"{'n/a' if plateau is None else f'{100 * plateau:.0f}%'}, storm "
         f"{'holds' if summary.get('storm_holds') else 'does not hold'}"
+        + (f" — speed {summary['speed']:g}x, profile time" if summary.get("speed", 1) != 1 else "")
+        + ("" if summary.get("valid", True) else " — INVALID RUN (the host shaped it)")
     )
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -14,9 +15,10 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import demo, fuzz, launcher, observe, soak, writecheck
+from stormlab import bench, demo, fuzz, launcher, observe, soak, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
+from stormlab.speed import first_guess, parse_speed
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
@@ -31,6 +33,12 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--renewal-period", help="renewal period, e.g. 10s")
     p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
     p.add_argument("--seed", type=int, help="seed for renewal jitter, retry jitter and traffic; default 2015")
+    p.add_argument(
+        "--speed",
+        default="1",
+        help="time dilation: run the whole profile this many times faster (0.05-20; below 1 is slow motion for a "
+        "slow host), or auto: the fastest speed this host runs validly (default 1)",
+    )
     p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
@@ -54,6 +62,11 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
 
 def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    requested = parse_speed(args.speed)
+    speed = requested if requested is not None else first_guess(settings.nodes_total)
+    if requested is None:
+        print(f"speed auto: {speed:g} for {settings.nodes_total} nodes on {os.cpu_count()} cores (`status` says whether it stays valid)")
+    settings = settings.sped_up(speed)
     print(
         f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, the link proxy and loadgen …",
         flush=True,
@@ -61,7 +74,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     state = launcher.up(settings, args.base_port)
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
-    print("nodes come up spread over one renewal period; watch with `stormlab status`")
+    print(f"nodes come up spread over one renewal period ({settings.renewal_period_s:g}s at speed {speed:g}); watch with `stormlab status`")
     return 0
 
 
@@ -140,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fuzz.add_arguments(fz)
     fz.set_defaults(func=fuzz.run)
+    bn = sub.add_parser(
+        "bench",
+        help="the lab's costs on this machine (membership path against a bare handler, fault latency, fleets) into docs/benchmarks.md",
+        description=bench.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_arguments(bn)
+    bn.set_defaults(func=bench.run)
     return parser
 
 

@@ -3,6 +3,12 @@
 Starts the lab, waits for every node to serve, watches the healthy baseline, shows the margin
 (how much of the allowance the biggest renewals use), blips the chosen racks, watches the
 storm form and hold (or heal), then prints a summary and writes a PNG chart and the samples.
+
+At ``--speed X`` the whole profile runs X times faster (below 1: slow motion); every time the
+demo prints (seconds from the blip, onset, recovery, renewal latency) is in profile time, and
+the event-loop lag (the host's) in wall-clock milliseconds. ``--speed auto`` picks the speed
+(stormlab.speed): a baseline that cannot carry the herd restarts the lab slower, and an
+INVALID run is run again slower; the summary says which speeds were tried and why.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from common.fleet import holds_gsi_heavy, node_index, rack_of
 from common.settings import LabSettings, parse_duration
 from stormlab import launcher, observe
 from stormlab.chart import write_chart
+from stormlab.speed import Baseline, afford, first_guess, next_slower, parse_speed
 from stormlab.story import Sample, rolling, summarize
 
 
@@ -36,22 +43,39 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (progress goes to stderr)")
 
 
+class Slower(Exception):
+    """The baseline says the herd would break the validity check at this speed."""
+
+    def __init__(self, speed: float, why: str) -> None:
+        super().__init__(why)
+        self.speed, self.why = speed, why
+
+
 class Demo:
     """Drives one story against a running lab and keeps its samples."""
 
-    def __init__(self, state: dict, out, settle_s: float, blip_s: float, watch_s: float, blip_racks: str) -> None:
-        self.state, self.out = state, out
+    def __init__(self, state: dict, out, settle_s: float, blip_s: float, watch_s: float, blip_racks: str, auto: bool = False) -> None:
+        """``settle_s``, ``blip_s``, ``watch_s``: profile seconds. ``auto``: check the baseline
+        against the herd (raise :class:`Slower` before the blip if it cannot carry it)."""
+        self.state, self.out, self.auto = state, out, auto
+        self.settings = LabSettings.from_env(state["settings"])
+        self.speed = self.settings.speed
         self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
-        self.racks = catalog.RACKS_ARG.parse(blip_racks, int(state["settings"]["STORMLAB_RACKS"]))
+        self.racks = catalog.RACKS_ARG.parse(blip_racks, self.settings.racks)
         self.samples: list[Sample] = []
         self.t0 = time.monotonic()
-        self.allowance_s = float(state["settings"]["STORMLAB_ALLOWANCE_S"])
+        self.profile = self.settings.profile_time()
+        self.allowance_s = self.profile.allowance_s  # profile time, as every figure shown
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def now(self) -> float:
-        return time.monotonic() - self.t0
+        """Profile seconds since the demo began."""
+        return (time.monotonic() - self.t0) * self.speed
+
+    def profile_s(self, wall_s: float | None) -> float | None:
+        return None if wall_s is None else wall_s * self.speed
 
     async def sample(self, session: aiohttp.ClientSession) -> dict:
         snap = await observe.snapshot(session, self.state)
@@ -62,18 +86,27 @@ class Demo:
                 snap["customer_failures_total"] or 0,
                 snap["nodes_disqualified"],
                 snap["metadata_inflight"] or 0,
-                snap["renewal_p99_s"],
-                snap["metadata_processing_p99_s"],
+                self.profile_s(snap["renewal_p99_s"]),
+                self.profile_s(snap["metadata_processing_p99_s"]),
                 snap["loop_lag_p99_s"] or 0.0,
+                lag_by=snap["loop_lag_by"],
+                cpu_ratio=snap["cpu_ratio"],
+                cpu_by=snap["cpu_by"],
+                cpu_wait_s=snap["cpu_wait_s"],
+                wait_by=snap["wait_by"],
+                lab_cpu_cores=snap["lab_cpu_cores"],
+                host_cores=snap["host_cores"],
+                host_cpu_ratio=snap["host_cpu_ratio"],
+                host_steal_ratio=snap["host_steal_ratio"],
             )
         )
         return snap
 
     def live_line(self, snap: dict, origin: float, label: str) -> None:
-        recent = rolling(self.samples[-8:], 4.0)
+        recent = rolling([s for s in self.samples if s.t >= self.samples[-1].t - 8.0], 4.0)  # profile seconds
         err = recent[-1][1] if recent else 0.0
         bar = "#" * round(30 * err)
-        renewal = snap["renewal_p99_s"] or 0.0
+        renewal = self.profile_s(snap["renewal_p99_s"]) or 0.0
         self.say(
             f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
             f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
@@ -81,21 +114,24 @@ class Demo:
         )
 
     async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> dict:
+        """Sample once a wall-clock second for ``seconds`` of profile time."""
         end, tick, snap = self.now() + seconds, 0, {}
         while self.now() < end:
+            taken = time.monotonic()
             snap = await self.sample(session)
             if tick % every == 0:
                 self.live_line(snap, origin, label)
             tick += 1
-            await asyncio.sleep(max(0.0, self.samples[-1].t + 1.0 - self.now()))
+            await asyncio.sleep(max(0.0, taken + 1.0 - time.monotonic()))
         return snap
 
     async def wait_serving(self, session: aiohttp.ClientSession, limit_s: float) -> None:
-        deadline = self.now() + limit_s
-        while self.now() < deadline:
+        """Every node serving within ``limit_s`` wall-clock seconds."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
             snap = await observe.snapshot(session, self.state)
             if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
-                self.say(f"all {snap['nodes_total']} nodes serving after {self.now():.0f}s")
+                self.say(f"all {snap['nodes_total']} nodes serving after {time.monotonic() - self.t0:.0f}s (wall clock)")
                 return
             self.say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
             await asyncio.sleep(2.0)
@@ -116,37 +152,61 @@ class Demo:
 
     async def run(self) -> dict:
         settle, blip, watch, racks = self.settle_s, self.blip_s, self.watch_s, self.racks
-        period = float(self.state["settings"]["STORMLAB_RENEWAL_PERIOD_S"])
+        period = self.profile.renewal_period_s
         async with aiohttp.ClientSession() as session:
-            await self.wait_serving(session, 3 * period + 30)
+            await self.wait_serving(session, 3 * self.settings.renewal_period_s + 30)
             settle_start = self.now()
             self.say(f"watching the healthy lab for {settle:.0f}s (the baseline) …")
             snap = await self.watch(session, settle, settle_start, "baseline", every=5)
             self.say(self.margin(snap))
+            if self.auto:
+                self.check_baseline(settle_start)
             before = await self.per_node(session)
             proxy = self.state["components"]["linkproxy"]["url"]
             blip_start = self.now()
             auth = headers(ensure_token(Path(self.state["directory"])))
-            body = catalog.request("blip", {"racks": racks, "duration": blip}).body
+            body = catalog.request("blip", {"racks": racks, "duration": blip / self.speed}).body
             async with session.post(f"{proxy}/faults", json=body, headers=auth) as resp:
                 resp.raise_for_status()
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
-            run_lag = (await observe.snapshot(session, self.state, lag_window_s=self.now() - settle_start))["loop_lag_p99_s"]
+            run_window = (self.now() - settle_start) / self.speed
+            run_lag = (await observe.snapshot(session, self.state, lag_window_s=run_window))["loop_lag_p99_s"]
         outside = sum(
             1 for n, node in after.items() if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks
         )
-        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.allowance_s, period, run_lag)
+        summary = summarize(self.samples, settle_start, blip_start, blip_start + blip, self.settings.allowance_s, period, run_lag)
+        summary["speed"] = self.speed
         summary["disqualified_outside_blip"] = outside
         summary["disqualified_at_end"] = self.by_class(after)
         summary["blip_racks"] = racks
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
         return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}
 
+    def check_baseline(self, settle_start: float) -> None:
+        """``--speed auto``: raise :class:`Slower` if the baseline cannot carry the herd."""
+        base = [s for s in self.samples if s.t >= settle_start]
+        baseline = Baseline(
+            cpu_ratio=max((s.cpu_ratio or 0.0 for s in base), default=None),
+            lab_cpu_cores=max((s.lab_cpu_cores or 0.0 for s in base), default=None),
+            host_cores=max((s.host_cores or 0 for s in base), default=None) or None,
+            cpu_wait_s=max((s.cpu_wait_s or 0.0 for s in base), default=None),
+            loop_lag_s=max((s.loop_lag_p99_s for s in base), default=0.0),
+            allowance_s=self.settings.allowance_s,
+        )
+        speed, why = afford(self.speed, baseline)
+        self.say(
+            f"speed {self.speed:g}: baseline busiest process {baseline.cpu_ratio or 0:.0%} of a core, the lab "
+            f"{baseline.lab_cpu_cores or 0:.2f} of {baseline.host_cores} cores, longest wait for a core "
+            f"{1000 * (baseline.cpu_wait_s or 0):.1f}ms, lag {1000 * baseline.loop_lag_s:.0f}ms: {why}"
+        )
+        if speed < self.speed:
+            raise Slower(speed, why)
+
     def margin(self, snap: dict) -> str:
         sizes = snap["membership_sizes"]
-        p99 = snap["metadata_processing_p99_s"] or 0.0
+        p99 = self.profile_s(snap["metadata_processing_p99_s"]) or 0.0
         return (
             f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
             f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "
@@ -157,21 +217,40 @@ class Demo:
 def run(args: argparse.Namespace, settings: LabSettings) -> int:
     durations = parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch)
     catalog.RACKS_ARG.parse(args.blip_racks, settings.racks)  # refuse bad input before starting anything
+    requested = parse_speed(args.speed)
     out = sys.stderr if args.json else sys.stdout
     print(
         f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
         f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
-        f"abandoned work {settings.abandoned_work}",
+        f"abandoned work {settings.abandoned_work}, speed {args.speed}",
         file=out,
         flush=True,
     )
     signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
-    state = launcher.up(settings, args.base_port)
-    try:
-        demo = Demo(state, out, *durations, args.blip_racks)
-        result = asyncio.run(demo.run())
-    finally:
-        launcher.down()
+    speed = requested if requested is not None else first_guess(settings.nodes_total)
+    tried: list[dict] = []
+    while True:
+        if requested is None:
+            print(f"speed auto: trying {speed:g} (profile time runs {speed:g}x the wall clock)", file=out, flush=True)
+        state = launcher.up(settings.sped_up(speed), args.base_port)
+        try:
+            demo = Demo(state, out, *durations, args.blip_racks, auto=requested is None)
+            result = asyncio.run(demo.run())
+        except Slower as slower:
+            tried.append({"speed": speed, "why": f"before the blip: {slower.why}"})
+            print(f"speed auto: restarting at {slower.speed:g}: {slower.why}", file=out, flush=True)
+            speed = slower.speed
+            continue
+        finally:
+            launcher.down()
+        slower_speed = next_slower(speed)
+        if requested is not None or result["valid"] or slower_speed is None:
+            break
+        tried.append({"speed": speed, "why": "INVALID: " + "; ".join(result["invalid_reasons"])})
+        print(f"speed auto: the run at {speed:g} was INVALID; running it again at {slower_speed:g}", file=out, flush=True)
+        speed = slower_speed
+    result["speed_requested"] = args.speed
+    result["speeds_tried"] = tried
     times = result.pop("_times")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -198,19 +277,28 @@ def render_summary(r: dict) -> str:
 
     onset = "n/a" if r["onset_s"] is None else f"{r['onset_s']:.0f}s"
     recovery = "never" if r["recovery_s"] is None else f"{r['recovery_s']:.0f}s"
-    validity = "valid run" if r["valid"] else "INVALID: host overloaded"
     verdict = "THE STORM HOLDS: a metastable failure, long after the blip is gone" if r["storm_holds"] else "the lab healed by itself"
-    return "\n".join(
-        [
-            "",
-            verdict,
-            f"  baseline customer error     {pct(r['baseline_error_ratio'])}",
-            f"  peak customer error         {pct(r['peak_error_ratio'])}",
-            f"  plateau (last 60 s)         {pct(r['plateau_error_ratio'])}   (2015: about 55%)",
-            f"  onset (blip to plateau)     {onset}",
-            f"  back under 1% after         {recovery}",
-            f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
-            f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms ({validity})",
-            f"  chart                       {r['chart']}",
-        ]
-    )
+    if not r["valid"]:
+        verdict = "INVALID RUN: the host, not the model, shaped it; the figures below are not the storm's"
+    speed = f"{r['speed']:g}x" + (" (chosen by --speed auto)" if r.get("speed_requested") == "auto" else "")
+    lines = ["", verdict]
+    lines += [f"  INVALID because {reason}" for reason in r["invalid_reasons"]]
+    lines += [f"  speed {t['speed']:g} not used: {t['why']}" for t in r.get("speeds_tried", [])]
+    lines += [
+        f"  speed                       {speed}; times below in profile time",
+        f"  baseline customer error     {pct(r['baseline_error_ratio'])}",
+        f"  peak customer error         {pct(r['peak_error_ratio'])}",
+        f"  plateau (last 60 s)         {pct(r['plateau_error_ratio'])}   (2015: about 55%)",
+        f"  last renewal period         {pct(r['last_period_error_ratio'])}",
+        f"  onset (blip to plateau)     {onset}",
+        f"  back under 1% after         {recovery}",
+        f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
+        f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms over the run, "
+        f"{1000 * r['loop_lag_worst_10s_p99_s']:.0f}ms in the worst 10 s (wall clock)",
+        f"  CPU                         busiest process {pct(r['cpu_busiest_ratio'])} of a core; the lab up to "
+        f"{r['lab_cpu_worst_cores'] or 0:.2f} cores; longest wait for a core {1000 * (r['cpu_wait_worst_s'] or 0):.1f}ms a run; "
+        f"host busy up to {pct(r['host_cpu_worst_ratio'])}, steal {pct(r['host_steal_worst_ratio'])}",
+        f"  validity                    {'valid run' if r['valid'] else 'INVALID'}",
+        f"  chart                       {r['chart']}",
+    ]
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from common.auth import ensure_token, headers
+from common.settings import LabSettings
 from common.wire import (
     ConsoleStatus,
     LoadgenStatus,
@@ -21,6 +22,7 @@ from common.wire import (
     Status,
     WireError,
 )
+from stormlab.story import Sample, invalid_reasons
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -49,20 +51,46 @@ async def snapshot(
     )
     by_name = dict(zip(names, replies, strict=False))
     held = [reply for reply in replies[len(names) :] if reply]
-    lags = [r.get("loop_lag_p99_s") or 0.0 for r in by_name.values() if r]
-    return summarize(
+    settings = LabSettings.from_env(state["settings"])
+    return {"speed": settings.speed} | summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
         unreachable=sorted(n for n, r in by_name.items() if r is None),
         statuses={name: read_status(kind, by_name.get(name)) for name, kind in STATUS_TYPES.items()},
         racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
-        allowance_s=float(state["settings"]["STORMLAB_ALLOWANCE_S"]),
-        loop_lag_p99_s=max(lags) if lags else None,
+        allowance_s=settings.allowance_s,
+        host=host_readings(by_name),
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         nodes=nodes,
     )
 
 
 S = TypeVar("S", bound=Status)
+
+# A reading of the host: its key in a snapshot, the status field, and the key naming who had it.
+HOST_KEYS = (
+    ("loop_lag_p99_s", "loop_lag_p99_s", "loop_lag_by"),
+    ("cpu_ratio", "cpu_ratio", "cpu_by"),
+    ("cpu_wait_s", "cpu_wait_s", "wait_by"),
+    ("host_cpu_ratio", "host_cpu_ratio", None),
+    ("host_steal_ratio", "host_steal_ratio", None),
+)
+
+
+def host_readings(raw: dict[str, Any]) -> dict[str, Any]:
+    """The worst of each host reading across the processes' statuses (name -> raw status, None
+    for one that did not answer), and which process had it, and the lab's CPU together against
+    the host's cores: what the validity check reads."""
+    answered = [r for r in raw.values() if isinstance(r, dict)]
+    cpus = [r["cpu_ratio"] for r in answered if isinstance(r.get("cpu_ratio"), int | float)]
+    cores = [r["host_cores"] for r in answered if isinstance(r.get("host_cores"), int)]
+    out: dict[str, Any] = {"lab_cpu_cores": sum(cpus) if cpus else None, "host_cores": max(cores, default=None)}
+    for key, field, by in HOST_KEYS:
+        values = [(r[field], name) for name, r in raw.items() if isinstance(r, dict) and isinstance(r.get(field), int | float)]
+        value, name = max(values, default=(None, ""))
+        out[key] = value
+        if by:
+            out[by] = name
+    return out
 
 
 def read_status(kind: type[S], raw: Any) -> S | None:
@@ -121,7 +149,7 @@ def summarize(
     statuses: dict[str, Status | None],
     racks: list[RackStatus],
     allowance_s: float | None,
-    loop_lag_p99_s: float | None,
+    host: dict[str, Any],
     faults: list[dict[str, Any]],
     nodes: bool = False,
 ) -> dict[str, Any]:
@@ -147,10 +175,32 @@ def summarize(
         "renewal_p99_s": max(renewal) if renewal else None,
         "renewal_attempts_total": {a: sum(r.renewal_attempts_total.get(a, 0) for r in racks) for a in ("first", "retry")},
         "allowance_s": allowance_s,
-        "loop_lag_p99_s": loop_lag_p99_s,
+        **{key: host.get(key) for key, _, by in HOST_KEYS},
+        "lab_cpu_cores": host.get("lab_cpu_cores"),
+        "host_cores": host.get("host_cores"),
+        **{by: host.get(by, "") for _, _, by in HOST_KEYS if by},
         "faults": faults,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
+
+
+def now_invalid(snap: dict[str, Any]) -> list[str]:
+    """The validity check on one reading (the last 10 s): what `status` can judge. A whole run's
+    verdict, with the herd and its worst window, is the demo's and the game day's."""
+    allowance = snap.get("allowance_s") or 0.0
+    reading = Sample(
+        0.0, 0, 0, 0, 0, None, None,
+        snap.get("loop_lag_p99_s") or 0.0,
+        lag_by=snap.get("loop_lag_by") or "",
+        cpu_ratio=snap.get("cpu_ratio"),
+        cpu_by=snap.get("cpu_by") or "",
+        cpu_wait_s=snap.get("cpu_wait_s"),
+        wait_by=snap.get("wait_by") or "",
+        lab_cpu_cores=snap.get("lab_cpu_cores"),
+        host_cores=snap.get("host_cores"),
+        host_steal_ratio=snap.get("host_steal_ratio"),
+    )  # fmt: skip
+    return invalid_reasons([reading], 0.0, None, allowance, 1.0) if allowance else []
 
 
 def render(snap: dict[str, Any]) -> str:
@@ -162,8 +212,8 @@ def render(snap: dict[str, Any]) -> str:
     def sec(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}s"
 
-    lag, allowance = snap["loop_lag_p99_s"] or 0.0, snap["allowance_s"] or 0.0
-    valid = "ok" if lag < 0.05 * allowance else "TOO HIGH: the host, not the model, is shaping the run"
+    reasons = now_invalid(snap)
+    valid = "ok" if not reasons else "INVALID: " + "; ".join(reasons)
     lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap["endpoints"].items()]
     if snap["unreachable"]:
         lines.append(f"unreachable: {', '.join(snap['unreachable'])}")
@@ -174,7 +224,12 @@ def render(snap: dict[str, Any]) -> str:
         f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
         f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
-        f"validity:   event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({valid})",
+        f"host:       event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({snap['loop_lag_by'] or 'n/a'}), busiest "
+        f"{pct(snap['cpu_ratio'])} of a core ({snap['cpu_by'] or 'n/a'}), the lab {snap['lab_cpu_cores'] or 0:.2f} of "
+        f"{snap['host_cores'] or '?'} cores, longest wait for a core {1000 * (snap['cpu_wait_s'] or 0):.1f}ms a run, "
+        f"host busy {pct(snap['host_cpu_ratio'])}, steal {pct(snap['host_steal_ratio'])} (last 10 s)",
+        *([f"speed:      {snap['speed']:g}x (times here: wall clock)"] if snap.get("speed") else []),
+        f"validity:   {valid}",
     ]
     if snap.get("queue_error_ratio") is not None:
         lines.append(

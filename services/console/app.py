@@ -26,7 +26,7 @@ from common.openapi import Answer, Operation
 from common.settings import LabSettings
 from common.web import BadRequest, read_object
 from common.window import Window
-from common.wire import ConsoleStatus
+from common.wire import ConsoleStatus, HostReadings
 from services import dependent
 from services.dependent import fix_gauge
 from services.storage import Storage, StorageError
@@ -88,10 +88,10 @@ class Console:
     def close(self) -> None:
         return None
 
-    async def status(self, lag_p99_s: float) -> ConsoleStatus:
+    async def status(self, host: HostReadings) -> ConsoleStatus:
         now = self.now()
         return ConsoleStatus(
-            loop_lag_p99_s=lag_p99_s,
+            **host,
             login_p99_s=self.latency.quantile(0.99, now),
             logins_total=self.total,
             lookup_timeout_s=self.timeout_s,

@@ -20,7 +20,7 @@ from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import LoopLag, base_app
 from common.window import Window
-from common.wire import LoadgenStatus, PartitionMap
+from common.wire import HostReadings, LoadgenStatus, PartitionMap
 from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,10 @@ class Generator:
         self.window.add(now, failed)
         self.table_windows[req.table].add(now, failed)
 
-    def status(self, loop_lag_p99_s: float) -> LoadgenStatus:
+    def status(self, host: HostReadings) -> LoadgenStatus:
         now = asyncio.get_running_loop().time()
         return LoadgenStatus(
-            loop_lag_p99_s=loop_lag_p99_s,
+            **host,
             rate_per_s=self.settings.customer_rate,
             requests_last_10s=len(self.window.values(now)),
             customer_error_ratio=self.window.mean(now),
@@ -160,7 +160,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
     app.cleanup_ctx.append(traffic_ctx)
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response(gen.status(lag.p99(request)).to_json())
+        return web.json_response(gen.status(lag.readings(request)).to_json())
 
     openapi.add(app, Operation("GET", "/status", "the customers' view: error ratios, requests", {
         200: Answer("loadgen's status", schema_of(LoadgenStatus)),

@@ -30,7 +30,7 @@ from common.openapi import ERROR, Answer, Operation, obj
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, read_object
 from common.window import Window
-from common.wire import MetricsStatus
+from common.wire import HostReadings, MetricsStatus
 from services import dependent
 from services.cache import TtlCache
 from services.dependent import fix_gauge
@@ -153,10 +153,10 @@ class MetricsService:
     def close(self) -> None:
         self.store.close(self.store.store.close)
 
-    async def status(self, lag_p99_s: float) -> MetricsStatus:
+    async def status(self, host: HostReadings) -> MetricsStatus:
         now = self.now()
         return MetricsStatus(
-            loop_lag_p99_s=lag_p99_s,
+            **host,
             put_error_ratio=self.errors.mean(now),
             gap_ratio=self.gaps.mean(now),
             puts_total=self.total,

@@ -27,7 +27,7 @@ from common.openapi import ERROR, Answer, Operation
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, number, read_object
 from common.window import Window
-from common.wire import QueuesStatus
+from common.wire import HostReadings, QueuesStatus
 from services import dependent
 from services.cache import TtlCache
 from services.dependent import fix_gauge
@@ -124,13 +124,13 @@ class QueueService:
             except Unavailable:
                 pass
 
-    async def status(self, lag_p99_s: float) -> QueuesStatus:
+    async def status(self, host: HostReadings) -> QueuesStatus:
         now = self.now()
         depth = await self.messages.depth()
         self.stored.set(depth)
         self.age.set(self.cache.oldest_age_s(now))
         return QueuesStatus(
-            loop_lag_p99_s=lag_p99_s,
+            **host,
             error_ratio=self.window.mean(now),
             requests_total=self.sent,
             failures_total=self.failed,

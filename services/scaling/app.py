@@ -30,7 +30,7 @@ from common.openapi import ERROR, Answer, Operation
 from common.settings import LabSettings
 from common.web import json_error, number, read_object
 from common.window import Window
-from common.wire import ScalingStatus
+from common.wire import HostReadings, ScalingStatus
 from services import dependent
 from services.dependent import fix_gauge
 from services.scaling.backlog import Activity, Backlog
@@ -126,11 +126,11 @@ class ScalingService:
     def close(self) -> None:
         return None
 
-    async def status(self, lag_p99_s: float) -> ScalingStatus:
+    async def status(self, host: HostReadings) -> ScalingStatus:
         now = self.now()
         self.backlog_age.set(self.backlog.oldest_age_s(now))
         return ScalingStatus(
-            loop_lag_p99_s=lag_p99_s,
+            **host,
             api_error_ratio=self.window.mean(now),
             api_requests_total=self.calls,
             api_failures_total=self.failed,

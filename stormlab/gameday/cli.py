@@ -174,7 +174,8 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     comparison = scoring.compare(scenario, journal)
     score = scoring.score(scenario, journal)
-    journal |= {"comparison": comparison, "score": score}
+    period = scenario.settings.sped_up(args.speed).renewal_period_s
+    journal |= {"comparison": comparison, "score": score, "validity": scoring.validity(journal, period)}
     (out / "journal.json").write_text(json.dumps(journal, indent=1))
     pngs = report.draw(journal, out)
     page = report.write_html(journal, comparison, score, pngs, out)
@@ -188,6 +189,9 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
         else []
     )
     print(f"\n{scenario.title}: {journal['outcome'].upper()}")
+    if not journal["validity"]["valid"]:
+        print("  INVALID RUN: the host, not the model, shaped it; its figures are not the storm's")
+        print("".join(f"    because {reason}\n" for reason in journal["validity"]["invalid_reasons"]), end="")
     then = [c["in_2015"] + (f" (at the lab's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
     what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
     for c, in_2015 in zip(comparison, then, strict=True):

@@ -82,6 +82,26 @@ class DockerStack:
         rows = reply["data"]["result"] if reply else []
         return {tuple(r["metric"].get(k, "") for k in ("rack", "state", "attempt")): float(r["value"][1]) for r in rows}
 
+    def host(self) -> dict[str, dict[str, float]]:
+        """Each scraped process's host readings (job/instance -> status fields), from Prometheus:
+        the racks' too, which publish no port."""
+        exprs = {
+            "loop_lag_p99_s": "histogram_quantile(0.99, sum by (job, instance, le) (rate(stormlab_event_loop_lag_seconds_bucket[1m])))",
+            "cpu_ratio": "max by (job, instance) (stormlab_process_cpu_ratio)",
+            "cpu_wait_s": "max by (job, instance) (stormlab_process_cpu_wait_seconds)",
+            "host_cpu_ratio": "max by (job, instance) (stormlab_host_cpu_busy_ratio)",
+            "host_steal_ratio": "max by (job, instance) (stormlab_host_cpu_steal_ratio)",
+        }
+        out: dict[str, dict[str, float]] = {}
+        for field, expr in exprs.items():
+            reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+            for row in reply["data"]["result"] if reply else []:
+                value = _finite(float(row["value"][1]))
+                if value is not None:
+                    name = row["metric"].get("instance", "").split(":")[0] or row["metric"].get("job", "")
+                    out.setdefault(name, {})[field] = value
+        return out
+
     def racks(self) -> list[RackStatus]:
         """Each rack's status as Prometheus last scraped it."""
         nodes = self._prom("sum by (rack, state) (stormlab_nodes)")
@@ -120,7 +140,7 @@ class DockerStack:
             statuses={name: observe.read_status(observe.STATUS_TYPES[name], r) for name, r in raw.items()},
             racks=racks,
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
-            loop_lag_p99_s=max((r.loop_lag_p99_s for r in racks), default=None),
+            host=observe.host_readings(self.host()),
             faults=[],
         )
 

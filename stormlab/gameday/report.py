@@ -125,6 +125,12 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
             + "</table>"
         )
 
+    checked = journal.get("validity", {"valid": True, "invalid_reasons": []})
+    validity = (
+        "valid run (the host kept up)"
+        if checked["valid"]
+        else "<b>INVALID RUN</b>: the host, not the model, shaped it: " + "; ".join(e(reason) for reason in checked["invalid_reasons"])
+    )
     scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
     images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if not p.stem.startswith("cascade-"))
     cascade = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if p.stem.startswith("cascade-"))
@@ -133,7 +139,7 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
 tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
 <h1>{e(journal["title"])}</h1>
 <p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
-{"autopilot" if journal["autopilot"] else "players"}</p>
+{"autopilot" if journal["autopilot"] else "players"} · {validity}</p>
 <h2>2015 beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")])}
 <h2>Score</h2><table>{scores}</table>
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{"".join(rows)}</table>

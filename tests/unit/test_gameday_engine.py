@@ -217,3 +217,21 @@ def test_the_report_takes_moves_with_empty_messages_and_any_text(tmp_path):
     page = report.write_html(journal, scoring.compare(scenario, journal), scoring.score(scenario, journal), [], tmp_path)
     text = page.read_text()
     assert text.count("(no message)") == 2 and "&lt;script&gt;" in text and "<script>" not in text
+
+
+def test_a_game_day_judged_invalid_says_so_in_its_report(tmp_path):
+    from stormlab.gameday import report
+
+    clock, lab = toy()
+    scenario = flagship()
+    _, journal = run(scenario, lab, clock)
+    quiet = scoring.validity(journal, period_s=10.0)
+    assert quiet["valid"] is True and quiet["invalid_reasons"] == []
+    blip_at = next(r["at_s"] for r in scoring.records(journal) if r.get("fault") == "blip")
+    for sample in journal["samples"]:  # a rack's loop stalls 10 s after the blip
+        sample |= {"loop_lag_p99_s": 0.3 if blip_at + 9 <= sample["t"] <= blip_at + 11 else 0.002, "loop_lag_by": "rack-07"}
+    journal["validity"] = scoring.validity(journal, period_s=10.0)
+    (reason,) = journal["validity"]["invalid_reasons"]
+    assert reason.startswith("at the herd") and "rack-07" in reason and "300 ms" in reason
+    text = report.write_html(journal, scoring.compare(scenario, journal), scoring.score(scenario, journal), [], tmp_path).read_text()
+    assert "INVALID RUN" in text and "rack-07" in text

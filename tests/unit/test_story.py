@@ -87,3 +87,70 @@ def test_window_quantile_is_the_quantile_of_the_samples_in_its_span(samples, q, 
     inside = sorted(v for t, v in samples if t >= cutoff)
     expected = inside[min(len(inside) - 1, int(q * len(inside)))] if inside else None
     assert window.quantile(q, now, within) == expected
+
+
+def _host_run(**at_70):
+    """A quiet run (blip at 50 s) whose reading at t=70 s has ``at_70``'s values."""
+    quiet = dict(
+        loop_lag_p99_s=0.004,
+        lag_by="rack-0",
+        cpu_ratio=0.3,
+        cpu_by="metadata",
+        cpu_wait_s=0.001,
+        wait_by="rack-1",
+        lab_cpu_cores=0.8,
+        host_cores=2,
+    )
+    return [Sample(t, t * 200, 0, 0, 0, None, None, **(quiet | (at_70 if t == 70 else {}))) for t in range(200)]
+
+
+def test_a_stall_at_the_herd_is_invalid_though_the_run_p99_is_small():
+    # one 10 s window of 150 ms lag, 20 s after the blip: 1% of the run, inside the herd
+    summary = summarize(_host_run(loop_lag_p99_s=0.15, lag_by="rack-2"), 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.006)
+    assert summary["valid"] is False
+    assert len(summary["invalid_reasons"]) == 1 and "at the herd" in summary["invalid_reasons"][0]
+    assert "rack-2" in summary["invalid_reasons"][0] and "150 ms" in summary["invalid_reasons"][0]
+
+
+def test_the_same_stall_after_the_herd_is_judged_on_the_wider_budget():
+    late = _host_run()
+    late[150] = Sample(**{**late[150].__dict__, "loop_lag_p99_s": 0.15, "lag_by": "rack-2"})
+    assert summarize(late, 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.006)["valid"] is True
+    late[150] = Sample(**{**late[150].__dict__, "loop_lag_p99_s": 0.25})
+    (reason,) = summarize(late, 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.006)["invalid_reasons"]
+    assert "t=+100s from the blip" in reason and "20% of the allowance" in reason
+
+
+def test_a_slower_run_gets_a_proportionally_larger_budget():
+    # speed 0.25: the allowance is 4 s, so 150 ms at the herd is under 10% of it
+    assert summarize(_host_run(loop_lag_p99_s=0.15), 0, 50, 55, allowance_s=4.0, period_s=40.0, run_lag_p99_s=0.006)["valid"] is True
+
+
+@pytest.mark.parametrize(
+    ("at_70", "words"),
+    [
+        ({"cpu_ratio": 0.97, "cpu_by": "metadata"}, "metadata used 97% of a core"),
+        ({"cpu_wait_s": 0.025, "wait_by": "rack-3"}, "rack-3 waited 25 ms for a core each time it ran"),
+        ({"lab_cpu_cores": 1.85}, "used 1.85 of the host's 2 cores"),
+        ({"host_steal_ratio": 0.12}, "stole 12%"),
+    ],
+)
+def test_the_host_s_cpu_makes_a_run_invalid_and_says_which(at_70, words):
+    summary = summarize(_host_run(**at_70), 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.004)
+    assert summary["valid"] is False
+    assert [r for r in summary["invalid_reasons"] if words in r], summary["invalid_reasons"]
+
+
+def test_a_quiet_host_is_valid_and_its_figures_are_reported():
+    summary = summarize(_host_run(), 0, 50, 55, allowance_s=1.0, run_lag_p99_s=0.004)
+    assert summary["valid"] is True and summary["invalid_reasons"] == []
+    assert summary["cpu_busiest_ratio"] == 0.3 and summary["cpu_wait_worst_s"] == 0.001 and summary["lab_cpu_worst_cores"] == 0.8
+
+
+def test_the_storm_holds_is_judged_on_the_last_period():
+    # a storm that fades 90 s after the blip: the old 60 s window would still have said "holds"
+    fades = run_of(lambda t: 0.0 if t < 60 else (0.55 if t < 155 else 0.0))
+    summary = summarize(fades, settle_start=0, blip_start=60, blip_end=65, allowance_s=1.0)
+    assert summary["storm_holds"] is False and summary["last_period_error_ratio"] == 0.0
+    held = summarize(run_of(lambda t: 0.0 if t < 60 else 0.55), settle_start=0, blip_start=60, blip_end=65, allowance_s=1.0)
+    assert held["storm_holds"] is True
