@@ -10,7 +10,7 @@ COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compos
 PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 
-.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
 install: $(STAMP)
@@ -71,6 +71,19 @@ fuzz: $(STAMP)
 	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 --racks 2 --nodes-per-rack 20 --renewal-period 1s \
 	  --set cost_base_s=0.0001 --set cost_per_entry_s=0.00001 --set admin_cost_s=0.001 && \
 	  { $(BIN)/stormlab fuzz --requests $(REQUESTS) $(ARGS); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
+
+# The lab's costs on this machine into docs/benchmarks.md (~2 min at the default fleet; run it
+# alone): membership path against a bare aiohttp handler, fault apply and revert, fleets.
+# E.g. ARGS="--fleets 1000,10000 --demos reports/demo-*.json" for start-up at 10,000 nodes and
+# the storm table from demo runs.
+bench: $(STAMP)
+	$(BIN)/stormlab bench $(ARGS)
+
+# py-spy profiles of rack-00, the link proxy, the metadata service and loadgen at a fleet size
+# (default 10,000 nodes at speed 0.25); their top lines go into docs/benchmarks.md.
+profile: $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[profile]'
+	$(BIN)/python benchmarks/profile_lab.py $(ARGS)
 
 # The local lab without the demo: processes on loopback, left running.
 local-up: $(STAMP)

@@ -1,0 +1,374 @@
+"""`stormlab bench`: the lab's costs on this machine, measured side by side in one run.
+
+Prints each figure as it is measured and writes them to ``docs/benchmarks.md`` (``--out``):
+
+- the membership path (the metadata service's ``GET /membership/{node}`` with the virtual CPU's
+  cost set to 0, so only the real path is timed: routing, admission, the store, the answer)
+  against a bare aiohttp handler answering the same bytes on the same machine, alternated in
+  rounds so both see the same host; the ratio is the figure;
+- fault apply and revert latency: ``POST /faults`` (a blip on the link proxy: applied, its
+  revert armed, before the answer) and ``DELETE /faults`` (every lease reverted), p50 and p99;
+- ``up`` to healthy and to every node serving, at each fleet size asked for (``--fleets``);
+  the lab's CPU per 1,000 nodes in its baseline, and the cost of a Prometheus scrape of the
+  busiest rack (time and bytes);
+- the storm at each fleet size, from demo runs given with ``--demos`` (their JSON files): the
+  largest fleet that kept the 2015 plateau validly at speed 1, and at the speed auto picked.
+
+Each lab it starts has its own state directory and free ports, and is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from common.auth import ensure_token, headers
+from common.errors import UsageError
+from common.settings import LabSettings
+from common.web import serve
+from stormlab import launcher, observe
+
+DOC = Path("docs/benchmarks.md")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seconds", type=float, default=5.0, help="length of each request round (default 5)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each side of a comparison, alternated (default 3)")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight in the request rounds (default 32)")
+    p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
+    p.add_argument("--fleets", default="1000", help="fleet sizes to bring up, comma-separated (racks of N/10 nodes; default 1000)")
+    p.add_argument("--demos", nargs="*", default=[], type=Path, help="demo JSON files (reports/demo-*.json) for the storm table")
+    p.add_argument("--out", type=Path, default=DOC, help=f"where to write the figures (default {DOC}; - for nowhere)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+
+
+def serve_bare(port: int, body: bytes) -> None:
+    """A bare aiohttp handler answering ``body`` (run in its own process by the bench)."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/membership/{node}", answer)
+    serve(app, "127.0.0.1", port)
+
+
+async def request_round(url: str, seconds: float, concurrency: int) -> float:
+    """Requests per second ``concurrency`` clients get from ``url`` in ``seconds``."""
+    done = 0
+    deadline = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def client() -> None:
+            nonlocal done
+            while time.monotonic() < deadline:
+                async with session.get(url) as resp:
+                    await resp.read()
+                    if resp.status != 200:
+                        raise RuntimeError(f"{url} answered {resp.status}")
+                done += 1
+
+        start = time.monotonic()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        return done / (time.monotonic() - start)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.figures: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]}}
+        self.root = Path(tempfile.mkdtemp(prefix="stormlab-bench-"))
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def lab(self, name: str, settings: LabSettings) -> tuple[dict, float]:
+        """A lab of its own (state directory, free ports): its state and the seconds `up` took."""
+        start = time.monotonic()
+        state = launcher.up(settings, base_port=0, wait_s=600, directory=self.root / name)
+        return state, time.monotonic() - start
+
+    async def membership_vs_bare(self) -> None:
+        a = self.args
+        # the virtual CPU's cost 0: the real path is timed
+        settings = LabSettings(
+            racks=1, nodes_per_rack=20, customer_rate=0, cascade_rate=0, activity_rate=0, cost_base_s=0.0, cost_per_entry_s=0.0
+        )
+        state, _ = self.lab("membership", settings)
+        try:
+            meta = state["components"]["metadata"]["url"]
+            node = "r00-n003"  # an ordinary node: 20 entries
+            async with aiohttp.ClientSession() as session, session.get(f"{meta}/membership/{node}") as resp:
+                body = await resp.read()
+            port = launcher._free_ports(1)[0]
+            bare = subprocess.Popen(
+                [sys.executable, "-c", f"from stormlab.bench import serve_bare; serve_bare({port}, {body!r})"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                await self._wait_up(f"http://127.0.0.1:{port}/membership/{node}")
+                lab_rates, bare_rates = [], []
+                for r in range(a.rounds):
+                    lab_rates.append(await request_round(f"{meta}/membership/{node}", a.seconds, a.concurrency))
+                    bare_rates.append(await request_round(f"http://127.0.0.1:{port}/membership/{node}", a.seconds, a.concurrency))
+                    self.say(f"  round {r + 1}: membership path {lab_rates[-1]:,.0f} req/s, bare handler {bare_rates[-1]:,.0f} req/s")
+            finally:
+                bare.terminate()
+                bare.wait(10)
+        finally:
+            launcher.down(self.root / "membership")
+        lab_rate, bare_rate = statistics.median(lab_rates), statistics.median(bare_rates)
+        self.figures["membership_path"] = {
+            "membership_req_per_s": round(lab_rate),
+            "bare_req_per_s": round(bare_rate),
+            "ratio": round(lab_rate / bare_rate, 3),
+            "body_bytes": len(body),
+            "concurrency": a.concurrency,
+        }
+        self.say(f"membership path: {lab_rate:,.0f} req/s, bare aiohttp handler {bare_rate:,.0f} req/s: {lab_rate / bare_rate:.2f}x")
+
+    async def _wait_up(self, url: str, limit_s: float = 20.0) -> None:
+        deadline = time.monotonic() + limit_s
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < deadline:
+                try:
+                    async with session.get(url) as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"{url} never answered")
+
+    async def fault_latency(self) -> None:
+        settings = LabSettings(racks=2, nodes_per_rack=20, renewal_period_s=1.0, customer_rate=20)
+        state, _ = self.lab("faults", settings)
+        applied, reverted = [], []
+        try:
+            proxy = state["components"]["linkproxy"]["url"]
+            auth = headers(ensure_token(self.root / "faults"))
+            body = {"fault": "blip", "racks": [1], "duration_s": 30.0}
+            async with aiohttp.ClientSession(headers=auth) as session:
+                for _ in range(self.args.faults):
+                    start = time.monotonic()
+                    async with session.post(f"{proxy}/faults", json=body) as resp:
+                        if resp.status != 201:
+                            raise RuntimeError(f"the blip was refused: {resp.status} {await resp.text()}")
+                    applied.append(time.monotonic() - start)
+                    start = time.monotonic()
+                    async with session.delete(f"{proxy}/faults") as resp:
+                        if resp.status != 200 or (await resp.json())["halted"] != 1:
+                            raise RuntimeError("the blip was not reverted")
+                    reverted.append(time.monotonic() - start)
+        finally:
+            launcher.down(self.root / "faults")
+        self.figures["faults"] = {
+            "count": len(applied),
+            "apply_p50_ms": round(1000 * _percentile(applied, 0.5), 2),
+            "apply_p99_ms": round(1000 * _percentile(applied, 0.99), 2),
+            "revert_p50_ms": round(1000 * _percentile(reverted, 0.5), 2),
+            "revert_p99_ms": round(1000 * _percentile(reverted, 0.99), 2),
+        }
+        f = self.figures["faults"]
+        self.say(
+            f"fault apply (POST /faults, a blip): p50 {f['apply_p50_ms']} ms, p99 {f['apply_p99_ms']} ms; "
+            f"revert (DELETE /faults): p50 {f['revert_p50_ms']} ms, p99 {f['revert_p99_ms']} ms ({f['count']} each)"
+        )
+
+    async def fleet(self, nodes: int) -> None:
+        racks = 10
+        settings = LabSettings(racks=racks, nodes_per_rack=nodes // racks, capacity_cores=4.0 * nodes / 100)
+        name = f"fleet-{nodes}"
+        self.say(f"bringing up {nodes:,} nodes …")
+        state, healthy_s = self.lab(name, settings)
+        row: dict[str, Any] = {"nodes": nodes, "up_to_healthy_s": round(healthy_s, 1)}
+        try:
+            async with aiohttp.ClientSession() as session:
+                start, deadline = time.monotonic(), time.monotonic() + 300
+                while time.monotonic() < deadline:
+                    snap = await observe.snapshot(session, state)
+                    if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
+                        row["to_every_node_serving_s"] = round(healthy_s + time.monotonic() - start, 1)
+                        break
+                    await asyncio.sleep(1.0)
+                await asyncio.sleep(settings.renewal_period_s * 2)  # a baseline of two renewal periods
+                snap = await observe.snapshot(session, state, lag_window_s=settings.renewal_period_s * 2)
+                row["lab_cpu_cores"] = round(snap["lab_cpu_cores"] or 0.0, 3)
+                row["cpu_cores_per_1000_nodes"] = round(1000 * (snap["lab_cpu_cores"] or 0.0) / nodes, 3)
+                row["loop_lag_p99_ms"] = round(1000 * (snap["loop_lag_p99_s"] or 0.0), 1)
+                rack = state["components"]["rack-00"]["url"]
+                times, size = [], 0
+                for _ in range(10):
+                    start = time.monotonic()
+                    async with session.get(f"{rack}/metrics") as resp:
+                        size = len(await resp.read())
+                    times.append(time.monotonic() - start)
+                row["rack_scrape_ms"] = round(1000 * statistics.median(times), 2)
+                row["rack_scrape_bytes"] = size
+        finally:
+            launcher.down(self.root / name)
+        self.figures.setdefault("fleets", []).append(row)
+        self.say(
+            f"{nodes:,} nodes: healthy after {row['up_to_healthy_s']}s, every node serving after "
+            f"{row.get('to_every_node_serving_s', 'never')}s; the lab's CPU {row['lab_cpu_cores']} cores "
+            f"({row['cpu_cores_per_1000_nodes']} per 1,000 nodes), lag p99 {row['loop_lag_p99_ms']} ms; "
+            f"a rack's scrape {row['rack_scrape_ms']} ms, {row['rack_scrape_bytes']:,} bytes"
+        )
+
+    def demos(self) -> None:
+        rows = []
+        for path in self.args.demos:
+            doc = json.loads(path.read_text())
+            s = doc["summary"]
+            settings = s.get("settings", {})
+            nodes = int(settings.get("racks", 10)) * int(settings.get("nodes_per_rack", 100))
+            rows.append(
+                {
+                    "file": path.name,
+                    "nodes": nodes,
+                    "speed": s.get("speed", 1.0),
+                    "speed_requested": s.get("speed_requested", "1"),
+                    "plateau": s["plateau_error_ratio"],
+                    "holds": s["storm_holds"],
+                    "valid": s["valid"],
+                    "invalid_reasons": s.get("invalid_reasons", []),
+                    "speeds_tried": s.get("speeds_tried", []),
+                }
+            )
+        rows.sort(key=lambda r: (r["nodes"], -r["speed"]))
+        self.figures["storms"] = rows
+
+        def largest(speed_ok) -> int | None:
+            good = [r["nodes"] for r in rows if speed_ok(r) and r["valid"] and r["holds"] and 0.45 <= (r["plateau"] or 0) <= 0.65]
+            return max(good, default=None)
+
+        self.figures["largest_valid_fleet"] = {
+            "speed_1": largest(lambda r: r["speed"] == 1.0),
+            "auto": largest(lambda r: r["speed_requested"] == "auto"),
+        }
+
+    def write(self) -> None:
+        f = self.figures
+        lines = [
+            "# stormlab benchmarks",
+            "",
+            f"Measured by `stormlab bench` on {time.strftime('%Y-%m-%d')}: {f['machine']['cores']} cores, Python "
+            f"{f['machine']['python']}. Ratios are measured side by side in one run; absolute figures are this machine's.",
+            "",
+        ]
+        if m := f.get("membership_path"):
+            lines += [
+                "## The membership path against a bare aiohttp handler",
+                "",
+                f"`GET /membership/{{node}}` on the metadata service (virtual CPU cost 0) against a bare aiohttp handler "
+                f"answering the same {m['body_bytes']} bytes, {m['concurrency']} requests in flight, rounds alternated:",
+                "",
+                "| membership path | bare handler | ratio |",
+                "| --- | --- | --- |",
+                f"| {m['membership_req_per_s']:,} req/s | {m['bare_req_per_s']:,} req/s | {m['ratio']:.2f}x |",
+                "",
+            ]
+        if fl := f.get("faults"):
+            lines += [
+                "## Fault apply and revert",
+                "",
+                f"A blip on the link proxy, {fl['count']} times: `POST /faults` answers once the fault is applied and its "
+                "revert armed; `DELETE /faults` once every lease is reverted.",
+                "",
+                "| | p50 | p99 |",
+                "| --- | --- | --- |",
+                f"| apply | {fl['apply_p50_ms']} ms | {fl['apply_p99_ms']} ms |",
+                f"| revert | {fl['revert_p50_ms']} ms | {fl['revert_p99_ms']} ms |",
+                "",
+            ]
+        if fleets := f.get("fleets"):
+            lines += [
+                "## Fleets: start-up, CPU, scrape",
+                "",
+                "10 racks, 4 virtual cores per 100 nodes, speed 1; CPU and lag over two renewal periods of the baseline.",
+                "",
+                "| nodes | `up` healthy | every node serving | the lab's CPU | per 1,000 nodes | lag p99 | a rack's scrape |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            lines += [
+                f"| {r['nodes']:,} | {r['up_to_healthy_s']} s | {r.get('to_every_node_serving_s', 'never')} s | "
+                f"{r['lab_cpu_cores']} cores | {r['cpu_cores_per_1000_nodes']} cores | {r['loop_lag_p99_ms']} ms | "
+                f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B |"
+                for r in fleets
+            ]
+            lines.append("")
+        if storms := f.get("storms"):
+            big = f["largest_valid_fleet"]
+            lines += [
+                "## The storm by fleet size",
+                "",
+                "`stormlab demo --json` runs (10 racks, 4 virtual cores per 100 nodes, the 2015 blip of racks 0-2). The largest "
+                f"fleet that kept the 2015 plateau (45-65%), holding and valid: at speed 1 **{big['speed_1'] or 'none'}** nodes; "
+                f"with `--speed auto` **{big['auto'] or 'none'}** nodes.",
+                "",
+                "| nodes | speed asked | speed used | plateau | holds | verdict |",
+                "| --- | --- | --- | --- | --- | --- |",
+            ]
+            for r in storms:
+                verdict = "valid" if r["valid"] else "INVALID: " + "; ".join(r["invalid_reasons"])
+                tried = "".join(f" (left {t['speed']:g}: {t['why']})" for t in r["speeds_tried"])
+                lines.append(
+                    f"| {r['nodes']:,} | {r['speed_requested']} | {r['speed']:g}{tried} | "
+                    f"{100 * (r['plateau'] or 0):.1f}% | {'yes' if r['holds'] else 'no'} | {verdict} |"
+                )
+            lines.append("")
+        self.args.out.parent.mkdir(parents=True, exist_ok=True)
+        existing = self.args.out.read_text() if self.args.out.exists() else ""
+        kept = existing[existing.index("## Profiles") :] if "## Profiles" in existing else ""
+        self.args.out.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
+        self.say(f"wrote {self.args.out}")
+
+
+async def _measure(bench: Bench, fleets: list[int]) -> None:
+    bench.say("membership path against a bare handler …")
+    await bench.membership_vs_bare()
+    bench.say("fault apply and revert …")
+    await bench.fault_latency()
+    for nodes in fleets:
+        await bench.fleet(nodes)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        fleets = [int(x) for x in args.fleets.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--fleets takes node counts separated by commas, got {args.fleets!r}") from None
+    if any(n < 10 or n > 64_000 or n % 10 for n in fleets):
+        raise UsageError("each fleet is 10-64,000 nodes, a multiple of 10 (10 racks)")
+    if args.seconds <= 0 or args.rounds < 1 or args.concurrency < 1 or args.faults < 1:
+        raise UsageError("--seconds, --rounds, --concurrency and --faults must be positive")
+    for path in args.demos:
+        if not path.is_file():
+            raise UsageError(f"no demo file {path}")
+    bench = Bench(args)
+    bench.demos()
+    asyncio.run(_measure(bench, fleets))
+    if str(args.out) != "-":
+        bench.write()
+    if args.json:
+        print(json.dumps(bench.figures, indent=1))
+    return 0

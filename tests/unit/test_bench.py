@@ -1,0 +1,43 @@
+"""`stormlab bench`'s storm table and page, from demo files (the measuring parts run in the bench)."""
+
+import argparse
+import json
+
+from stormlab.bench import Bench
+
+
+def demo_file(tmp_path, name, nodes, speed, requested, plateau, valid, holds=True, reasons=(), tried=()):
+    summary = {
+        "settings": {"racks": "10", "nodes_per_rack": str(nodes // 10)},
+        "speed": speed,
+        "speed_requested": requested,
+        "plateau_error_ratio": plateau,
+        "storm_holds": holds,
+        "valid": valid,
+        "invalid_reasons": list(reasons),
+        "speeds_tried": list(tried),
+    }
+    path = tmp_path / name
+    path.write_text(json.dumps({"summary": summary}))
+    return path
+
+
+def test_the_largest_valid_fleet_at_speed_1_and_auto(tmp_path):
+    demos = [
+        demo_file(tmp_path, "a.json", 1000, 1.0, "1", 0.547, True),
+        demo_file(tmp_path, "b.json", 5000, 1.0, "1", 0.554, True),
+        demo_file(tmp_path, "c.json", 7000, 1.0, "1", 0.986, False, reasons=["at the herd (t=+29s) rack-07 …"]),
+        demo_file(tmp_path, "d.json", 7000, 0.25, "auto", 0.55, True, tried=[{"speed": 0.5, "why": "INVALID: lag"}]),
+        demo_file(tmp_path, "e.json", 10000, 0.25, "auto", 0.80, True),  # valid but off the plateau: not counted
+    ]
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# old\n\n## Profiles\n\nkept as it was\n")
+    bench = Bench(argparse.Namespace(demos=demos, out=out))
+    bench.demos()
+    assert bench.figures["largest_valid_fleet"] == {"speed_1": 5000, "auto": 7000}
+    bench.write()
+    page = out.read_text()
+    assert "at speed 1 **5000** nodes; with `--speed auto` **7000** nodes" in page
+    assert "| 7,000 | 1 | 1 | 98.6% | yes | INVALID: at the herd (t=+29s) rack-07 … |" in page
+    assert "(left 0.5: INVALID: lag)" in page
+    assert page.endswith("## Profiles\n\nkept as it was\n")  # the profiles are the profiler's to write
