@@ -33,6 +33,8 @@ COLUMNS = (
     "recovery_s",
     "disqualified_outside_blip",
     "loop_lag_p99_s",
+    "loop_lag_worst_10s_p99_s",
+    "valid",  # the validity check (INVALID runs: their reasons are in the JSON kept in reports/)
 )
 
 

@@ -82,7 +82,7 @@ def host_readings(raw: dict[str, Any]) -> dict[str, Any]:
     the host's cores: what the validity check reads."""
     answered = [r for r in raw.values() if isinstance(r, dict)]
     cpus = [r["cpu_ratio"] for r in answered if isinstance(r.get("cpu_ratio"), int | float)]
-    cores = [r["host_cores"] for r in answered if isinstance(r.get("host_cores"), int)]
+    cores = [int(r["host_cores"]) for r in answered if isinstance(r.get("host_cores"), int | float)]
     out: dict[str, Any] = {"lab_cpu_cores": sum(cpus) if cpus else None, "host_cores": max(cores, default=None)}
     for key, field, by in HOST_KEYS:
         values = [(r[field], name) for name, r in raw.items() if isinstance(r, dict) and isinstance(r.get(field), int | float)]
@@ -209,8 +209,13 @@ def render(snap: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "  n/a" if x is None else f"{100 * x:5.1f}%"
 
-    def sec(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}s"
+    speed = snap.get("speed") or 1.0
+
+    def sec(x: float | None) -> str:  # the lab's times, in profile time
+        return "n/a" if x is None else f"{x * speed:.3f}s"
+
+    def wall(x: float | None) -> str:  # the host's
+        return "n/a" if x is None else f"{1000 * x:.1f}ms"
 
     reasons = now_invalid(snap)
     valid = "ok" if not reasons else "INVALID: " + "; ".join(reasons)
@@ -224,11 +229,11 @@ def render(snap: dict[str, Any]) -> str:
         f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
         f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
-        f"host:       event-loop lag p99 {sec(snap['loop_lag_p99_s'])} ({snap['loop_lag_by'] or 'n/a'}), busiest "
+        f"host:       event-loop lag p99 {wall(snap['loop_lag_p99_s'])} ({snap['loop_lag_by'] or 'n/a'}), busiest "
         f"{pct(snap['cpu_ratio'])} of a core ({snap['cpu_by'] or 'n/a'}), the lab {snap['lab_cpu_cores'] or 0:.2f} of "
-        f"{snap['host_cores'] or '?'} cores, longest wait for a core {1000 * (snap['cpu_wait_s'] or 0):.1f}ms a run, "
+        f"{snap['host_cores'] or '?'} cores, longest wait for a core {wall(snap['cpu_wait_s'])} a run, "
         f"host busy {pct(snap['host_cpu_ratio'])}, steal {pct(snap['host_steal_ratio'])} (last 10 s)",
-        *([f"speed:      {snap['speed']:g}x (times here: wall clock)"] if snap.get("speed") else []),
+        f"speed:      {speed:g}x (the lab's times above in profile time; the host's in wall-clock ms)",
         f"validity:   {valid}",
     ]
     if snap.get("queue_error_ratio") is not None:

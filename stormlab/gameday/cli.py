@@ -20,6 +20,7 @@ from stormlab.gameday.labs import DockerLab, LocalLab
 from stormlab.gameday.moves import ACTIONS, move_values
 from stormlab.gameday.reader import load
 from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
+from stormlab.speed import first_guess, parse_speed
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
@@ -50,7 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="local processes (started if none is up), or the compose stack already up on this host "
         "(default: STORMLAB_BACKEND, else local)",
     )
-    r.add_argument("--speed", type=float, default=1.0, help="run the profile and the timeline this many times faster")
+    r.add_argument(
+        "--speed",
+        default="1",
+        help="run the profile and the timeline this many times faster (0.05-20; below 1: slow motion for a slow host), "
+        "or auto: the speed this host's cores manage for the scenario's fleet (default 1)",
+    )
     r.add_argument("--seed", type=int, help="seed for the fault schedule and the lab (default: the scenario's)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--autopilot", action="store_true", help="play AWS's runbook instead of waiting for players")
@@ -97,14 +103,19 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario_command == "validate":
         print(f"{args.file}: ok — {scenario.title!r}, {len(scenario.steps)} steps, profile {scenario.profile}")
         return 0
-    if not 0.1 <= args.speed <= 20:
-        raise ScenarioError("--speed must be between 0.1 and 20")
+    requested = parse_speed(args.speed)
+    args.speed = requested if requested is not None else first_guess(scenario.settings.with_text(args.set).nodes_total)
+    if requested is None:
+        print(f"speed auto: {args.speed:g} for this host's {os.cpu_count()} cores (the report says whether the run stayed valid)")
     seed = scenario.settings.seed if args.seed is None else args.seed
     settings = scenario.settings.with_text(args.set).replace(seed=seed).sped_up(args.speed)
     plan = schedule(scenario, seed, args.speed)
     if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
         if args.speed != 1:
-            raise ScenarioError("--speed applies to a lab the runner starts; the compose stack runs at its own speed")
+            raise ScenarioError(
+                "--speed applies to a lab the runner starts; the compose stack runs at its STORMLAB_SPEED (.env), "
+                "and its game days need that at 1"
+            )
         needed = " ".join(f"{k}={v}" for k, v in differences(settings, scenario.profile).items())
         if needed:
             print(f"this scenario needs the stack started with: {needed} docker compose up -d", flush=True)

@@ -91,6 +91,7 @@ class DockerStack:
             "cpu_wait_s": "max by (job, instance) (stormlab_process_cpu_wait_seconds)",
             "host_cpu_ratio": "max by (job, instance) (stormlab_host_cpu_busy_ratio)",
             "host_steal_ratio": "max by (job, instance) (stormlab_host_cpu_steal_ratio)",
+            "host_cores": "max by (job, instance) (stormlab_host_cores)",
         }
         out: dict[str, dict[str, float]] = {}
         for field, expr in exprs.items():

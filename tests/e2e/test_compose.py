@@ -200,6 +200,8 @@ def test_the_storm_on_compose(stack):
     # A game day on the stack (--backend docker) while the margin alert is still pending.
     journal = stack.scenario(GAMEDAY)
     assert journal["outcome"] == "passed", [s for s in journal["steps"] if not s["passed"]]
+    print(f"the game day's validity: {journal['validity']}")
+    assert journal["samples"][-1]["host_cores"], "the racks' host readings reach the game day through Prometheus"
     assert [a["action"] for a in journal["player_actions"]] == ["status"]
     assert "no active faults" in stack.chaos("list")
 
@@ -220,6 +222,7 @@ def test_the_storm_on_compose(stack):
         samples.append((stack.value("stormlab:nodes_disqualified:ratio"), stack.value("stormlab:customer_errors:ratio_rate1m")))
         time.sleep(5)
     print(f"after the blip (disqualified, customer error ratio): {samples}")
+    print(f"validity budgets broken (stormlab:run_invalid_reasons:count): {stack.value('stormlab:run_invalid_reasons:count')}")
     assert all(d > 0.1 and e > 0.3 for d, e in samples), samples
 
     # The cascade in the storm, from the services' own metrics: the scaling API (its table is on

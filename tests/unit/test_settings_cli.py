@@ -61,6 +61,10 @@ def test_cli_errors_have_exit_codes_and_messages(no_lab, capsys):
     assert main(["up", "--allowance", "soon"]) == 2
     assert "not a duration" in capsys.readouterr().err
     assert main(["up", "--racks", "0"]) == 2
+    for command in (["up"], ["demo"], ["scenario", "run", "scenarios/dynamodb-2015.yaml"], ["bench", "--fleet-speed"]):
+        for speed in ("fast", "0", "25"):
+            assert main([*command, *([] if command[-1] == "--fleet-speed" else ["--speed"]), speed]) == 2, (command, speed)
+            assert "speed" in capsys.readouterr().err
     assert main(["down"]) == 0
     assert "no lab was up" in capsys.readouterr().out
 
