@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -383,7 +384,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no demo file {path}")
     bench = Bench(args)
     bench.demos()
-    asyncio.run(_measure(bench, fleets))
+    try:
+        asyncio.run(_measure(bench, fleets))
+    finally:
+        shutil.rmtree(bench.root, ignore_errors=True)  # the labs' state directories, every lab already down
     if str(args.out) != "-":
         bench.write()
     if args.json:

@@ -1,0 +1,27 @@
+"""`stormlab bench` end to end at its smallest: every section measured and written (the figures
+themselves are the bench's to report, not this test's to judge: the machines are shared)."""
+
+import json
+
+import pytest
+
+from stormlab.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.timeout(240)
+def test_the_bench_measures_each_section_and_writes_the_page(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "benchmarks.md"
+    argv = ["bench", "--seconds", "1", "--rounds", "1", "--faults", "5", "--fleets", "100", "--out", str(out), "--json"]
+    assert main(argv) == 0
+    figures = json.loads(capsys.readouterr().out.split("wrote " + str(out) + "\n", 1)[1])
+    assert figures["membership_path"]["membership_req_per_s"] > 0 and figures["membership_path"]["bare_req_per_s"] > 0
+    assert figures["faults"]["count"] == 5 and figures["faults"]["apply_p99_ms"] > 0
+    (fleet,) = figures["fleets"]
+    assert fleet["nodes"] == 100 and fleet["speed"] == 1.0 and fleet["to_every_node_serving_s"] > 0
+    assert fleet["rack_scrape_bytes"] > 0
+    page = out.read_text()
+    for section in ("## The membership path", "## Fault apply and revert", "## Fleets"):
+        assert section in page
