@@ -15,7 +15,8 @@ they grow with it.
 3. after the run, the validity check: an INVALID run is run again at the next slower speed.
 
 So the speed a run reports is one it was judged valid at, or the run says INVALID. Pure: the
-runs themselves are the demo's and the game day's.
+runs themselves are the demo's (``up`` and ``scenario run`` take the first guess only; their
+``status`` and report then say whether it held).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from stormlab.story import CPU_SATURATED, CPU_WAIT_BUDGET, HERD_LAG_BUDGET, LAB_
 
 AUTO = "auto"
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625)  # the speeds auto tries, fastest first
-NODES_PER_CORE = 1500  # nodes one core runs validly at speed 1 (measured, docs/benchmarks.md)
+# A first guess, from the runs on a 2-core machine (docs/benchmarks.md): at speed 1, 1,000 nodes
+# valid and 3,000 at the edge (103 ms at the herd); 5,000 valid at 0.5, 7,000 and 10,000 at 0.25.
+NODES_PER_CORE = 1500
 HERD_CPU_FACTOR = 2.0  # the lab's CPU at the herd over its baseline (measured: 1.8 at 7,000 nodes)
 HEADROOM = 0.8  # of each budget: what the prediction aims under
 
