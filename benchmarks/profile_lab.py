@@ -64,15 +64,9 @@ def _short(frame: str) -> str:
     return f"{name} ({'/'.join(Path(file).parts[-2:])})" if file else name
 
 
-async def wait_serving(state: dict, limit_s: float) -> None:
-    deadline = time.monotonic() + limit_s
+async def serving(state: dict) -> None:
     async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            snap = await observe.snapshot(session, state)
-            if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
-                return
-            await asyncio.sleep(2)
-    raise SystemExit(f"not every node served within {limit_s:.0f}s")
+        await observe.wait_serving(session, state, 600)
 
 
 async def blip(state: dict, directory: Path, speed: float) -> None:
@@ -99,7 +93,7 @@ def main() -> int:
     state = launcher.up(settings, base_port=0, wait_s=600, directory=directory)
     results = {}
     try:
-        asyncio.run(wait_serving(state, 600))
+        asyncio.run(serving(state))
         time.sleep(settings.renewal_period_s)
         if args.blip:
             asyncio.run(blip(state, directory, args.speed))

@@ -118,12 +118,12 @@ class CpuSampler:
                     window.add(w1, value)
         return reading
 
+    def mean(self, name: str, within_s: float) -> float | None:
+        """One reading's mean over the last ``within_s`` (None if there is none)."""
+        values = self.windows[name].recent(time.monotonic(), within_s)
+        return sum(values) / len(values) if values else None
+
     def means(self, within_s: float) -> dict[str, float | None]:
         """Each reading's mean over the last ``within_s`` (None where there is none; the wait
         is the mean of the per-second means, close enough for a budget of milliseconds)."""
-        out: dict[str, float | None] = {}
-        now = time.monotonic()
-        for name, window in self.windows.items():
-            values = window.recent(now, within_s)
-            out[name] = sum(values) / len(values) if values else None
-        return out
+        return {name: self.mean(name, within_s) for name in self.windows}

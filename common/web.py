@@ -115,7 +115,7 @@ class LoopLag:
         Gauge("stormlab_host_cores", "CPUs this process may run on (its affinity)", registry=registry).set(HOST_CORES)
 
     def _mean(self, key: str) -> float:
-        return self.cpu.means(10.0)[key] or 0.0
+        return self.cpu.mean(key, 10.0) or 0.0
 
     def p99(self, request: web.Request | None = None) -> float:
         """p99 over the last 10 s, or over ``?lag_window_s=`` seconds (the demo asks for its whole run)."""

@@ -25,13 +25,12 @@ import aiohttp
 
 from chaos import catalog
 from common.auth import ensure_token, headers
-from common.errors import LabError
 from common.fleet import holds_gsi_heavy, node_index, rack_of
 from common.settings import LabSettings, parse_duration
 from stormlab import launcher, observe
 from stormlab.chart import write_chart
 from stormlab.speed import Baseline, afford, first_guess, next_slower, parse_speed
-from stormlab.story import Sample, rolling, summarize
+from stormlab.story import Sample, host_fields, host_figures, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -89,15 +88,7 @@ class Demo:
                 self.profile_s(snap["renewal_p99_s"]),
                 self.profile_s(snap["metadata_processing_p99_s"]),
                 snap["loop_lag_p99_s"] or 0.0,
-                lag_by=snap["loop_lag_by"],
-                cpu_ratio=snap["cpu_ratio"],
-                cpu_by=snap["cpu_by"],
-                cpu_wait_s=snap["cpu_wait_s"],
-                wait_by=snap["wait_by"],
-                lab_cpu_cores=snap["lab_cpu_cores"],
-                host_cores=snap["host_cores"],
-                host_cpu_ratio=snap["host_cpu_ratio"],
-                host_steal_ratio=snap["host_steal_ratio"],
+                **host_fields(snap),
             )
         )
         return snap
@@ -125,18 +116,6 @@ class Demo:
             await asyncio.sleep(max(0.0, taken + 1.0 - time.monotonic()))
         return snap
 
-    async def wait_serving(self, session: aiohttp.ClientSession, limit_s: float) -> None:
-        """Every node serving within ``limit_s`` wall-clock seconds."""
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
-            snap = await observe.snapshot(session, self.state)
-            if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
-                self.say(f"all {snap['nodes_total']} nodes serving after {time.monotonic() - self.t0:.0f}s (wall clock)")
-                return
-            self.say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
-            await asyncio.sleep(2.0)
-        raise LabError(f"not every node was serving after {limit_s:.0f}s")
-
     async def per_node(self, session: aiohttp.ClientSession) -> dict[str, dict]:
         snap = await observe.snapshot(session, self.state, nodes=True)
         return {n["id"]: n for r in snap["racks"].values() for n in r["nodes"]}
@@ -154,7 +133,8 @@ class Demo:
         settle, blip, watch, racks = self.settle_s, self.blip_s, self.watch_s, self.racks
         period = self.profile.renewal_period_s
         async with aiohttp.ClientSession() as session:
-            await self.wait_serving(session, 3 * self.settings.renewal_period_s + 30)
+            await observe.wait_serving(session, self.state, 3 * self.settings.renewal_period_s + 30, self.say)
+            self.say(f"all {self.settings.nodes_total} nodes serving after {time.monotonic() - self.t0:.0f}s (wall clock)")
             settle_start = self.now()
             self.say(f"watching the healthy lab for {settle:.0f}s (the baseline) …")
             snap = await self.watch(session, settle, settle_start, "baseline", every=5)
@@ -186,13 +166,13 @@ class Demo:
 
     def check_baseline(self, settle_start: float) -> None:
         """``--speed auto``: raise :class:`Slower` if the baseline cannot carry the herd."""
-        base = [s for s in self.samples if s.t >= settle_start]
+        worst = host_figures(self.samples, settle_start)
         baseline = Baseline(
-            cpu_ratio=max((s.cpu_ratio or 0.0 for s in base), default=None),
-            lab_cpu_cores=max((s.lab_cpu_cores or 0.0 for s in base), default=None),
-            host_cores=max((s.host_cores or 0 for s in base), default=None) or None,
-            cpu_wait_s=max((s.cpu_wait_s or 0.0 for s in base), default=None),
-            loop_lag_s=max((s.loop_lag_p99_s for s in base), default=0.0),
+            cpu_ratio=worst["cpu_busiest_ratio"],
+            lab_cpu_cores=worst["lab_cpu_worst_cores"],
+            host_cores=max((s.host_cores or 0 for s in self.samples), default=0) or None,
+            cpu_wait_s=worst["cpu_wait_worst_s"],
+            loop_lag_s=worst["loop_lag_worst_10s_p99_s"] or 0.0,
             allowance_s=self.settings.allowance_s,
         )
         speed, why = afford(self.speed, baseline)

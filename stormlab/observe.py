@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 
 from common.auth import ensure_token, headers
+from common.errors import LabError
 from common.settings import LabSettings
 from common.wire import (
     ConsoleStatus,
@@ -22,7 +25,7 @@ from common.wire import (
     Status,
     WireError,
 )
-from stormlab.story import Sample, invalid_reasons
+from stormlab.story import Sample, host_fields, invalid_reasons
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
@@ -62,6 +65,22 @@ async def snapshot(
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         nodes=nodes,
     )
+
+
+async def wait_serving(
+    session: aiohttp.ClientSession, state: dict[str, Any], limit_s: float, say: Callable[[str], None] | None = None
+) -> float:
+    """Until every node of the lab serves (within ``limit_s`` wall-clock seconds, else LabError);
+    ``say`` gets a progress line every 2 s. The seconds it took."""
+    start = time.monotonic()
+    while time.monotonic() < start + limit_s:
+        snap = await snapshot(session, state)
+        if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
+            return time.monotonic() - start
+        if say:
+            say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
+        await asyncio.sleep(2.0)
+    raise LabError(f"not every node was serving after {limit_s:.0f}s")
 
 
 S = TypeVar("S", bound=Status)
@@ -188,18 +207,7 @@ def now_invalid(snap: dict[str, Any]) -> list[str]:
     """The validity check on one reading (the last 10 s): what `status` can judge. A whole run's
     verdict, with the herd and its worst window, is the demo's and the game day's."""
     allowance = snap.get("allowance_s") or 0.0
-    reading = Sample(
-        0.0, 0, 0, 0, 0, None, None,
-        snap.get("loop_lag_p99_s") or 0.0,
-        lag_by=snap.get("loop_lag_by") or "",
-        cpu_ratio=snap.get("cpu_ratio"),
-        cpu_by=snap.get("cpu_by") or "",
-        cpu_wait_s=snap.get("cpu_wait_s"),
-        wait_by=snap.get("wait_by") or "",
-        lab_cpu_cores=snap.get("lab_cpu_cores"),
-        host_cores=snap.get("host_cores"),
-        host_steal_ratio=snap.get("host_steal_ratio"),
-    )  # fmt: skip
+    reading = Sample(0.0, 0, 0, 0, 0, None, None, snap.get("loop_lag_p99_s") or 0.0, **host_fields(snap))
     return invalid_reasons([reading], 0.0, None, allowance, 1.0) if allowance else []
 
 

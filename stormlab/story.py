@@ -29,7 +29,7 @@ duration longer) gets a proportionally larger budget: that is what time dilation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,21 @@ class Sample:
     host_cores: int | None = None
     host_cpu_ratio: float | None = None
     host_steal_ratio: float | None = None
+
+
+def host_fields(reading: Mapping[str, Any]) -> dict[str, Any]:
+    """A reading's host figures (a snapshot, or a game day's sample) as :class:`Sample` fields."""
+    return {
+        "lag_by": reading.get("loop_lag_by") or "",
+        "cpu_ratio": reading.get("cpu_ratio"),
+        "cpu_by": reading.get("cpu_by") or "",
+        "cpu_wait_s": reading.get("cpu_wait_s"),
+        "wait_by": reading.get("wait_by") or "",
+        "lab_cpu_cores": reading.get("lab_cpu_cores"),
+        "host_cores": reading.get("host_cores"),
+        "host_cpu_ratio": reading.get("host_cpu_ratio"),
+        "host_steal_ratio": reading.get("host_steal_ratio"),
+    }
 
 
 def invalid_reasons(

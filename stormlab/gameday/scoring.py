@@ -9,7 +9,7 @@ from typing import Any
 from chaos import catalog
 from common.settings import TIME_COMPRESSION
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
-from stormlab.story import Sample, host_figures, invalid_reasons
+from stormlab.story import Sample, host_fields, host_figures, invalid_reasons
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,22 +105,7 @@ def validity(journal: dict[str, Any], period_s: float) -> dict[str, Any]:
     raw = journal["samples"]
     if not raw:
         return {"valid": True, "invalid_reasons": []}
-    samples = [
-        Sample(
-            r["t"], 0, 0, 0, 0, None, None,
-            r.get("loop_lag_p99_s") or 0.0,
-            lag_by=r.get("loop_lag_by") or "",
-            cpu_ratio=r.get("cpu_ratio"),
-            cpu_by=r.get("cpu_by") or "",
-            cpu_wait_s=r.get("cpu_wait_s"),
-            wait_by=r.get("wait_by") or "",
-            lab_cpu_cores=r.get("lab_cpu_cores"),
-            host_cores=r.get("host_cores"),
-            host_cpu_ratio=r.get("host_cpu_ratio"),
-            host_steal_ratio=r.get("host_steal_ratio"),
-        )
-        for r in raw
-    ]  # fmt: skip
+    samples = [Sample(r["t"], 0, 0, 0, 0, None, None, r.get("loop_lag_p99_s") or 0.0, **host_fields(r)) for r in raw]
     allowance = max((r.get("allowance_s") or 0.0 for r in raw), default=0.0)
     blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip"), None)
     reasons = invalid_reasons(samples, 0.0, blip, allowance, period_s) if allowance else []
