@@ -185,7 +185,7 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     comparison = scoring.compare(scenario, journal)
     score = scoring.score(scenario, journal)
-    period = scenario.settings.sped_up(args.speed).renewal_period_s
+    period = scenario.settings.with_text(args.set).sped_up(args.speed).renewal_period_s  # the lab the runner started
     journal |= {"comparison": comparison, "score": score, "validity": scoring.validity(journal, period)}
     (out / "journal.json").write_text(json.dumps(journal, indent=1))
     pngs = report.draw(journal, out)
