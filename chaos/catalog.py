@@ -27,6 +27,10 @@ HOLDERS = {  # who applies each fault and arms its revert, in the local lab
     "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
     "supervisor": "the supervisor (the parent of every lab process)",
     "metadata": "the metadata service itself",
+    "queues": "the queue service itself",
+    "scaling": "the scaling service itself",
+    "metrics": "the metrics service itself",
+    "console": "the console itself",
 }
 SERVICES = ("queues", "scaling", "metrics", "console")  # the cascade's services, beside the database
 DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
@@ -420,8 +424,57 @@ _FAULTS = (
         (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"), DURATION_ARG),
     ),
 )
-FAULTS: dict[str, Fault] = {f.name: f for f in _FAULTS}
-MOVES = tuple(f.name for f in _FAULTS if f.move)
+_FIX = "a fix AWS announced, switched on in the running service (a responder's move)"
+_FIXES = (  # the cascade's fixes as moves: each a lease on its service, like the database's moves
+    Fault(
+        "stale-cache",
+        "queues",
+        "serve send and receive from stale queue metadata when the table cannot be reached",
+        _FIX + ": SQS keeps serving from its cached queue metadata",
+        "calls whose queue metadata cannot be refreshed fail again, unless the service started with the fix",
+        (DURATION_ARG,),
+        move=True,
+    ),
+    Fault(
+        "scale-workers",
+        "scaling",
+        "drain the activity backlog with this many workers, each owning a share of the groups",
+        _FIX + ": more Auto Scaling workers, the backlog partitioned across them",
+        "the workers go back to the number the service started with (their backlog is shared out again)",
+        (Arg("workers", INTEGER, "workers draining the backlog", lo=1, hi=64, required=True), DURATION_ARG),
+        move=True,
+    ),
+    Fault(
+        "prune-activities",
+        "scaling",
+        "drop activities a newer one for the same group supersedes",
+        _FIX + ": Auto Scaling prunes superseded activities",
+        "superseded activities stay in the backlog again, unless the service started with the fix",
+        (DURATION_ARG,),
+        move=True,
+    ),
+    Fault(
+        "write-through",
+        "metrics",
+        "refresh only the groups seen lately, and serve the last copy when a refresh fails",
+        _FIX + ": CloudWatch keeps its enrichment and namespaces from the last good copy",
+        "every group is refreshed again and a failed refresh leaves a gap, unless the service started with the fix",
+        (DURATION_ARG,),
+        move=True,
+    ),
+    Fault(
+        "short-timeout",
+        "console",
+        "give the login's non-critical lookup 0.1 s, then log in anyway",
+        _FIX + ": the Console's login stops waiting on its sessions lookup",
+        "logins wait for the lookup's long timeout again, unless the service started with the fix",
+        (DURATION_ARG,),
+        move=True,
+    ),
+)
+FAULTS: dict[str, Fault] = {f.name: f for f in (*_FAULTS, *_FIXES)}
+FIXES = tuple(f.name for f in _FIXES if not f.wire.keys() - {"duration_s"})  # the switches: `ops enable FIX`
+MOVES = tuple(f.name for f in FAULTS.values() if f.move)
 
 
 def body_schema(names: tuple[str, ...], racks_total: int | None = None) -> dict[str, Any]:

@@ -101,16 +101,17 @@ def backend(args: argparse.Namespace) -> str:
 
 def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     """Who holds what: the local lab's state file, or on compose the metadata service's URL."""
-    if docker:
-        url = os.environ.get("STORMLAB_METADATA_URL", "")
-        if not url and fault in catalog.names("metadata"):
+    if docker:  # the processes that hold their own faults, by STORMLAB_<NAME>_URL
+        urls = {name: os.environ.get(f"STORMLAB_{name.upper()}_URL", "") for name in ("metadata", *catalog.SERVICES)}
+        holder = catalog.FAULTS[fault].holder if fault in catalog.FAULTS else None
+        if holder in urls and not urls[holder]:
             raise ChaosError(
-                f"{fault} goes to the metadata service: set STORMLAB_METADATA_URL "
+                f"{fault} goes to the {holder} service: set STORMLAB_{holder.upper()}_URL "
                 "(the chaos container has it: docker compose run --rm chaos …)"
             )
         return {
             "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
-            "components": {"metadata": {"url": url}} if url else {},
+            "components": {name: {"url": url} for name, url in urls.items() if url},
         }
     state = running()
     if not state:
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace, runner: db.Runner | None = None) -> int:
     docker = backend(args) == "docker"
     if args.fault in ("list", "halt"):
         return manage(args.fault, lab_state(docker), docker_cli.runner_for(runner) if docker else None)
-    if docker and catalog.FAULTS[args.fault].holder != "metadata":
+    if docker and catalog.FAULTS[args.fault].holder not in ("metadata", *catalog.SERVICES):
         runner = docker_cli.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
         req = catalog.request(args.fault, values_from(args, racks_total), racks_total)

@@ -56,6 +56,7 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
         "linkproxy": comps.get("linkproxy", {}).get("url"),
         "supervisor": state.get("supervisor_url"),
         "metadata": comps.get("metadata", {}).get("url"),
+        **{service: comps.get(service, {}).get("url") for service in catalog.SERVICES},
     }
     return {who: url for who, url in found.items() if url}
 
@@ -94,6 +95,7 @@ def apply(
     journal_dir: Path | None = None,
     via: str = "chaos",
     action: str | None = None,
+    role: str | None = None,
 ) -> tuple[dict[str, Any], catalog.Request]:
     """Build, send and, for a responder's move, journal one fault (a move that is refused is
     journaled too); returns the holder's lease and the request."""
@@ -105,10 +107,10 @@ def apply(
         lease = send(url, req, token)
     except (ChaosError, LabError) as exc:
         if directory is not None:
-            journal.record(directory, action or fault, args, False, str(exc), fault=fault, via=via)
+            journal.record(directory, action or fault, args, False, str(exc), fault=fault, via=via, role=role)
         raise
     if directory is not None:
-        journal.record(directory, action or fault, args, True, describe(lease, req), fault=fault, via=via)
+        journal.record(directory, action or fault, args, True, describe(lease, req), fault=fault, via=via, role=role)
     return lease, req
 
 

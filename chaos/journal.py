@@ -2,7 +2,8 @@
 
 One JSON line per move in ``ops-journal.jsonl`` in the lab's state directory: when, what
 (``action``: the command's own name; ``fault``: the lease it took, if any), with which arguments,
-through which command (``via``), whether it worked and what it said. A running game day reads
+through which command (``via``), by which on-call ``role`` (a team's game day), whether it
+worked and what it said. A running game day reads
 it to mark the players' moves on its report and to score them.
 """
 
@@ -21,9 +22,17 @@ def journal_path(directory: Path) -> Path:
 
 
 def record(
-    directory: Path, action: str, args: dict[str, Any], ok: bool, message: str, *, fault: str | None = None, via: str = "ops"
+    directory: Path,
+    action: str,
+    args: dict[str, Any],
+    ok: bool,
+    message: str,
+    *,
+    fault: str | None = None,
+    via: str = "ops",
+    role: str | None = None,
 ) -> dict[str, Any]:
-    entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message, "fault": fault, "via": via}
+    entry = {"at": time.time(), "action": action, "args": args, "ok": ok, "message": message, "fault": fault, "via": via, "role": role}
     path = journal_path(directory)
     path.parent.mkdir(parents=True, exist_ok=True)  # the compose stack's players may have no state dir yet
     with path.open("a") as f:

@@ -12,18 +12,49 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from aiohttp import web
 
+from chaos import catalog
+from chaos.control import Handler, LeaseRunner, Plan, Recorder, add_fault_routes
 from common import openapi
+from common.auth import from_env, token_middleware
 from common.metrics import MetricFactory
 from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
-from common.web import LoopLag, base_app, serve
+from common.web import BadRequest, LoopLag, base_app, serve
 from common.wire import HostReadings, Status
 from services.storage import Storage, keep_map_fresh
 
 MAP_REFRESH_S = 5.0
 
 
+class Switch:
+    """A fix a responder switches on while the lab runs (a fault lease of its service): the
+    newest lease in force decides; with none, the value the service started with."""
+
+    def __init__(self, gauge: Any, base: Any, on_change: Callable[[Any], None] | None = None) -> None:
+        self.gauge, self.base, self.on_change = gauge, base, on_change
+        self._held: dict[object, Any] = {}
+
+    @property
+    def value(self) -> Any:
+        return list(self._held.values())[-1] if self._held else self.base
+
+    def hold(self, key: object, value: Any) -> None:
+        self._set(lambda: self._held.__setitem__(key, value))
+
+    def release(self, key: object) -> None:
+        self._set(lambda: self._held.pop(key, None))
+
+    def _set(self, change: Callable[[], None]) -> None:
+        before = self.value
+        change()
+        self.gauge.set(fix_on(self.value))
+        if self.on_change is not None and self.value != before:
+            self.on_change(self.value)
+
+
 class Dependent(Protocol):
+    switches: dict[str, Switch]  # fault name (chaos/catalog.py) -> the fix it switches
+
     def loops(self) -> list[Coroutine[Any, Any, None]]: ...
 
     async def status(self, host: HostReadings) -> Status: ...
@@ -34,27 +65,57 @@ class Dependent(Protocol):
 S = TypeVar("S", bound=Dependent)
 
 
-def fix_gauge(f: MetricFactory, service: str, fixes: dict[str, bool]) -> None:
-    """``stormlab_cascade_fix_enabled``: which of AWS's announced fixes this service runs with."""
+def fix_gauge(f: MetricFactory, service: str, fixes: dict[str, Any]) -> dict[str, Any]:
+    """``stormlab_cascade_fix_enabled``: which of AWS's announced fixes this service runs with
+    (a number of workers counts as the fix when it is more than one); returns each fix's gauge."""
     gauge = f.gauge("stormlab_cascade_fix_enabled", "1 where a fix AWS announced is switched on", ("service", "fix"))
+    out = {}
     for fix, on in fixes.items():
-        gauge.labels(service, fix).set(1 if on else 0)
+        out[fix] = gauge.labels(service, fix)
+        out[fix].set(fix_on(on))
+    return out
+
+
+def fix_on(value: Any) -> int:
+    """1 when a fix is in force: a switch on, or more than one worker."""
+    return int(value > 1 if isinstance(value, int) and not isinstance(value, bool) else bool(value))
+
+
+def switch_handlers(app: web.Application, key: web.AppKey[S], component: str) -> dict[str, Handler]:
+    """The service's fixes as fault leases (their names in the catalog, held by ``component``)."""
+
+    def handler(fault: str) -> Handler:
+        async def plan(values: dict[str, Any]) -> Plan:
+            if key not in app:
+                raise BadRequest(f"{component} is starting: try again in a moment")
+            switch, lease = app[key].switches[fault], object()
+            value = values.get("workers", True)
+            return Plan(component, lambda: switch.hold(lease, value), lambda: switch.release(lease), {"value": value})
+
+        return plan
+
+    return {fault: handler(fault) for fault in catalog.names(component)}
 
 
 def create_app(
     settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path, key: web.AppKey[S],
-    make: Callable[[Storage, MetricFactory], S], status_type: type[Status],
+    make: Callable[[Storage, MetricFactory], S], status_type: type[Status], token: str | None = None,
 ) -> web.Application:  # fmt: skip
     """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``
-    (described as ``status_type``, the class its service's ``status`` returns)."""
+    (described as ``status_type``, the class its service's ``status`` returns) and ``/faults``
+    for its fixes (the lab token guards it: ``token``, else the environment's)."""
     f = MetricFactory()
     lag = LoopLag(f.registry)
+    component = status_type.COMPONENT
 
     async def refresh() -> None:  # the gauges a /status sets (ages, sizes) are set for each scrape too
         if key in app:
             await app[key].status(lag.readings())
 
-    app = base_app(f"stormlab {status_type.COMPONENT}", f.registry, lag, refresh=refresh)
+    guard = token_middleware(from_env() if token is None else token)
+    app = base_app(f"stormlab {component}", f.registry, lag, refresh=refresh, middlewares=[guard])
+    runner = LeaseRunner(Recorder(f.registry, catalog.names(component), component))
+    add_fault_routes(app, runner, switch_handlers(app, key, component))
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)

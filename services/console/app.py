@@ -28,7 +28,7 @@ from common.web import BadRequest, read_object
 from common.window import Window
 from common.wire import ConsoleStatus, HostReadings
 from services import dependent
-from services.dependent import fix_gauge
+from services.dependent import Switch, fix_gauge
 from services.storage import Storage, StorageError
 
 TABLE = "sessions"
@@ -42,15 +42,23 @@ LOGIN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 class Console:
     def __init__(self, settings: LabSettings, storage: Storage, f: MetricFactory) -> None:
         self.settings, self.storage = settings, storage
-        self.timeout_s = SHORT_TIMEOUT_S if settings.fix_short_timeout else settings.login_lookup_timeout_s
         self.latency = Window(span_s=10.0)
         self.logins = f.counter("stormlab_console_logins_total", "Logins by what became of their lookup", ("lookup",))
         self.seconds = f.histogram("stormlab_console_login_seconds", "Time to log in (the lookup included)", LOGIN_BUCKETS)
-        fix_gauge(f, "console", {"short-timeout": settings.fix_short_timeout})
+        gauges = fix_gauge(f, "console", {"short-timeout": settings.fix_short_timeout})
+        self.switches = {"short-timeout": Switch(gauges["short-timeout"], settings.fix_short_timeout)}
         for lookup in ("ok", "skipped"):
             self.logins.labels(lookup)
         self.total = 0
         self._inflight: set[asyncio.Task[dict[str, object]]] = set()
+
+    @property
+    def short_timeout(self) -> bool:
+        return self.switches["short-timeout"].value
+
+    @property
+    def timeout_s(self) -> float:
+        return SHORT_TIMEOUT_S if self.short_timeout else self.settings.login_lookup_timeout_s
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -95,7 +103,7 @@ class Console:
             login_p99_s=self.latency.quantile(0.99, now),
             logins_total=self.total,
             lookup_timeout_s=self.timeout_s,
-            fix_short_timeout=self.settings.fix_short_timeout,
+            fix_short_timeout=self.short_timeout,
         )
 
 

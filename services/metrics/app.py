@@ -33,7 +33,7 @@ from common.window import Window
 from common.wire import HostReadings, MetricsStatus
 from services import dependent
 from services.cache import TtlCache
-from services.dependent import fix_gauge
+from services.dependent import Switch, fix_gauge
 from services.scaling.app import GROUPS
 from services.storage import Storage, StorageError
 
@@ -76,12 +76,20 @@ class MetricsService:
         self.errors, self.gaps = Window(span_s=10.0), Window(span_s=10.0)
         self.puts = f.counter("stormlab_metric_puts_total", "PutMetricData calls by outcome", ("outcome",))
         self.refreshes = f.counter("stormlab_metric_refreshes_total", "Group enrichment refreshes by outcome", ("outcome",))
-        fix_gauge(f, "metrics", {"write-through": fix})
+        gauges = fix_gauge(f, "metrics", {"write-through": fix})
+        self.switches = {"write-through": Switch(gauges["write-through"], fix, self._write_through)}
         for outcome in ("stored", "gap", "error"):
             self.puts.labels(outcome)
         for outcome in ("ok", "failed"):
             self.refreshes.labels(outcome)
         self.total = self.failed = self.gapped = 0
+
+    def _write_through(self, on: bool) -> None:
+        self.namespaces.serve_stale = self.groups.serve_stale = on
+
+    @property
+    def write_through(self) -> bool:
+        return self.switches["write-through"].value
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -127,7 +135,7 @@ class MetricsService:
             await asyncio.sleep(self.settings.metric_cache_ttl_s / 2)
             now = self.now()
             lately = [g for g, at in self.seen.items() if now - at < self.settings.metric_cache_ttl_s]
-            for group in lately if self.settings.fix_write_through else GROUPS:
+            for group in lately if self.write_through else GROUPS:
                 try:
                     row = await self.storage.get("scaling-groups", f"group:{group}")
                 except StorageError:
@@ -163,7 +171,7 @@ class MetricsService:
             put_failures_total=self.failed,
             gaps_total=self.gapped,
             datapoints_stored=await self.store.run(self.store.store.count),
-            fix_write_through=self.settings.fix_write_through,
+            fix_write_through=self.write_through,
         )
 
 

@@ -30,7 +30,7 @@ from common.window import Window
 from common.wire import HostReadings, QueuesStatus
 from services import dependent
 from services.cache import TtlCache
-from services.dependent import fix_gauge
+from services.dependent import Switch, fix_gauge
 from services.queues.messages import AsyncMessageStore
 from services.storage import Storage, StorageError
 
@@ -55,13 +55,17 @@ class QueueService:
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
         self.age = f.gauge("stormlab_queue_metadata_age_seconds", "Age of the oldest cached queue metadata")
         self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet received")
-        fix_gauge(f, "queues", {"stale-cache": settings.fix_stale_cache})
+        gauges = fix_gauge(f, "queues", {"stale-cache": settings.fix_stale_cache})
+        self.switches = {"stale-cache": Switch(gauges["stale-cache"], settings.fix_stale_cache, self._serve_stale)}
         for op in OPS:
             for outcome in OUTCOMES:
                 self.requests.labels(op, outcome)
         for outcome in ("ok", "failed", "stale"):
             self.refreshes.labels(outcome)
         self.sent = self.failed = 0
+
+    def _serve_stale(self, on: bool) -> None:
+        self.cache.serve_stale = on
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -136,7 +140,7 @@ class QueueService:
             failures_total=self.failed,
             metadata_age_s=round(self.cache.oldest_age_s(now), 3),
             messages_stored=depth,
-            fix_stale_cache=self.settings.fix_stale_cache,
+            fix_stale_cache=self.cache.serve_stale,
         )
 
 

@@ -32,7 +32,7 @@ from common.web import json_error, number, read_object
 from common.window import Window
 from common.wire import HostReadings, ScalingStatus
 from services import dependent
-from services.dependent import fix_gauge
+from services.dependent import Switch, fix_gauge
 from services.scaling.backlog import Activity, Backlog
 from services.storage import Storage, StorageError
 
@@ -51,12 +51,29 @@ class ScalingService:
         self.activities = f.counter("stormlab_scaling_activities_total", "Scheduler activities by what became of them", ("outcome",))
         self.backlog_size = f.gauge("stormlab_scaling_backlog", "Activities waiting for a worker")
         self.backlog_age = f.gauge("stormlab_scaling_backlog_oldest_seconds", "Age of the oldest waiting activity")
-        fix_gauge(f, "scaling", {"more-workers": settings.scaling_workers > 1, "prune-activities": settings.fix_prune_activities})
+        gauges = fix_gauge(f, "scaling", {"more-workers": settings.scaling_workers, "prune-activities": settings.fix_prune_activities})
+        self.switches = {
+            "scale-workers": Switch(gauges["more-workers"], settings.scaling_workers, self._resize),
+            "prune-activities": Switch(gauges["prune-activities"], settings.fix_prune_activities, self._prune),
+        }
+        self._extra: set[asyncio.Task[None]] = set()  # workers started by a scale-workers lease
         for outcome in ("ok", "failed"):
             self.api.labels(outcome)
         for outcome in ("queued", "done", "write_failed", "pruned"):
             self.activities.labels(outcome)
         self.calls = self.failed = self.done = 0
+
+    def _prune(self, on: bool) -> None:
+        self.backlog.prune = on
+
+    def _resize(self, workers: int) -> None:
+        """Workers beyond the new count stop after their activity; new ones start now."""
+        before = self.backlog.workers
+        self.backlog.resize(workers)
+        for index in range(before, workers):
+            task = asyncio.get_running_loop().create_task(self.worker(index))
+            self._extra.add(task)
+            task.add_done_callback(self._extra.discard)
 
     def now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -84,7 +101,7 @@ class ScalingService:
         self.failed += 0 if ok else 1
 
     async def worker(self, index: int) -> None:
-        while True:
+        while index < self.backlog.workers:
             activity = self.backlog.next_for(index)
             if activity is None:
                 await asyncio.sleep(0.05)
@@ -124,7 +141,8 @@ class ScalingService:
         return loops
 
     def close(self) -> None:
-        return None
+        for task in self._extra:
+            task.cancel()
 
     async def status(self, host: HostReadings) -> ScalingStatus:
         now = self.now()
@@ -138,8 +156,8 @@ class ScalingService:
             backlog_oldest_s=round(self.backlog.oldest_age_s(now), 3),
             activities_done=self.done,
             activities_pruned=self.backlog.pruned,
-            workers=self.settings.scaling_workers,
-            fix_prune_activities=self.settings.fix_prune_activities,
+            workers=self.backlog.workers,
+            fix_prune_activities=self.backlog.prune,
         )
 
 

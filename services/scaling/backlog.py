@@ -53,11 +53,22 @@ class Backlog:
         return queue[0] if queue else None
 
     def done(self, worker: int, activity: Activity) -> None:
-        queue = self.queues[worker]
+        queue = self.queues[worker] if worker < self.workers else deque()
         if queue and queue[0] is activity:
             queue.popleft()
-        elif activity in queue:  # it was superseded and pruned meanwhile: nothing to remove
-            queue.remove(activity)
+            return
+        for other in self.queues:  # shared out again by a resize meanwhile, or pruned: then nothing to remove
+            if activity in other:
+                other.remove(activity)
+                return
+
+    def resize(self, workers: int) -> None:
+        """Share the waiting activities out among ``workers`` (each group's keep their order)."""
+        waiting = sorted((a for q in self.queues for a in q), key=lambda a: (a.created_at, a.id))
+        self.workers = workers
+        self.queues = [deque() for _ in range(workers)]
+        for activity in waiting:
+            self.queues[self.worker_of(activity.group)].append(activity)
 
     def __len__(self) -> int:
         return sum(len(q) for q in self.queues)

@@ -7,14 +7,17 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 from chaos import catalog
+from common.errors import LabError
 from common.labstate import running, state_dir
 from common.settings import SET_HELP, LabSettings, profile
 from stormlab import launcher
-from stormlab.gameday import report, scoring
+from stormlab.alerts import Evaluator
+from stormlab.gameday import desk, report, scoring
 from stormlab.gameday.engine import Runner
 from stormlab.gameday.labs import DockerLab, LocalLab
 from stormlab.gameday.moves import ACTIONS, move_values
@@ -22,6 +25,7 @@ from stormlab.gameday.reader import load
 from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
 from stormlab.speed import first_guess, parse_speed
 
+ROLE_FIGURES = ("time_to_ack_s", "time_to_detect_s", "moves", "failed_moves")  # each role's on the leaderboard
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
 
@@ -63,6 +67,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", type=Path, default=Path("reports/gamedays"), help="where run directories go")
     r.add_argument("--leaderboard", type=Path, help="leaderboard file (default: leaderboard.jsonl in the state dir)")
     r.add_argument("--keep-lab", action="store_true", help="leave a lab this command started running")
+    r.add_argument("--team", default="", help="the team's name on the leaderboard (a team plays with `stormlab ops --as ROLE`)")
+    r.add_argument(
+        "--desk-port",
+        type=int,
+        default=desk.DEFAULT_PORT,
+        help=f"where the runner serves the status page and takes Alertmanager's pages (default {desk.DEFAULT_PORT}; 0: any free port)",
+    )
+    r.add_argument("--json", action="store_true", help="one JSON object per line on stdout: steps, progress, pages, the result")
     r.add_argument(
         "--base-port",
         type=int,
@@ -103,14 +115,18 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario_command == "validate":
         print(f"{args.file}: ok — {scenario.title!r}, {len(scenario.steps)} steps, profile {scenario.profile}")
         return 0
+    say = Say(args.json)
     requested = parse_speed(args.speed)
     args.speed = requested if requested is not None else first_guess(scenario.settings.with_text(args.set).nodes_total)
     if requested is None:
-        print(f"speed auto: {args.speed:g} for this host's {os.cpu_count()} cores (the report says whether the run stayed valid)")
+        say("speed", f"speed auto: {args.speed:g} for this host's {os.cpu_count()} cores (the report says whether the run stayed valid)")
+    docker = (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker"
+    if scenario.promql() and not docker:
+        raise ScenarioError(f"{args.file}: its promql probes need the compose stack's Prometheus: --backend docker")
     seed = scenario.settings.seed if args.seed is None else args.seed
     settings = scenario.settings.with_text(args.set).replace(seed=seed).sped_up(args.speed)
     plan = schedule(scenario, seed, args.speed)
-    if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
+    if docker:
         if args.speed != 1:
             raise ScenarioError(
                 "--speed applies to a lab the runner starts; the compose stack runs at its STORMLAB_SPEED (.env), "
@@ -118,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
             )
         needed = " ".join(f"{k}={v}" for k, v in differences(settings, scenario.profile).items())
         if needed:
-            print(f"this scenario needs the stack started with: {needed} docker compose up -d", flush=True)
-        return play(scenario, plan, seed, args, DockerLab(state_dir()))
+            say("needs", f"this scenario needs the stack started with: {needed} docker compose up -d")
+        return play(scenario, plan, seed, args, DockerLab(state_dir(), scenario.promql()))
     state, started = running(), False
     if state is not None:
         unlike = {k: v for k, v in differences(settings, state["settings"]).items() if k != "STORMLAB_SEED"}
@@ -130,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 "and the scenario starts its own"
             )
     else:
-        print(f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}", flush=True)
+        say("starting", f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}")
         state, started = launcher.up(settings, args.base_port), True
     try:
         return play(scenario, plan, seed, args, LocalLab(state))
@@ -145,20 +161,60 @@ def differences(settings: LabSettings, other: str | dict) -> dict[str, str]:
     return {k: v for k, v in settings.to_env().items() if theirs.get(k) != v}
 
 
+class Say:
+    """What the runner tells the room: lines for people, or JSON objects (``--json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def __call__(self, event: str, text: str, **fields: object) -> None:
+        print(json.dumps({"event": event, **fields, "text": text}) if self.as_json else text, flush=True)
+
+    def progress(self, p: dict) -> None:
+        value = "n/a" if p["value"] is None else f"{p['value']:.3g}"
+        errors = "n/a" if p["customer_error_ratio"] is None else f"{100 * p['customer_error_ratio']:.1f}%"
+        left = "" if p["left_s"] is None else f"; {p['left_s']:g}s left"
+        now = f"; {p['probe']} now {value}" if p["probe"] else ""
+        line = f"[{p['t']:7.1f}s] waiting: {p['step'] or 'next step'}: {p['waiting_for']}{now}{left} (customer errors {errors})"
+        self("progress", line, **p)
+
+
 def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
-    runner = Runner(scenario, plan, lab, RealClock(), autopilot=args.autopilot, speed=args.speed, echo=lambda line: print(line, flush=True))
+    say = Say(args.json)
+    directory = Path(lab.ops.directory)
+    evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(directory, body, "runner", say), args.speed)
+    runner = Runner(
+        scenario,
+        plan,
+        lab,
+        RealClock(),
+        autopilot=args.autopilot,
+        speed=args.speed,
+        echo=lambda line: say("step", line),
+        observers=(lambda sample: evaluator.observe(sample["t"], sample, time.time()),) if evaluator else (),
+        progress=say.progress,
+    )
     try:
-        journal = asyncio.run(settle_then(lab, runner))
+        journal = asyncio.run(settle_then(lab, runner, args, say))
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
-        print("interrupted: rollbacks ran, every fault halted")
+        say("interrupted", "interrupted: rollbacks ran, every fault halted")
     journal["seed"] = seed
-    return finish(scenario, journal, args)
+    journal["team"] = args.team
+    journal["pages"] = [p | {"t": round(p["at"] - lab.started_at, 3)} for p in desk.read_pages(directory, lab.started_at)]
+    return finish(scenario, journal, args, say)
 
 
-async def settle_then(lab, runner: Runner, limit_s: float = 180.0) -> dict:
+def page(directory: Path, body: dict, via: str, say: Say) -> None:
+    """A page the runner's own evaluation raised (the local lab): recorded as Alertmanager's are."""
+    for p in desk.record_webhook(directory, body, via):
+        say("page", f"PAGE {p['status'].upper()} {p['alert']} -> {p['role']}: {p['summary']}", **p)
+
+
+async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, limit_s: float = 180.0) -> dict:
     """Before the timeline: every node serving, and the customers' 10 s error window clear of
-    the start-up (a lab just started refuses customers until its nodes have memberships)."""
+    the start-up (a lab just started refuses customers until its nodes have memberships); then
+    the desk (the status page, Alertmanager's webhook) for as long as the run lasts."""
     deadline, calm_since = time.monotonic() + limit_s, None
     while time.monotonic() < deadline:
         snap = await lab.sample()
@@ -167,51 +223,109 @@ async def settle_then(lab, runner: Runner, limit_s: float = 180.0) -> dict:
         if calm_since and time.monotonic() - calm_since >= 5:
             break
         await asyncio.sleep(1.0)
-    print(
-        f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customer errors "
-        f"{100 * (snap['customer_error_ratio'] or 0):.1f}%",
-        flush=True,
+    say(
+        "settled",
+        f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, "
+        f"customer errors {100 * (snap['customer_error_ratio'] or 0):.1f}%",
     )
     lab.started_at = time.time()
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    return await runner.run()
+    host = desk_host(isinstance(lab, DockerLab))
+    async with desk.serving(Path(lab.ops.directory), host, args.desk_port, lab.ops.token, lab.started_at, runner.scenario.title) as url:
+        say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
+        return await runner.run()
 
 
-def finish(scenario: Scenario, journal: dict, args: argparse.Namespace) -> int:
+def desk_host(docker: bool) -> str:
+    """Where the desk listens: loopback for a local lab; for compose, the address containers
+    reach the host at (Alertmanager posts there: host.docker.internal, the docker0 bridge)."""
+    if os.environ.get("STORMLAB_DESK_HOST"):
+        return os.environ["STORMLAB_DESK_HOST"]
+    if not docker:
+        return "127.0.0.1"
+    done = subprocess.run(
+        ["docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"], capture_output=True, text=True
+    )
+    gateway = done.stdout.strip()
+    if done.returncode != 0 or not gateway:
+        raise LabError("cannot find the docker bridge's address for Alertmanager's pages: set STORMLAB_DESK_HOST")
+    return gateway
+
+
+def finish(scenario: Scenario, journal: dict, args: argparse.Namespace, say: Say) -> int:
     out = args.out / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.file.stem}"
     out.mkdir(parents=True, exist_ok=True)
     comparison = scoring.compare(scenario, journal)
     score = scoring.score(scenario, journal)
+    onset = score["onset_s"]
     period = scenario.settings.with_text(args.set).sped_up(args.speed).renewal_period_s  # the lab the runner started
-    journal |= {"comparison": comparison, "score": score, "validity": scoring.validity(journal, period)}
+    journal |= {
+        "comparison": comparison,
+        "score": score,
+        "roles": scoring.roles(journal, onset),
+        "status_page": scoring.status_page(journal, onset),
+        "seed_timeline": scoring.seed_timeline(scenario, journal),
+        "validity": scoring.validity(journal, period),
+    }
     (out / "journal.json").write_text(json.dumps(journal, indent=1))
     pngs = report.draw(journal, out)
+    report.draw_roles(journal, out)
     page = report.write_html(journal, comparison, score, pngs, out)
     has_players = any(s.kind == "operator" for s in scenario.steps)
     board_path = args.leaderboard or state_dir() / "leaderboard.jsonl"
     board = (
         scoring.append_leaderboard(
-            board_path, {"at": time.time(), "scenario": scenario.title, "autopilot": args.autopilot, "speed": args.speed, **score}
+            board_path,
+            {
+                "at": time.time(),
+                "scenario": scenario.title,
+                "team": args.team,
+                "autopilot": args.autopilot,
+                "speed": args.speed,
+                **score,
+                "roles": {r: {k: c[k] for k in ROLE_FIGURES} for r, c in journal["roles"].items()},
+                "status_page": {k: journal["status_page"][k] for k in ("time_to_post_s", "impact_named")},
+            },
         )
         if has_players
         else []
     )
-    print(f"\n{scenario.title}: {journal['outcome'].upper()}")
+    lines = [f"\n{scenario.title}: {journal['outcome'].upper()}"]
     if not journal["validity"]["valid"]:
-        print("  INVALID RUN: the host, not the model, shaped it; its figures are not the storm's")
-        print("".join(f"    because {reason}\n" for reason in journal["validity"]["invalid_reasons"]), end="")
+        lines.append("  INVALID RUN: the host, not the model, shaped it; its figures are not the storm's")
+        lines += [f"    because {reason}" for reason in journal["validity"]["invalid_reasons"]]
     then = [c["in_2015"] + (f" (at the lab's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
     what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
     for c, in_2015 in zip(comparison, then, strict=True):
-        print(f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}")
-    print("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
+        lines.append(f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}")
+    lines.append("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
+    for role, card in journal["roles"].items():
+        lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))
+    posted = journal["status_page"]
+    lines.append(
+        f"  status page: {posted['posts']} post(s), first {posted['time_to_post_s']} s after the onset, "
+        f"impacted tables named: {', '.join(posted['tables_named']) or 'none'} "
+        f"(impacted: {', '.join(posted['impacted_tables'][:5]) or 'none'})"
+    )
     if board:
-        print(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}")
-    print(f"  report: {page}\n  journal: {out / 'journal.json'}")
-    return {"passed": 0, "interrupted": EXIT_INTERRUPTED}.get(journal["outcome"], EXIT_FAILED)
+        team = f" for team {args.team}" if args.team else ""
+        lines.append(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}{team}")
+    lines.append(f"  report: {page}\n  journal: {out / 'journal.json'}")
+    say(
+        "done",
+        "\n".join(lines),
+        outcome=journal["outcome"],
+        score=score,
+        roles=journal["roles"],
+        status_page=posted,
+        valid=journal["validity"]["valid"],
+        report=str(page),
+        journal=str(out / "journal.json"),
+    )
+    return {"passed": 0, "interrupted": EXIT_INTERRUPTED}.get(journal["outcome"], EXIT_FAILED)  # failed, deviated, aborted: 1
 
 
 def _rank(board: list[dict], score: dict) -> int:

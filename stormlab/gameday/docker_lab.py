@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from chaos import catalog
 from common import auth
 from common.wire import RackStatus
 from stormlab import observe
@@ -49,9 +50,10 @@ def docker_state(directory: Path) -> dict[str, Any]:
     os.environ.setdefault(auth.ENV, compose_token())
     port = os.environ.get("METADATA_PORT", "8700")
     url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
+    services = {name: {"url": f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', port)}"} for name, port in PUBLISHED.items()}
     return {
         "directory": str(directory),
-        "components": {"metadata": {"url": url}},
+        "components": {**{k: v for k, v in services.items() if k in catalog.SERVICES}, "metadata": {"url": url}},
         "supervisor_url": None,
         "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
     }
@@ -81,6 +83,15 @@ class DockerStack:
         reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
         rows = reply["data"]["result"] if reply else []
         return {tuple(r["metric"].get(k, "") for k in ("rack", "state", "attempt")): float(r["value"][1]) for r in rows}
+
+    def scalar(self, expr: str) -> float | None:
+        """A PromQL expression's value now: its first series (None: no data, or Prometheus down)."""
+        reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        data = reply.get("data", {}) if isinstance(reply, dict) else {}
+        if data.get("resultType") == "scalar":
+            return _finite(float(data["result"][1]))
+        rows = data.get("result") or []
+        return _finite(float(rows[0]["value"][1])) if rows else None
 
     def host(self) -> dict[str, dict[str, float]]:
         """Each scraped process's host readings (job/instance -> status fields), from Prometheus:

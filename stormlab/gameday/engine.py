@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from stormlab.gameday.scenario import Check, Planned, Scenario, Step
+from stormlab.gameday.scenario import Check, Planned, Scenario, Step, probe_value
 
 
 class Lab(Protocol):
@@ -33,20 +33,7 @@ class Clock(Protocol):
 
 def probe(sample: dict[str, Any], check: Check) -> float | None:
     """The value a check looks at, from one sample of the lab."""
-    if check.probe == "table_error_ratio":
-        return sample.get("table_error_ratio", {}).get(check.table)
-    if check.probe == "worst_table_error_ratio":
-        ratios = [v for v in sample.get("table_error_ratio", {}).values() if v is not None]
-        return max(ratios) if ratios else None
-    if check.probe == "disqualified_fraction":
-        total = sample.get("nodes_total") or 0
-        return sample["nodes_disqualified"] / total if total else None
-    if check.probe == "margin":
-        p99, allowance = sample.get("metadata_processing_p99_s"), sample.get("allowance_s")
-        return p99 / allowance if p99 is not None and allowance else None
-    if check.probe == "metadata_paused":
-        return 1.0 if sample.get("metadata_paused") else 0.0
-    return sample.get(check.probe)
+    return probe_value(sample, check.probe, check.table, check.expr)
 
 
 class Runner:
@@ -61,25 +48,67 @@ class Runner:
         speed: float = 1.0,
         tick_s: float = 1.0,
         echo: Callable[[str], None] = print,
+        observers: tuple[Callable[[dict[str, Any]], None], ...] = (),
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        progress_every_s: float = 5.0,
     ) -> None:
         self.scenario, self.plan, self.lab, self.clock = scenario, plan, lab, clock
         self.autopilot, self.speed, self.tick_s, self.echo = autopilot, speed, tick_s / speed, echo
+        self.observers, self.progress, self.progress_every_s = observers, progress, progress_every_s
         self.t0 = 0.0
         self.samples: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
         self.rollbacks: list[dict[str, Any]] = []
+        self.waiting: dict[str, Any] = {}  # what the run waits for now: step, condition, probe, deadline
+        self._last_progress = float("-inf")
+        self._stop_since: dict[int, float] = {}
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
 
     async def tick(self) -> dict[str, Any]:
         await self.clock.sleep(self.tick_s)
-        return await self.take_sample()
+        sample = await self.take_sample()
+        self.tell_progress(sample)
+        return sample
 
     async def take_sample(self) -> dict[str, Any]:
         sample = {"t": round(self.elapsed(), 3), **await self.lab.sample()}
         self.samples.append(sample)
+        for observe in self.observers:
+            observe(sample)
+        self.check_stop(sample)
         return sample
+
+    def check_stop(self, sample: dict[str, Any]) -> None:
+        """A stop condition that has held for its ``for`` ends the run (the rollbacks run)."""
+        for i, check in enumerate(self.scenario.stop_when):
+            value = probe(sample, check)
+            if not check.holds(value):
+                self._stop_since.pop(i, None)
+                continue
+            since = self._stop_since.setdefault(i, sample["t"])
+            if sample["t"] - since >= check.for_s / self.speed:
+                raise Aborted(f"stop condition {check.describe()} held (value {_fmt(value)})")
+
+    def tell_progress(self, sample: dict[str, Any]) -> None:
+        """Every few seconds: which step, what it waits for, the value now and the time left."""
+        if self.progress is None or not self.waiting or sample["t"] - self._last_progress < self.progress_every_s / self.speed:
+            return
+        self._last_progress = sample["t"]
+        w = self.waiting
+        value = probe(sample, w["check"]) if w.get("check") else None
+        self.progress(
+            {
+                "t": sample["t"],
+                "step": w["step"],
+                "waiting_for": w["for"],
+                "probe": w["check"].probe if w.get("check") else None,
+                "value": value,
+                "left_s": None if w.get("until") is None else round(max(0.0, w["until"] - sample["t"]), 1),
+                "customer_error_ratio": sample.get("customer_error_ratio"),
+            }
+        )
 
     async def run(self) -> dict[str, Any]:
         self.t0 = self.clock.now()
@@ -87,17 +116,30 @@ class Runner:
         try:
             await self.take_sample()
             steady = [await self.steady(c) for c in self.scenario.steady_state]
+            self.steps.extend(steady)
             if not all(r["passed"] for r in steady):
-                self.steps.extend(steady)
                 outcome = "failed"
                 return self.journal(outcome)
-            self.steps.extend(steady)
             for planned in self.plan:
                 await self.step(planned)
-            outcome = "passed" if all(s["passed"] for s in self.steps) else "failed"
+            after = [await self.steady_after(c) for c in self.scenario.steady_state]
+            self.steps.extend(after)
+            outcome = (
+                "passed"
+                if all(s["passed"] for s in self.steps)
+                else "deviated"
+                if all(s["passed"] for s in self.steps if s["kind"] != "steady-after")
+                else "failed"
+            )
+            return self.journal(outcome)
+        except Aborted as stop:
+            self.steps.append({"name": str(stop), "kind": "stop", "at_s": round(self.elapsed(), 3), "passed": False, "detail": str(stop)})
+            self.echo(f"[{self.elapsed():7.1f}s] ABORTED {stop}: rolling back")
+            outcome = "aborted"
             return self.journal(outcome)
         finally:
             # Ctrl-C or SIGTERM cancels this task once: the rollbacks below still run to the end.
+            self.waiting = {}
             await self.roll_back()
 
     async def roll_back(self) -> None:
@@ -116,21 +158,32 @@ class Runner:
             "value": value,
         }
 
+    async def steady_after(self, check: Check) -> dict[str, Any]:
+        """The steady state again once the method has run (chaostoolkit's second look), allowed
+        ``steady_state_within`` to come back."""
+        within = self.scenario.steady_state_within_s / self.speed
+        result = await self.expect(check, within_s=within, step="steady state after the run")
+        record = {"name": f"steady state after the run: {check.describe()}", "kind": "steady-after", "at_s": round(self.elapsed(), 3)}
+        self.echo(f"[{self.elapsed():7.1f}s] {'ok' if result['passed'] else 'DEVIATED':6} {record['name']}: {result['detail']}")
+        return record | result
+
     async def step(self, planned: Planned) -> dict[str, Any]:
         step = planned.step
         if planned.at_s is not None:
+            self.waiting = {"step": step.name, "for": f"its time ({planned.at_s:g}s)", "until": planned.at_s}
             while self.elapsed() < planned.at_s:
                 await self.tick()
         elif step.after_s:
-            await self.wait(step.after_s / self.speed)
+            await self.wait(step.after_s / self.speed, step.name)
         record = await self.do(step, planned.args)
         self.steps.append(record)
         mark = "ok" if record["passed"] else "FAILED"
         self.echo(f"[{record['ended_s']:7.1f}s] {mark:6} {step.name}: {record.get('detail', '')}")
         return record
 
-    async def wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float, step: str = "") -> None:
         end = self.elapsed() + seconds
+        self.waiting = {"step": step, "for": f"{seconds:g}s to pass", "until": end}
         while self.elapsed() < end:
             await self.tick()
 
@@ -139,10 +192,10 @@ class Runner:
         if step.kind in ("fault", "action"):
             record |= await self.move(step, args)
         elif step.kind == "wait":
-            await self.wait(step.wait_s / self.speed)
+            await self.wait(step.wait_s / self.speed, step.name)
             record |= {"passed": True, "detail": f"waited {step.wait_s / self.speed:g}s"}
         elif step.kind == "expect" and step.check:
-            record |= await self.expect(step.check)
+            record |= await self.expect(step.check, step=step.name)
         else:
             record |= await self.operator(step)
         record["ended_s"] = round(self.elapsed(), 3)
@@ -160,11 +213,12 @@ class Runner:
             own = {"action": step.action, "ok": result["ok"], "expect_failure": step.expect_failure, "passed": passed}
         return {"args": args, "detail": result["message"], **own}
 
-    async def expect(self, check: Check, within_s: float | None = None) -> dict[str, Any]:
+    async def expect(self, check: Check, within_s: float | None = None, step: str = "") -> dict[str, Any]:
         """Wait until the check holds (for ``for`` seconds in a row), at most ``within``."""
         start = self.elapsed()
         deadline = start + (check.within_s / self.speed if within_s is None else within_s)
         hold = check.for_s / self.speed
+        self.waiting = {"step": step, "for": check.describe(), "check": check, "until": deadline}
         since: float | None = None
         values: list[float] = []
         while True:
@@ -211,7 +265,7 @@ class Runner:
             )
             auto = []
         watching = self.elapsed()
-        result = await self.expect(step.check, within_s=max(0.0, start + limit - watching))
+        result = await self.expect(step.check, within_s=max(0.0, start + limit - watching), step=step.name)
         # recovered when the condition began to hold (as for any expectation), not when its hold ended
         result["recovered_after_s"] = round(watching + result["met_after_s"] - start, 3) if result["passed"] else None
         return result | {"autopilot": auto, "passed": result["passed"] and all(a["passed"] for a in auto), "started_s": round(start, 3)}
@@ -231,6 +285,10 @@ class Runner:
             "samples": self.samples,
             "player_actions": self.lab.player_actions(),
         }
+
+
+class Aborted(Exception):
+    """A stop condition held: the run ends here and rolls back."""
 
 
 def _fmt(value: float | None) -> str:

@@ -118,14 +118,18 @@ class LocalLab(_Lab):
 
 
 class DockerLab(_Lab):
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, promql: set[str] | frozenset[str] = frozenset()) -> None:
         self.stack = DockerStack(directory)
         self.ops = Ops(self.stack.state, docker=self.stack)
         self.started_at = time.time()
+        self.promql = sorted(promql)  # the scenario's promql probes, asked of Prometheus each sample
 
     async def sample(self) -> dict[str, Any]:
         snap = await self.stack.sample()
-        return {k: snap.get(k) for k in KEPT}
+        kept = {k: snap.get(k) for k in KEPT}
+        if self.promql:
+            kept["promql"] = {expr: await asyncio.to_thread(self.stack.scalar, expr) for expr in self.promql}
+        return kept
 
     async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         values = scaled(args, speed)

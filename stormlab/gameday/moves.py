@@ -1,5 +1,12 @@
-"""The responders' moves in a game day: what each `stormlab ops` action is, and the fault lease
-it takes (pure). Scenario files, `ops` and the runner all read this table."""
+"""The responders' moves in a game day: what each `stormlab ops` action is, which on-call role
+owns it, and the fault lease it takes (pure). Scenario files, `ops` and the runner all read this
+table.
+
+A team plays with one role per service: the database's on-call owns the metadata service's
+runbook (AWS's, 2015); the queues', scaling's, metrics' and console's on-calls own the fixes AWS
+announced for their services, switched on in the running service. Looking, noting, acknowledging
+a page and posting to the status page are everyone's.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,15 @@ from typing import Any
 from chaos import catalog
 from chaos.lease import max_duration_s
 
+ROLES = {
+    "database": "DynamoDB's on-call: the metadata service (pause, capacity, readmission)",
+    "queues": "SQS's on-call: the queue service",
+    "scaling": "Auto Scaling's on-call: the scaling service",
+    "metrics": "CloudWatch's on-call: the metrics service",
+    "console": "the Console's on-call: logins",
+}
+SEVERITIES = ("investigating", "degraded", "partial-outage", "major-outage", "resolved")
+
 
 @dataclass(frozen=True)
 class Action:
@@ -16,6 +32,7 @@ class Action:
     help: str
     fault: str | None = None  # the lease this move takes
     keys: tuple[str, ...] = ()  # the fault's arguments the move takes
+    fixes: tuple[str, ...] = ()  # `enable`: the fault is the fix named by the first argument
 
 
 ACTIONS = {
@@ -25,9 +42,47 @@ ACTIONS = {
         Action("set-capacity", "set the metadata service's virtual cores", "capacity", ("cores", "break_glass", "timeout", "duration")),
         Action("pause-metadata", "stop taking membership requests (AWS, 5:06 AM)", "pause-metadata", ("duration",)),
         Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every")),
+        Action("enable", "switch on a fix AWS announced in its running service", keys=("fix", "duration"), fixes=catalog.FIXES),
+        Action("scale-workers", "drain the scaling backlog with N workers", "scale-workers", ("workers", "duration")),
         Action("note", "mark the timeline"),
+        Action("ack", "acknowledge your role's page (the newest unacknowledged, or the alert named)"),
+        Action("post-status", "post to the status page customers read"),
     )
 }
+EVERYONE = ("status", "note", "ack", "post-status")  # no role owns these: every responder may
+
+
+def fault_of(action: Action, args: dict[str, Any]) -> str | None:
+    """The lease a move takes (``enable``'s is the fix it names)."""
+    if action.fixes:
+        fix = args.get("fix")
+        if fix not in action.fixes:
+            raise catalog.ChaosError(f"{action.name}: fix must be one of {', '.join(action.fixes)}, got {fix!r}")
+        return str(fix)
+    return action.fault
+
+
+def owner(fault: str) -> str:
+    """The on-call role whose service holds this lease."""
+    holder = catalog.FAULTS[fault].holder
+    return "database" if holder in ("metadata", "supervisor", "linkproxy") else holder
+
+
+def owner_of(action: Action, args: dict[str, Any]) -> str | None:
+    """The role a move belongs to (None: everyone's)."""
+    fault = fault_of(action, args)
+    return None if fault is None else owner(fault)
+
+
+def check_role(role: str | None, action: Action, args: dict[str, Any]) -> None:
+    """A role may make its own moves and everyone's; another role's is refused (exit 2)."""
+    if role is None:
+        return
+    if role not in ROLES:
+        raise catalog.ChaosError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    mine = owner_of(action, args)
+    if mine is not None and mine != role:
+        raise catalog.ChaosError(f"{action.name} {args.get('fix') or ''}".strip() + f" is the {mine} on-call's move, not {role}'s")
 
 
 def move_values(action: Action, args: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +91,7 @@ def move_values(action: Action, args: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(args) - set(action.keys))
     if unknown:
         raise catalog.ChaosError(f"{action.name} takes no {', '.join(unknown)}; it takes {', '.join(action.keys)}")
-    values = {k: v for k, v in args.items() if v is not None}
+    values = {k: v for k, v in args.items() if v is not None and k != "fix"}
     if "duration" in action.keys:
         values.setdefault("duration", max_duration_s())
     return values

@@ -5,12 +5,23 @@
                       (times out in a storm, as in 2015) or --break-glass around it
   pause-metadata      stop taking membership requests (AWS, 5:06 AM)
   resume              readmit the fleet, all at once or --staged N --every S
+  enable FIX          switch on a fix AWS announced, in its running service: stale-cache
+                      (queues), write-through (metrics), prune-activities (scaling),
+                      short-timeout (console)
+  scale-workers N     drain the scaling backlog with N workers
+  ack [ALERT]         acknowledge your role's page
+  post-status --severity S TEXT
+                      post to the status page customers read (name the tables that fail)
   note TEXT           mark the timeline
 
-The moves are fault leases of the metadata service (chaos/catalog.py): each ends by itself, and
-its help says when and what the end does. Every command goes into the responders' journal
-(ops-journal.jsonl in the state directory), like the same moves made with `stormlab chaos`: a
-running scenario reads it to mark the players' moves and to score them.
+A team plays with `--as ROLE` (or STORMLAB_ROLE): database, queues, scaling, metrics or console.
+Each role makes its own service's moves (another role's are refused, exit 2) and everyone's
+(status, note, ack, post-status); the game day scores each role's moves and pages.
+
+The moves are fault leases of the service that holds them (chaos/catalog.py): each ends by
+itself, and its help says when and what the end does. Every command goes into the responders'
+journal (ops-journal.jsonl in the state directory), like the same moves made with `stormlab
+chaos`: a running scenario reads it to mark the players' moves and to score them.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +41,9 @@ from common.auth import ensure_token
 from common.errors import LabError, UsageError
 from common.labstate import running, state_dir
 from stormlab import observe
+from stormlab.gameday import desk
 from stormlab.gameday.docker_lab import DockerStack
-from stormlab.gameday.moves import ACTIONS, move_values
+from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, check_role, fault_of, move_values
 
 
 def first_look(snap: dict[str, Any]) -> str:
@@ -67,27 +80,60 @@ class Ops:
         self.token = ensure_token(self.directory)
         self.docker = docker
 
-    async def run(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Make one move; returns what the journal holds of it (``ok``, ``message``), and for a
-        move that failed, the ``error`` that says why."""
+    async def run(self, action: str, args: dict[str, Any], role: str | None = None) -> dict[str, Any]:
+        """Make one move as ``role`` (None: no role named); returns what the journal holds of it
+        (``ok``, ``message``), and for a move that failed, the ``error`` that says why."""
         if action not in ACTIONS:
             raise catalog.ChaosError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
         spec = ACTIONS[action]
-        if spec.fault is None:
-            message = await self.status() if action == "status" else str(args.get("text", "")).strip() or "(empty note)"
-            return journal.record(self.directory, action, args, True, message)
+        try:
+            check_role(role, spec, args)
+            fault = fault_of(spec, args)
+        except UsageError as exc:
+            return {"ok": False, "message": str(exc), "error": exc}
+        if action in EVERYONE:
+            return await self.everyone(action, args, role)
+        assert fault is not None, "every move but everyone's takes a lease"
         try:
             values = move_values(spec, args)
         except UsageError as exc:
-            journal.record(self.directory, action, args, False, str(exc), fault=spec.fault)
+            journal.record(self.directory, action, args, False, str(exc), fault=fault, role=role)
             return {"ok": False, "message": str(exc), "error": exc}
         try:  # built, sent and journaled on the one path `stormlab chaos` takes too
             lease, req = await asyncio.to_thread(
-                client.apply, self.state, spec.fault, values, self.token, journal_dir=self.directory, via="ops", action=action
+                client.apply, self.state, fault, values, self.token, journal_dir=self.directory, via="ops", action=action, role=role
             )
         except (UsageError, LabError) as exc:
             return {"ok": False, "message": str(exc), "error": exc}
         return {"ok": True, "message": client.describe(lease, req)}
+
+    async def everyone(self, action: str, args: dict[str, Any], role: str | None) -> dict[str, Any]:
+        """The moves no role owns: look, note, acknowledge a page, post to the status page."""
+        if action == "status":
+            return journal.record(self.directory, action, args, True, await self.status(), role=role)
+        if action == "note":
+            return journal.record(self.directory, action, args, True, str(args.get("text", "")).strip() or "(empty note)", role=role)
+        if action == "ack":
+            return self.ack(args.get("alert"), role)
+        severity, text = args.get("severity"), str(args.get("text") or "").strip()
+        if severity not in SEVERITIES or not text:
+            exc = UsageError(f"post-status needs --severity ({', '.join(SEVERITIES)}) and the text customers read")
+            return {"ok": False, "message": str(exc), "error": exc}
+        entry = journal.record(
+            self.directory, action, {"severity": severity, "text": text}, True, f"posted ({severity}): {text}", role=role
+        )
+        return entry
+
+    def ack(self, alert: str | None, role: str | None) -> dict[str, Any]:
+        waiting = [p for p in desk.unacked(self.directory, role) if alert is None or p["alert"] == alert]
+        if not waiting:
+            whose = f"{role}'s" if role else "any role's"
+            exc = UsageError(f"no page of {alert or 'any alert'} waits for {whose} ack (pages arrive during a game day)")
+            return {"ok": False, "message": str(exc), "error": exc}
+        page = waiting[-1]
+        age = max(0.0, time.time() - page["at"])
+        message = f"acknowledged {page['alert']} (paged {age:.0f}s ago): {page['summary']}"
+        return journal.record(self.directory, "ack", {"alert": page["alert"]}, True, message, role=page["role"])
 
     async def status(self) -> str:
         if self.docker is not None:
@@ -109,9 +155,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("local", "docker"),
         help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)",
     )
+    ops.add_argument(
+        "--as",
+        dest="role",
+        choices=tuple(ROLES),
+        default=os.environ.get("STORMLAB_ROLE") or None,
+        help="your on-call role in a team's game day (default: STORMLAB_ROLE): " + "; ".join(f"{r}: {h}" for r, h in ROLES.items()),
+    )
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action in ACTIONS.values():
-        fault = catalog.FAULTS[action.fault] if action.fault else None
+        # the fixes' leases take the same arguments and end the same way: the first stands for all
+        fault = catalog.FAULTS[action.fault or action.fixes[0]] if action.fault or action.fixes else None
         description = action.help + (
             f".\nIt is a lease: it ends by itself after --duration (default {max_duration_s():g}s), and then {fault.reverts}."
             if fault and "duration" in action.keys
@@ -119,27 +173,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             if fault
             else "."
         )
+        if action.fixes:
+            description = (
+                f"{action.help}.\nIt is a lease: it ends by itself after --duration (default {max_duration_s():g}s), and then the "
+                "fix is off again (unless the service started with it: --set fix_…=on)."
+            )
         p = actions.add_parser(action.name, help=action.help, description=description)
+        if action.fixes:
+            p.add_argument(
+                "fix",
+                choices=action.fixes,
+                help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
+            )
         for key in action.keys:
-            arg = fault.arg(key) if fault else None
+            arg = next((a for a in fault.args if a.key == key), None) if fault else None
             if arg is None:
                 continue
-            if key == "cores":
-                p.add_argument("cores", help=arg.describe())
+            if key in ("cores", "workers"):
+                p.add_argument(key, help=arg.describe())
             elif arg.kind == catalog.FLAG:
                 p.add_argument(arg.flag, action="store_true", default=None, help=arg.describe())
             else:
                 p.add_argument(arg.flag, metavar=key.upper(), help=arg.describe())
         if action.name == "note":
             p.add_argument("text", nargs="+")
+        if action.name == "ack":
+            p.add_argument("alert", nargs="?", help="the alert to acknowledge (default: your role's newest page)")
+        if action.name == "post-status":
+            p.add_argument("--severity", required=True, choices=SEVERITIES, help="how bad it is for customers")
+            p.add_argument("text", nargs="+", help="what customers read: what fails, for whom (name the tables), what you do")
     ops.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec = ACTIONS[args.action]
-    kwargs: dict[str, Any] = {k: getattr(args, k) for k in spec.keys}
+    kwargs: dict[str, Any] = {k: getattr(args, k, None) for k in spec.keys}
     if args.action == "note":
         kwargs = {"text": " ".join(args.text)}
+    elif args.action == "ack":
+        kwargs = {"alert": args.alert}
+    elif args.action == "post-status":
+        kwargs = {"severity": args.severity, "text": " ".join(args.text)}
     if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
         stack = DockerStack(state_dir())
         ops = Ops(stack.state, docker=stack)
@@ -150,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
                 "no lab is up: start one with `stormlab up` or `stormlab scenario run` (or --backend docker for the compose stack)"
             )
         ops = Ops(state)
-    entry = asyncio.run(ops.run(args.action, kwargs))
+    entry = asyncio.run(ops.run(args.action, kwargs, args.role))
     print(entry["message"])
     if not entry["ok"]:
         raise entry["error"]

@@ -12,7 +12,20 @@ from common.settings import LabSettings, SettingsError, parse_bool, parse_durati
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
 
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
-ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text"}))
+ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text", "fix", "severity", "alert"}))
+TOP_KEYS = (
+    "title",
+    "description",
+    "profile",
+    "settings",
+    "steady_state",
+    "steady_state_within",
+    "steps",
+    "rollback",
+    "stop_when",
+    "scoring",
+    "compare",
+)
 NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
 
 
@@ -76,9 +89,7 @@ class _Reader:
         return list(node.value)
 
     def scenario(self, root: yaml.Node) -> Scenario:
-        top = self.mapping(
-            root, "scenario", ("title", "description", "profile", "settings", "steady_state", "steps", "rollback", "scoring", "compare")
-        )
+        top = self.mapping(root, "scenario", TOP_KEYS)
         title = self.text(self.need(top, root, "scenario", "title"), "title")
         name = self.text(top["profile"], "profile") if "profile" in top else "dynamodb-2015"
         try:
@@ -123,7 +134,13 @@ class _Reader:
             else ()
         )
         description = self.text(top["description"], "description") if "description" in top else ""
-        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description)
+        stops = (
+            tuple(self.check(n, f"stop_when[{i}]", timed=False) for i, n in enumerate(self.items(top["stop_when"], "stop_when")))
+            if "stop_when" in top
+            else ()
+        )
+        after = self.duration(top["steady_state_within"], "steady_state_within") if "steady_state_within" in top else 0.0
+        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description, stops, after)
 
     def settings(self, node: yaml.Node | None, base: LabSettings) -> LabSettings:
         if node is None:
@@ -143,7 +160,7 @@ class _Reader:
 
     def check(self, node: yaml.Node, path: str, timed: bool = True, held: bool = True) -> Check:
         """``timed``: needs ``within``; ``held``: may say ``for`` how long it must hold."""
-        known = ("probe", "above", "below", "table") + (("within",) if timed else ()) + (("for",) if held else ())
+        known = ("probe", "above", "below", "table", "expr") + (("within",) if timed else ()) + (("for",) if held else ())
         m = self.mapping(node, path, known)
         probe_ = self.text(self.need(m, node, path, "probe"), f"{path}.probe")
         if probe_ not in PROBES:
@@ -152,6 +169,8 @@ class _Reader:
             raise self.fail(node, path, "needs above, below or both")
         if (probe_ == "table_error_ratio") != ("table" in m):
             raise self.fail(node, path, "table goes with the table_error_ratio probe, and that probe needs it")
+        if (probe_ == "promql") != ("expr" in m):
+            raise self.fail(node, path, "expr (a PromQL expression) goes with the promql probe, and that probe needs it")
         above, below = (self.number(m[k], f"{path}.{k}") if k in m else None for k in ("above", "below"))
         check = Check(
             probe_,
@@ -159,6 +178,7 @@ class _Reader:
             below,
             table=self.text(m["table"], f"{path}.table") if "table" in m else None,
             within_s=self.duration(m["within"], f"{path}.within") if "within" in m else 0.0,
+            expr=self.text(m["expr"], f"{path}.expr") if "expr" in m else None,
             for_s=self.duration(m["for"], f"{path}.for") if "for" in m else 0.0,
         )
         if timed and not check.within_s:

@@ -1,5 +1,6 @@
-"""The post-game report: a PNG per series (fault windows shaded, operator moves marked) and
-one HTML page with the timeline, the seed-vs-lab table and the score."""
+"""The post-game report: a PNG per series (fault windows shaded, operator moves marked), the
+debrief's timeline per on-call role (pages, acks, moves, status posts beside the customers'
+errors), and one HTML page with the timeline, the seed-vs-lab tables and the score cards."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from common.settings import TIME_COMPRESSION  # noqa: E402
-from stormlab.gameday.scoring import records  # noqa: E402
+from stormlab.gameday.moves import ROLES  # noqa: E402
+from stormlab.gameday.scoring import acted_as, records  # noqa: E402
 
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),
@@ -29,6 +31,10 @@ SERIES = (
     ("cascade-queue-errors", "queue send/receive errors (%)", lambda s, p: _pct(s.get("queue_error_ratio"))),
     ("cascade-login", "console login p99 (s)", lambda s, p: s.get("login_p99_s")),
 )
+
+
+def _secs(x: float | None) -> str:
+    return "—" if x is None else f"{x:g} s"
 
 
 def _pct(x: float | None) -> float | None:
@@ -98,6 +104,70 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
     return paths
 
 
+MARKS = {  # what each lane shows, and how
+    "page": ("v", "#c0392b", "page"),
+    "ack": ("o", "#8e44ad", "ack"),
+    "move": ("s", "#27ae60", "move"),
+    "failed": ("X", "#c0392b", "failed move"),
+    "post": ("*", "#2980b9", "status post"),
+}
+
+
+def role_events(journal: dict[str, Any]) -> list[tuple[float, str, str, str]]:
+    """(t, lane, mark, label): every page, ack, move and post, in the lane of its role."""
+    out = [(p["t"], p["role"], "page", p["alert"]) for p in journal.get("pages", []) if p["status"] == "firing"]
+    for a in journal["player_actions"]:
+        lane = acted_as(a) or "anyone"
+        if a["action"] == "ack":
+            out.append((a["t"], lane, "ack", str(a["args"].get("alert", ""))))
+        elif a["action"] == "post-status":
+            out.append((a["t"], lane, "post", str(a["args"].get("severity", ""))))
+        elif a.get("fault"):
+            out.append(
+                (a["t"], lane, "move" if a["ok"] else "failed", a["action"] + (f" {a['args'].get('fix')}" if a["args"].get("fix") else ""))
+            )
+    return sorted(out)
+
+
+def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
+    """The debrief: customers' errors on top, one lane per role below with its pages, acks,
+    moves and posts."""
+    events = role_events(journal)
+    if not events:
+        return None
+    lanes = [r for r in (*ROLES, "lab", "anyone") if any(e[1] == r for e in events)]
+    samples = journal["samples"]
+    fig, (top, low) = plt.subplots(2, 1, figsize=(11, 2.4 + 0.7 * len(lanes)), sharex=True, height_ratios=(1.2, 0.45 * len(lanes) + 0.4))
+    errors = [_pct(s.get("customer_error_ratio")) for s in samples]
+    top.plot([s["t"] for s in samples], [float("nan") if x is None else x for x in errors], color="#2c3e50", lw=1.3)
+    top.set_ylabel("customer errors (%)", fontsize=8)
+    top.grid(alpha=0.3)
+    for start, stop, fault in fault_windows(journal):
+        top.axvspan(start, stop, color="#f39c12" if fault == "blip" else "#f5b7b1", alpha=0.35, lw=0)
+    seen: set[str] = set()
+    count = dict.fromkeys(lanes, 0)
+    for t, lane, mark, label in events:
+        shape, color, name = MARKS[mark]
+        y = lanes.index(lane)
+        low.scatter([t], [y], marker=shape, color=color, s=46, zorder=3, label=None if name in seen else name)
+        seen.add(name)
+        # a lane's events come in quick succession: their labels take turns above and below
+        rise = (7, -11, 15, -19)[count[lane] % 4]
+        count[lane] += 1
+        low.annotate(label, (t, y), xytext=(4, rise), textcoords="offset points", fontsize=6, color=color)
+    low.set_yticks(range(len(lanes)), lanes, fontsize=8)
+    low.set_ylim(-0.7, len(lanes) - 0.3)
+    low.invert_yaxis()
+    low.grid(alpha=0.3, axis="x")
+    low.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    low.set_xlabel("seconds since the start of the scenario")
+    fig.tight_layout()
+    path = out / "roles.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, pngs: list[Path], out: Path) -> Path:
     e = html.escape
     rows = [
@@ -132,6 +202,43 @@ def write_html(journal: dict[str, Any], comparison: list[dict], score: dict, png
         else "<b>INVALID RUN</b>: the host, not the model, shaped it: " + "; ".join(e(reason) for reason in checked["invalid_reasons"])
     )
     scores = "".join(f"<tr><td>{e(k.replace('_', ' '))}</td><td>{e(str(v))}</td></tr>" for k, v in score.items())
+    cards = journal.get("roles", {})
+    figures = list(next(iter(cards.values()), {}))
+    role_table = (
+        "<table><tr><th>role</th>"
+        + "".join(f"<th>{e(f.replace('_', ' '))}</th>" for f in figures)
+        + "</tr>"
+        + "".join(f"<tr><td>{e(r)}</td>" + "".join(f"<td>{e(str(c[f]))}</td>" for f in figures) + "</tr>" for r, c in cards.items())
+        + "</table>"
+        if cards
+        else "<p>no role was paged and none moved</p>"
+    )
+    timeline = "".join(
+        f"<tr><td>{t:.1f}</td><td>{e(lane)}</td><td>{e(MARKS[mark][2])}</td><td>{e(label)}</td></tr>"
+        for t, lane, mark, label in role_events(journal)
+    )
+    posted = journal.get("status_page", {})
+    posts = "".join(
+        f"<li>{a['t']:.1f} s, {e(str(a.get('role') or 'a responder'))}: "
+        f"<b>{e(str(a['args'].get('severity')))}</b> {e(str(a['args'].get('text')))}</li>"
+        for a in journal["player_actions"]
+        if a["action"] == "post-status" and a["ok"]
+    )
+    seed = "".join(
+        f"<tr><td>{e(r['in_2015'])}</td><td>{e(r['what'])}</td><td>{r['after_blip_2015_min']} min</td><td>{r['at_lab_pace_s']:g} s</td>"
+        f"<td>{_secs(r['lab_after_blip_s'])}</td></tr>"
+        for r in journal.get("seed_timeline", [])
+    )
+    debrief = f"""<h2>The debrief: each role</h2>{role_table}
+<p>Time to detect: the role's first page after the onset to its first move; time to ack: that page to its ack.</p>
+{'<p><img src="roles.png" alt="roles"></p>' if (out / "roles.png").exists() else ""}
+<table><tr><th>s</th><th>role</th><th>what</th><th></th></tr>{timeline}</table>
+<h2>The status page</h2><p>{posted.get("posts", 0)} post(s); the first {posted.get("time_to_post_s")} s after the onset;
+tables whose customers failed: {e(", ".join(posted.get("impacted_tables", [])[:8]) or "none")};
+named in the posts: <b>{e(", ".join(posted.get("tables_named", [])) or "none")}</b>
+(AWS: "a low overall error rate can hide high error rates for a few customers").</p><ul>{posts or "<li>nothing posted</li>"}</ul>
+<h2>The seed's timeline beside the lab's</h2><table><tr><th>20 September 2015</th><th>what</th><th>after the blip</th>
+<th>at the lab's pace</th><th>this run, after the blip</th></tr>{seed}</table>"""
     images = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if not p.stem.startswith("cascade-"))
     cascade = "".join(f'<p><img src="{p.name}" alt="{p.stem}"></p>' for p in pngs if p.stem.startswith("cascade-"))
     page = f"""<!doctype html><meta charset=utf-8><title>{e(journal["title"])}</title>
@@ -142,6 +249,7 @@ tr.bad{{background:#fadbd8}}img{{max-width:100%}}</style>
 {"autopilot" if journal["autopilot"] else "players"} · {validity}</p>
 <h2>2015 beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")])}
 <h2>Score</h2><table>{scores}</table>
+{debrief}
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{"".join(rows)}</table>
 <h2>Operator moves</h2><ul>{moves or "<li>none</li>"}</ul>
 <h2>What happened</h2><p>Shaded: fault windows (orange: the blip). Dash-dot lines: operator moves (red: failed).</p>{images}

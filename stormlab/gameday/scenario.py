@@ -35,9 +35,30 @@ PROBES = (
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",
+    "promql",
 )
 CASCADE_PROBES = frozenset(p for p in PROBES if p.startswith(("queue_", "scaling_", "login_", "metric_")))
 KINDS = ("fault", "action", "wait", "expect", "operator")
+
+
+def probe_value(sample: dict, probe: str, table: str | None = None, expr: str | None = None) -> float | None:
+    """A probe's value in one sample of the lab (None: not measured)."""
+    if probe == "promql":
+        return (sample.get("promql") or {}).get(expr)
+    if probe == "table_error_ratio":
+        return (sample.get("table_error_ratio") or {}).get(table)
+    if probe == "worst_table_error_ratio":
+        ratios = [v for v in (sample.get("table_error_ratio") or {}).values() if v is not None]
+        return max(ratios) if ratios else None
+    if probe == "disqualified_fraction":
+        total = sample.get("nodes_total") or 0
+        return (sample.get("nodes_disqualified") or 0) / total if total else None
+    if probe == "margin":
+        p99, allowance = sample.get("metadata_processing_p99_s"), sample.get("allowance_s")
+        return p99 / allowance if p99 is not None and allowance else None
+    if probe == "metadata_paused":
+        return 1.0 if sample.get("metadata_paused") else 0.0
+    return sample.get(probe)
 
 
 class ScenarioError(UsageError):
@@ -52,6 +73,7 @@ class Check:
     table: str | None = None
     within_s: float = 0.0
     for_s: float = 0.0
+    expr: str | None = None  # probe promql: the expression Prometheus evaluates
 
     def holds(self, value: float | None) -> bool:
         if value is None:
@@ -62,7 +84,7 @@ class Check:
         bounds = " and ".join(
             b for b in (f"> {self.above:g}" if self.above is not None else "", f"< {self.below:g}" if self.below is not None else "") if b
         )
-        what = f"{self.probe}[{self.table}]" if self.table else self.probe
+        what = f"{self.probe}[{self.table}]" if self.table else f"promql({self.expr})" if self.expr else self.probe
         return (
             f"{what} {bounds}" + (f" for {self.for_s:g}s" if self.for_s else "") + (f" within {self.within_s:g}s" if self.within_s else "")
         )
@@ -110,6 +132,13 @@ class Scenario:
     onset_step: str | None
     compare: tuple[Compare, ...]
     description: str = ""
+    stop_when: tuple[Check, ...] = ()  # any of these holding for its ``for`` aborts the run
+    steady_state_within_s: float = 0.0  # after the run, how long the steady state may take to return
+
+    def promql(self) -> set[str]:
+        """The PromQL expressions its probes need (a compose run's Prometheus answers them)."""
+        checks = [*self.steady_state, *self.stop_when, *(s.check for s in self.all_steps() if s.check)]
+        return {c.expr for c in checks if c.expr}
 
     def step(self, name: str) -> Step:
         return next(s for s in self.all_steps() if s.name == name)

@@ -8,6 +8,7 @@ from typing import Any
 
 from chaos import catalog
 from common.settings import TIME_COMPRESSION
+from stormlab.gameday.moves import ROLES, owner
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
 from stormlab.story import Sample, host_fields, host_figures, invalid_reasons
 
@@ -75,12 +76,21 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     onset = when.get(scenario.onset_step) if scenario.onset_step else None
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     players = journal["player_actions"]
-    detect = next((a["t"] for a in players if onset is not None and a["t"] >= onset and a["action"] == "status"), None)
     recovered = when.get(operator["name"]) if operator else None
     in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a.get("fault") in catalog.MOVES]
+    # the team detected: its first page after the onset, to the first move any role made after it
+    # (each role's own page to its own move is on its card); with no pages, the first look at
+    # `ops status`, as before pages existed
+    page = next((p for p in journal.get("pages", []) if p["status"] == "firing" and onset is not None and p["t"] >= onset), None)
+    if page is not None:
+        detect = _first_after([a for a in players if a["ok"] and a.get("fault") in catalog.MOVES], page)
+        detect_s = None if detect is None else round(detect - page["t"], 1)
+    else:
+        detect = next((a["t"] for a in players if onset is not None and a["t"] >= onset and a["action"] == "status"), None)
+        detect_s = None if detect is None or onset is None else round(detect - onset, 1)
     return {
         "onset_s": None if onset is None else round(onset, 1),
-        "time_to_detect_s": None if detect is None else round(detect - onset, 1),
+        "time_to_detect_s": detect_s,
         "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
         "customer_error_minutes": round(error_minutes(journal["samples"]), 3),
         "actions_taken": len(in_phase),
@@ -110,3 +120,118 @@ def validity(journal: dict[str, Any], period_s: float) -> dict[str, Any]:
     blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip"), None)
     reasons = invalid_reasons(samples, 0.0, blip, allowance, period_s) if allowance else []
     return {"valid": not reasons, "invalid_reasons": reasons, **host_figures(samples, 0.0)}
+
+
+def acted_as(action: dict[str, Any]) -> str | None:
+    """Whose move a journal entry is: the role it was made as, else the role owning its lease."""
+    if action.get("role"):
+        return str(action["role"])
+    return owner(action["fault"]) if action.get("fault") in catalog.FAULTS else None
+
+
+def roles(journal: dict[str, Any], onset: float | None) -> dict[str, dict[str, Any]]:
+    """The score card of each on-call role that was paged or moved: its pages, how soon it
+    acknowledged the first page after the onset, and time to detect: that page to the role's
+    first move (a lease on its service)."""
+    pages = [p for p in journal.get("pages", []) if p["status"] == "firing"]
+    actions = journal["player_actions"]
+    cards = {}
+    for role in ROLES:
+        mine = [p for p in pages if p["role"] == role]
+        acts = [a for a in actions if acted_as(a) == role]
+        if not mine and not acts:
+            continue
+        first = next((p for p in mine if onset is None or p["t"] >= onset), mine[0] if mine else None)
+        acks = [a for a in acts if a["action"] == "ack" and a["ok"]]
+        moves = [a for a in acts if a.get("fault") in catalog.MOVES]
+        ack_at = _first_after(acks, first)
+        move_at = _first_after([m for m in moves if m["ok"]], first)
+        cards[role] = {
+            "pages": len(mine),
+            "first_page": first["alert"] if first else None,
+            "first_page_s": None if first is None else round(first["t"], 1),
+            "time_to_ack_s": None if ack_at is None or first is None else round(ack_at - first["t"], 1),
+            "time_to_detect_s": None if move_at is None or first is None else round(move_at - first["t"], 1),
+            "moves": len(moves),
+            "failed_moves": sum(1 for m in moves if not m["ok"]),
+            "acks": len(acks),
+            "posts": sum(1 for a in acts if a["action"] == "post-status" and a["ok"]),
+        }
+    return cards
+
+
+def _first_after(entries: list[dict[str, Any]], page: dict[str, Any] | None) -> float | None:
+    return None if page is None else next((e["t"] for e in entries if e["t"] >= page["t"]), None)
+
+
+IMPACTED = 0.05  # a table whose error ratio went above this after the onset had customers failing
+
+
+def status_page(journal: dict[str, Any], onset: float | None) -> dict[str, Any]:
+    """The communication score: how soon after the onset the first post went up, and whether
+    the posts named the tables whose customers failed (the Monday tail: a low overall error
+    rate can hide a few customers' high one)."""
+    posted = [a for a in journal["player_actions"] if a["action"] == "post-status" and a["ok"]]
+    hit: dict[str, float] = {}
+    for s in journal["samples"]:
+        if onset is not None and s["t"] >= onset:
+            for table, ratio in (s.get("table_error_ratio") or {}).items():
+                if ratio is not None and ratio > IMPACTED:
+                    hit[table] = max(hit.get(table, 0.0), ratio)
+    words = " ".join(str(p["args"].get("text", "")).lower() for p in posted)
+    named = sorted(t for t in hit if t.lower() in words)
+    first = next((p["t"] for p in posted if onset is None or p["t"] >= onset), None)
+    return {
+        "posts": len(posted),
+        "time_to_post_s": None if first is None or onset is None else round(first - onset, 1),
+        "impacted_tables": sorted(hit, key=lambda t: -hit[t]),
+        "tables_named": named,
+        "impact_named": bool(named),
+    }
+
+
+# 20 September 2015, minutes after the blip (2:19 AM PDT), and what marks the same moment in a run.
+SEED_TIMELINE = (
+    (0, "2:19 AM", "a brief network disruption on a portion of the storage servers", "fault:blip"),
+    (16, "2:35 AM", "CloudWatch: intermittent gaps in EC2 metrics", "page:MetricGaps"),
+    (18, "2:37 AM", "customer error rate far beyond 3 years' levels, settling at ~55%", "onset"),
+    (167, "5:06 AM", "AWS pauses requests to the metadata service", "move:pause-metadata"),
+    (206, "5:45 AM", "SQS cannot refresh its queue metadata: errors rise", "page:QueuesFailing"),
+    (291, "7:10 AM", "error rates low enough for most customers", "recovered"),
+)
+
+
+def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The seed's timeline beside the lab's: each moment after the blip in 2015, at the lab's
+    pace, and in this run (None: it did not happen here)."""
+    when = moments(journal)
+    blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip" and r.get("passed")), None)
+    moves = [a for a in journal["player_actions"] if a["ok"]] + [
+        {"t": r["at_s"], "action": r.get("action")} for r in records(journal) if r.get("action") and r.get("ok")
+    ]
+    operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
+    found = {
+        "fault:blip": blip,
+        "onset": when.get(scenario.onset_step) if scenario.onset_step else None,
+        "recovered": when.get(operator["name"]) if operator else None,
+    }
+    rows = []
+    for minutes, clock, what, mark in SEED_TIMELINE:
+        kind, _, name = mark.partition(":")
+        if kind == "page":
+            at = next((p["t"] for p in journal.get("pages", []) if p["alert"] == name and p["status"] == "firing"), None)
+        elif kind == "move":
+            at = min((m["t"] for m in moves if m["action"] == name), default=None)
+        else:
+            at = found.get(mark)
+        paced = minutes * 60 / TIME_COMPRESSION / journal.get("speed", 1.0)
+        rows.append(
+            {
+                "in_2015": clock,
+                "what": what,
+                "after_blip_2015_min": minutes,
+                "at_lab_pace_s": round(paced, 1),
+                "lab_after_blip_s": None if at is None or blip is None else round(at - blip, 1),
+            }
+        )
+    return rows

@@ -1,0 +1,115 @@
+"""A team's game day through the CLI: the runner pages the database and queues on-calls from the
+alert rules (evaluated by the runner itself, no Docker), two scripted players acknowledge,
+move and post to the status page as their roles, and the report scores each role."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stormlab.cli import main
+from stormlab.gameday import desk
+
+# The Monday tail pages the database (one table fails while the aggregate looks fine); the
+# database's pause then starves the queues of their metadata, which pages the queues.
+SCENARIO = """\
+title: a team's Monday
+settings: {racks: 2, nodes_per_rack: 20, renewal_period_s: 1s, gsi_growth: off}
+steady_state:
+  - {probe: customer_error_ratio, below: 0.01}
+steady_state_within: 20s
+steps:
+  - {name: the tail, at: 2s, fault: stuck-partition, args: {tables: metric-groups, duration: 90s}}
+  - {name: one table fails, expect: {probe: table_error_ratio, table: metric-groups, above: 0.05, for: 4s, within: 40s}}
+  - name: the team
+    operator:
+      time_limit: 5m
+      recovered: {probe: worst_table_error_ratio, below: 0.01, for: 6s}
+stop_when:
+  - {probe: customer_error_ratio, above: 0.99, for: 2m}
+scoring: {onset: one table fails}
+"""
+
+
+def wait_for_page(state: Path, role: str, limit_s: float = 120.0) -> dict:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        waiting = desk.unacked(state, role)
+        if waiting:
+            return waiting[-1]
+        time.sleep(0.5)
+    raise AssertionError(f"no page for {role} within {limit_s:g}s; pages: {desk.read_pages(state)}")
+
+
+@pytest.mark.timeout(400)
+def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys):
+    state = tmp_path / "state"
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(state))
+    path = tmp_path / "team.yaml"
+    path.write_text(SCENARIO)
+    out_dir, board = tmp_path / "runs", tmp_path / "board.jsonl"
+    argv = ["scenario", "run", str(path), "--speed", "2", "--base-port", "0", "--desk-port", "0"]
+    argv += ["--out", str(out_dir), "--leaderboard", str(board), "--team", "blue", "--json"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "stormlab.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy()
+    )
+    try:
+        # database: paged by TableSLOBurn; acknowledges, tells customers, pauses the metadata service
+        paged = wait_for_page(state, "database")
+        assert paged["alert"] == "TableSLOBurn", paged
+        assert main(["ops", "--as", "queues", "pause-metadata"]) == 2  # not the queues' move
+        assert main(["ops", "--as", "database", "ack"]) == 0
+        assert main(["ops", "--as", "database", "ack"]) == 2  # nothing left to acknowledge
+        text = "Elevated errors for customers of metric-groups; other tables are fine. Investigating."
+        assert main(["ops", "--as", "database", "post-status", "--severity", "partial-outage", text]) == 0
+        assert main(["ops", "--as", "database", "pause-metadata", "--duration", "90s"]) == 0
+        # queues: the pause starves them of their queue metadata; paged by QueuesFailing
+        paged = wait_for_page(state, "queues")
+        assert paged["alert"] == "QueuesFailing", paged
+        assert main(["ops", "--as", "queues", "ack", "QueuesFailing"]) == 0
+        assert main(["ops", "--as", "queues", "enable", "stale-cache", "--duration", "5m"]) == 0
+        time.sleep(4)
+        assert main(["ops", "--as", "database", "resume"]) == 0
+        out, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.terminate()
+            run.communicate(timeout=60)
+    capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert all(line.startswith("{") for line in out.splitlines() if line.strip()), out  # --json: nothing but JSON lines
+    kinds = {e["event"] for e in events}
+    assert {"settled", "desk", "step", "progress", "page", "done"} <= kinds, kinds
+    progress = next(e for e in events if e["event"] == "progress")
+    assert {"step", "waiting_for", "value", "left_s"} <= set(progress)
+    done = events[-1]
+    assert done["event"] == "done" and done["outcome"] == "passed", out
+
+    [journal_path] = out_dir.glob("*/journal.json")
+    journal = json.loads(journal_path.read_text())
+    assert {p["alert"] for p in journal["pages"] if p["status"] == "firing"} >= {"TableSLOBurn", "QueuesFailing"}
+    roles = journal["roles"]
+    assert roles["database"]["first_page"] == "TableSLOBurn"
+    assert roles["database"]["acks"] == 1 and roles["queues"]["acks"] == 1
+    assert roles["database"]["moves"] == 2 and roles["queues"]["moves"] == 1
+    for role in ("database", "queues"):
+        assert 0 <= roles[role]["time_to_ack_s"] <= roles[role]["time_to_detect_s"] < 60, roles
+    queue_moves = [a for a in journal["player_actions"] if a.get("role") == "queues"]
+    assert [(a["action"], a["ok"]) for a in queue_moves] == [("ack", True), ("enable", True)]  # the refused move is not one
+    assert journal["score"]["time_to_detect_s"] is not None and journal["score"]["onset_s"] > 2
+    posted = journal["status_page"]
+    assert posted["posts"] == 1 and posted["tables_named"] == ["metric-groups"] and posted["impact_named"]
+    assert posted["time_to_post_s"] is not None and posted["time_to_post_s"] >= 0
+    assert [s["kind"] for s in journal["steps"]].count("steady-after") == 1 and journal["steps"][-1]["passed"]
+
+    report = (journal_path.parent / "report.html").read_text()
+    assert (journal_path.parent / "roles.png").exists()
+    for shown in ("TableSLOBurn", "QueuesFailing", "stale-cache", "partial-outage", "metric-groups", "time to detect", "2:19 AM"):
+        assert shown in report, shown
+    [entry] = [json.loads(line) for line in board.read_text().splitlines()]
+    assert entry["team"] == "blue" and {"database", "queues"} <= set(entry["roles"])  # the pause pages scaling and metrics too
+    assert entry["roles"]["queues"]["moves"] == 1

@@ -1,0 +1,260 @@
+"""A team's game day, piece by piece: the alerts defined once (Prometheus's file and the
+runner's own evaluation), roles and their moves, the desk (pages, acks, the status page), the
+runner's stop conditions, second look at the steady state and progress, the score cards, and
+the cascade's fixes switched at run time."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from chaos import catalog, journal
+from services.dependent import Switch, fix_on
+from services.scaling.backlog import Activity, Backlog
+from stormlab import alerts
+from stormlab.gameday import desk, moves, scoring
+from stormlab.gameday.engine import Runner
+from stormlab.gameday.reader import load
+from stormlab.gameday.scenario import ScenarioError, schedule
+from tests.unit.test_gameday_engine import ToyLab, VirtualClock, flagship
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- the alerts, defined once -------------------------------------------------------------------
+
+
+def test_prometheus_rule_file_is_written_from_the_one_definition():
+    assert (ROOT / "prometheus/rules/alerts.yml").read_text() == alerts.rules_yaml(), (
+        "run: python -m stormlab.alerts > prometheus/rules/alerts.yml"
+    )
+
+
+def test_every_role_is_paged_by_some_alert_and_every_paging_alert_has_a_local_form():
+    assert {a.role for a in alerts.PAGING} == set(moves.ROLES)
+    assert all(a.terms for a in alerts.PAGING)
+    assert alerts.BY_NAME["TableSLOBurn"].promql() == (
+        "table:stormlab_customer_errors:ratio_rate1m > 0.05 and on () (stormlab:customer_errors:ratio_rate1m < 0.01)"
+    )
+    assert (
+        alerts.BY_NAME["MetricGaps"].promql() == "stormlab:metric_gaps:ratio_rate1m > 0.2 or stormlab:metric_put_errors:ratio_rate1m > 0.05"
+    )
+
+
+def test_the_runner_fires_an_alert_after_its_for_and_resolves_it_when_the_condition_ends():
+    bodies = []
+    storm = alerts.BY_NAME["RetryStorm"]
+    ev = alerts.Evaluator(bodies.append, speed=2.0, alerts=[storm])  # for: 1m at speed 2 is 30 s
+    sample = {"nodes_total": 100, "nodes_disqualified": 15}
+    for t in range(0, 30):
+        ev.observe(float(t), sample, 1_000_000.0 + t)
+    assert bodies == []
+    ev.observe(30.0, sample, 1_000_030.0)
+    [fired] = bodies
+    assert fired["status"] == "firing" and fired["receiver"] == "database"
+    [alert] = fired["alerts"]
+    assert alert["labels"] == {"alertname": "RetryStorm", "severity": "critical", "role": "database"}
+    assert alert["annotations"]["summary"] == "15% of storage nodes are disqualified"
+    ev.observe(31.0, sample, 1_000_031.0)
+    assert len(bodies) == 1  # firing once, not once a sample
+    ev.observe(32.0, {"nodes_total": 100, "nodes_disqualified": 0}, 1_000_032.0)
+    assert bodies[-1]["status"] == "resolved" and bodies[-1]["alerts"][0]["endsAt"].endswith("Z")
+
+
+def test_the_monday_tail_alert_names_its_table_and_needs_the_aggregate_low():
+    bodies = []
+    ev = alerts.Evaluator(bodies.append, alerts=[alerts.BY_NAME["TableSLOBurn"]])
+    tail = {"customer_error_ratio": 0.002, "table_error_ratio": {"metric-groups": 0.9, "catalog": 0.0}}
+    storm = {"customer_error_ratio": 0.55, "table_error_ratio": {"metric-groups": 0.9, "catalog": 0.5}}
+    for t in range(0, 70):
+        ev.observe(float(t), storm, float(t))
+    assert bodies == []  # the aggregate is high: the fleet-wide alerts speak, not this one
+    for t in range(70, 131):
+        ev.observe(float(t), tail, float(t))
+    [alert] = bodies[0]["alerts"]
+    assert alert["labels"]["table"] == "metric-groups"
+    assert alert["annotations"]["summary"] == "Table metric-groups: 90% of requests fail"
+
+
+# -- roles and their moves ----------------------------------------------------------------------
+
+
+def test_each_role_owns_its_services_moves_and_everyone_owns_the_rest():
+    a = moves.ACTIONS
+    assert moves.owner_of(a["pause-metadata"], {}) == "database"
+    assert moves.owner_of(a["enable"], {"fix": "stale-cache"}) == "queues"
+    assert moves.owner_of(a["enable"], {"fix": "short-timeout"}) == "console"
+    assert moves.owner_of(a["scale-workers"], {"workers": 4}) == "scaling"
+    assert moves.owner_of(a["post-status"], {}) is None
+    moves.check_role("queues", a["enable"], {"fix": "stale-cache"})
+    moves.check_role("queues", a["ack"], {})
+    with pytest.raises(catalog.ChaosError, match="database on-call's move, not queues's"):
+        moves.check_role("queues", a["pause-metadata"], {})
+    with pytest.raises(catalog.ChaosError, match="unknown role"):
+        moves.check_role("dba", a["status"], {})
+    with pytest.raises(catalog.ChaosError, match="fix must be one of"):
+        moves.fault_of(a["enable"], {"fix": "retry-storm"})
+    assert moves.move_values(a["enable"], {"fix": "stale-cache", "duration": "1m"}) == {"duration": "1m"}
+
+
+def test_a_fix_lease_wins_while_it_lasts_and_the_start_up_value_returns_after():
+    gauge = Gauge("g", "g", registry=CollectorRegistry())
+    changes = []
+    switch = Switch(gauge, False, changes.append)
+    first, second = object(), object()
+    switch.hold(first, True)
+    switch.hold(second, True)
+    switch.release(first)
+    assert switch.value is True and changes == [True]  # the other lease still holds it
+    switch.release(second)
+    assert switch.value is False and changes == [True, False] and gauge._value.get() == 0
+    assert (fix_on(4), fix_on(1), fix_on(True), fix_on(False)) == (1, 0, 1, 0)
+
+
+def test_scaling_the_workers_shares_the_backlog_out_again_keeping_each_groups_order():
+    backlog = Backlog(1, False)
+    for i in range(12):
+        backlog.add(Activity(i, f"g-{i % 4}", i, float(i)))
+    head = backlog.next_for(0)
+    backlog.resize(4)
+    assert len(backlog) == 12 and backlog.workers == 4
+    for w in range(4):
+        ids = [a.id for a in backlog.queues[w]]
+        assert ids == sorted(ids)
+        assert {backlog.worker_of(a.group) for a in backlog.queues[w]} <= {w}
+    backlog.done(0, head)  # a worker that took it before the resize: found wherever it went
+    assert len(backlog) == 11
+    backlog.resize(1)
+    assert [a.id for a in backlog.queues[0]] == list(range(1, 12))
+
+
+# -- the desk: pages, acks, the status page -----------------------------------------------------
+
+
+def page_body(name="RetryStorm", role="database", status="firing"):
+    return alerts.webhook(
+        status, [{"status": status, "labels": {"alertname": name, "role": role, "severity": "critical"}, "annotations": {"summary": "s"}}]
+    )
+
+
+def test_pages_wait_for_their_roles_ack(tmp_path):
+    desk.record_webhook(tmp_path, page_body(), "alertmanager")
+    desk.record_webhook(tmp_path, page_body("QueuesFailing", "queues"), "alertmanager")
+    assert [p["alert"] for p in desk.unacked(tmp_path, "database")] == ["RetryStorm"]
+    assert [p["alert"] for p in desk.unacked(tmp_path, None)] == ["RetryStorm", "QueuesFailing"]
+    journal.record(tmp_path, "ack", {"alert": "RetryStorm"}, True, "acked", role="database")
+    assert desk.unacked(tmp_path, "database") == []
+    desk.record_webhook(tmp_path, page_body(), "alertmanager")  # it fires again later: a new page
+    assert len(desk.unacked(tmp_path, "database")) == 1
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"alerts": "x"}, {"alerts": [{"labels": {}}]}, {"alerts": [{"labels": {"alertname": ""}}]}, {"alerts": [3]}]
+)
+def test_a_malformed_webhook_records_nothing(tmp_path, body):
+    with pytest.raises(ValueError):
+        desk.record_webhook(tmp_path, body, "alertmanager")
+    assert desk.read_pages(tmp_path) == []
+
+
+async def test_the_desk_takes_alertmanagers_pages_with_the_token_and_serves_the_status_page(tmp_path, aiohttp_client):
+    client = await aiohttp_client(desk.app(tmp_path, "tok", 0.0, "game day"))
+    assert (await client.post("/alertmanager", json=page_body())).status == 401
+    bad = await client.post("/alertmanager", data="{not json", headers={"Authorization": "Bearer tok"})
+    assert bad.status == 400 and (await bad.json())["error"] == "bad_request"
+    assert (await client.post("/alertmanager", json={"alerts": [{}]}, headers={"Authorization": "Bearer tok"})).status == 400
+    ok = await client.post("/alertmanager", json=page_body(), headers={"Authorization": "Bearer tok"})
+    assert ok.status == 200 and (await ok.json()) == {"recorded": 1}
+    journal.record(tmp_path, "post-status", {"severity": "major-outage", "text": "<catalog> fails"}, True, "posted", role="database")
+    page = await (await client.get("/")).text()
+    assert "major-outage" in page and "&lt;catalog&gt; fails" in page and "posted by database" in page
+    status = await (await client.get("/status.json")).json()
+    assert len(status["posts"]) == 1 and status["pages"][0]["alert"] == "RetryStorm"
+
+
+# -- the runner: stop conditions, the steady state again, progress ------------------------------
+
+SHORT = """\
+title: short
+steady_state: [{probe: customer_error_ratio, below: 0.01}]
+steps:
+  - {name: the blip, at: 1s, fault: blip, args: {racks: 3, duration: 5s}}
+  - {name: a long wait, wait: 5m}
+"""
+
+
+def run_toy(text):
+    clock = VirtualClock()
+    lab = ToyLab(clock)
+    scenario = load(text)
+    seen = []
+    runner = Runner(scenario, schedule(scenario, 1), lab, clock, autopilot=True, echo=lambda line: None, progress=seen.append)
+    return lab, asyncio.run(runner.run()), seen
+
+
+def test_a_stop_condition_aborts_the_run_and_rolls_back():
+    lab, result, _ = run_toy(SHORT + "stop_when: [{probe: customer_error_ratio, above: 0.5, for: 20s}]\n")
+    assert result["outcome"] == "aborted" and lab.halted == 1
+    stop = result["steps"][-1]
+    assert stop["kind"] == "stop" and "customer_error_ratio > 0.5 for 20s" in stop["name"]
+    assert 30 <= stop["at_s"] <= 32  # the storm starts 10 s after the blip, then holds 20 s
+
+
+def test_the_steady_state_is_checked_again_after_the_run():
+    _, result, _ = run_toy(SHORT)
+    after = [s for s in result["steps"] if s["kind"] == "steady-after"]
+    assert result["outcome"] == "deviated" and len(after) == 1 and not after[0]["passed"]  # the toy storm never ends
+
+
+def test_progress_says_the_step_what_it_waits_for_the_value_and_the_time_left():
+    _, _, seen = run_toy(SHORT)
+    waiting = [p for p in seen if p["step"] == "a long wait"]
+    assert waiting and waiting[0]["waiting_for"] == "300s to pass" and waiting[0]["left_s"] <= 300
+    assert all(b["t"] - a["t"] >= 5 for a, b in zip(seen, seen[1:], strict=False))
+
+
+def test_stop_when_and_promql_probes_are_read_and_checked():
+    scenario = load(SHORT + 'stop_when: [{probe: promql, expr: "sum(up)", below: 1, for: 30s}]\n')
+    assert scenario.promql() == {"sum(up)"}
+    with pytest.raises(ScenarioError, match=r"scenario:6: stop_when\[0\]: expr"):
+        load(SHORT + "stop_when: [{probe: promql, below: 1}]\n")
+
+
+# -- the score cards ----------------------------------------------------------------------------
+
+
+def test_each_role_is_scored_from_its_page_to_its_ack_and_its_first_move():
+    clock, lab = VirtualClock(), None
+    lab = ToyLab(clock)
+    scenario = flagship()
+    runner = Runner(scenario, schedule(scenario, 2015), lab, clock, autopilot=True, echo=lambda line: None)
+    result = asyncio.run(runner.run())
+    onset = scoring.score(scenario, result)["onset_s"]
+    pause = next(a for a in result["player_actions"] if a["action"] == "pause-metadata")
+    result["pages"] = [
+        {"t": onset + 5, "alert": "RetryStorm", "role": "database", "status": "firing"},
+        {"t": onset + 6, "alert": "QueuesFailing", "role": "queues", "status": "firing"},
+    ]
+    result["player_actions"] += [
+        {"t": onset + 7, "action": "ack", "args": {"alert": "RetryStorm"}, "ok": True, "role": "database", "fault": None},
+        {
+            "t": onset + 8,
+            "action": "post-status",
+            "args": {"severity": "major-outage", "text": "Orders fail"},
+            "ok": True,
+            "role": "database",
+            "fault": None,
+        },
+    ]
+    cards = scoring.roles(result, onset)
+    assert cards["database"]["time_to_ack_s"] == 2.0
+    assert cards["database"]["time_to_detect_s"] == round(pause["t"] - (onset + 5), 1)
+    assert cards["queues"]["time_to_ack_s"] is None and cards["queues"]["moves"] == 0
+    posted = scoring.status_page(result, onset)
+    assert posted["time_to_post_s"] == 8.0 and posted["tables_named"] == ["orders"] and posted["impact_named"]
+    seed = {r["in_2015"]: r for r in scoring.seed_timeline(scenario, result)}
+    assert seed["2:19 AM"]["lab_after_blip_s"] == 0 and seed["5:06 AM"]["lab_after_blip_s"] > 0
+    assert seed["5:06 AM"]["at_lab_pace_s"] == round(167 * 60 / 50, 1)
+    assert json.dumps(cards)  # goes into the journal as it is
