@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, from Debian packages, the images docker-compose.yml needs on a machine that reaches
 # no image registry (CI): a Debian base with Python, the lab image on it with Python packages
-# from a wheelhouse made on this host, and Prometheus from Debian's `prometheus` package.
+# from a wheelhouse made on this host, Prometheus from Debian's `prometheus` package and
+# Alertmanager from its `prometheus-alertmanager`.
 # Prints the variables that point compose at them. A normal Docker host does not need this:
 # `docker compose up` pulls the standard images named in .env.
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 
 BASE=stormlab-local/debian-python:bookworm
 PROMETHEUS=stormlab-local/prometheus:debian
+ALERTMANAGER=stormlab-local/alertmanager:debian
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PIP=${PIP:-.venv/bin/pip}
 say() { echo "local-images: $*" >&2; }
@@ -45,7 +47,27 @@ DOCKERFILE
   docker build --quiet -t "$PROMETHEUS" "$work" >/dev/null
 fi
 
+if ! docker image inspect "$ALERTMANAGER" >/dev/null 2>&1; then
+  say "alertmanager image from Debian's package"
+  command -v prometheus-alertmanager >/dev/null || { apt-get update -qq && apt-get install -y -qq prometheus-alertmanager >/dev/null; }
+  mkdir -p "$work/am"
+  cp "$(command -v prometheus-alertmanager)" "$work/am/alertmanager"
+  cp "$(command -v amtool)" "$work/am/"
+  cp -r /usr/share/prometheus/alertmanager "$work/am/share"  # Debian's build reads its templates there
+  cat >"$work/am/Dockerfile" <<DOCKERFILE
+FROM $BASE
+COPY alertmanager amtool /bin/
+COPY share /usr/share/prometheus/alertmanager
+RUN mkdir -p /alertmanager && chown 65534:65534 /alertmanager
+USER 65534
+WORKDIR /alertmanager
+ENTRYPOINT ["/bin/alertmanager"]
+DOCKERFILE
+  docker build --quiet -t "$ALERTMANAGER" "$work/am" >/dev/null
+fi
+
 cat <<VARS
 export STORMLAB_BASE_IMAGE=$BASE
 export PROMETHEUS_IMAGE=$PROMETHEUS
+export ALERTMANAGER_IMAGE=$ALERTMANAGER
 VARS

@@ -201,6 +201,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         say("interrupted", "interrupted: rollbacks ran, every fault halted")
     journal["seed"] = seed
     journal["team"] = args.team
+    journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
     journal["pages"] = [p | {"t": round(p["at"] - lab.started_at, 3)} for p in desk.read_pages(directory, lab.started_at)]
     return finish(scenario, journal, args, say)
 

@@ -28,6 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from chaos import journal
+from common.errors import LabError
 from common.web import BadRequest, json_error, json_errors, read_object
 
 PAGES = "pages.jsonl"
@@ -156,7 +157,7 @@ async def serving(directory: Path, host: str, port: int, token: str, since: floa
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise OSError(f"the desk cannot listen on {host}:{port}: {exc.strerror} (--desk-port picks another)") from None
+        raise LabError(f"the desk cannot listen on {host}:{port}: {exc.strerror} (--desk-port picks another)") from None
     bound = runner.addresses[0][1] if runner.addresses else port
     try:
         yield f"http://{host}:{bound}"

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stormlab import alerts
+from stormlab.gameday import desk
+from stormlab.gameday.moves import ROLES
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "grafana/dashboards").glob("*.json"))
 DATASOURCE_UID = "stormlab-prometheus"
@@ -155,3 +159,32 @@ def test_no_secret_is_committed_and_only_grafana_may_listen_beyond_this_host():
             assert "secrets:/run/stormlab:ro" in service.get("volumes", []), name
     assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/stormlab/grafana-password"
     assert "The Docker socket\n  # is root on this host" in (ROOT / "docker-compose.yml").read_text()
+
+
+def test_alertmanager_routes_each_roles_pages_to_the_desk_with_the_token():
+    config = yaml.safe_load((ROOT / "alertmanager/alertmanager.yml").read_text())
+    routes = {r["receiver"]: r["matchers"] for r in config["route"]["routes"]}
+    assert routes == {role: [f'role="{role}"'] for role in ROLES}
+    assert config["route"]["receiver"] == "organiser"
+    for receiver in config["receivers"]:
+        [hook] = receiver["webhook_configs"]
+        assert hook["url"] == f"http://stormlab-desk:{desk.DEFAULT_PORT}/alertmanager"
+        assert hook["http_config"]["authorization"] == {"type": "Bearer", "credentials_file": "/run/stormlab/token"}
+    service = compose()["services"]["alertmanager"]
+    assert "stormlab-desk:host-gateway" in service["extra_hosts"]
+    assert "secrets:/run/stormlab:ro" in service["volumes"]
+    prometheus = yaml.safe_load((ROOT / "prometheus/prometheus.yml").read_text())
+    assert prometheus["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["alertmanager:9093"]}]}]
+    labels = {a.name: a.role for a in alerts.ALERTS}
+    rules = yaml.safe_load((ROOT / "prometheus/rules/alerts.yml").read_text())["groups"][0]["rules"]
+    assert {r["alert"]: r["labels"].get("role") for r in rules} == labels
+
+
+@pytest.mark.skipif(not shutil.which("amtool"), reason="amtool not installed (CI installs Debian's prometheus-alertmanager)")
+def test_amtool_checks_the_config_and_routes_every_paging_alert_to_its_role():
+    config = "--config.file=alertmanager/alertmanager.yml"
+    subprocess.run(["amtool", "check-config", "alertmanager/alertmanager.yml"], cwd=ROOT, check=True, capture_output=True)
+    for alert in alerts.ALERTS:
+        labels = [f"alertname={alert.name}", f"severity={alert.severity}", *([f"role={alert.role}"] if alert.role else [])]
+        out = subprocess.run(["amtool", "config", "routes", "test", config, *labels], cwd=ROOT, capture_output=True, text=True)
+        assert out.stdout.strip() == (alert.role or "organiser"), (alert.name, out.stdout, out.stderr)
