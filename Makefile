@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
+ALERTMANAGER_PORT ?= 9093
 
 .PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
@@ -107,6 +108,7 @@ up:
 	@echo "  the cascade       http://localhost:$(GRAFANA_PORT)/d/stormlab-cascade"
 	@echo "  lab token         make token   (generated at the first start; Grafana's admin password: make grafana-password)"
 	@echo "  Prometheus        http://localhost:$(PROMETHEUS_PORT)/alerts"
+	@echo "  Alertmanager      http://localhost:$(ALERTMANAGER_PORT)   (its pages go to the runner of 'stormlab scenario run --backend docker')"
 	@echo "  start the storm   make blip   ($(COMPOSE) run --rm chaos blip --racks 3 --duration 5s)"
 	@echo "  stop everything   make down"
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from chaos import catalog
@@ -20,7 +21,7 @@ from stormlab.alerts import Evaluator
 from stormlab.gameday import desk, report, scoring
 from stormlab.gameday.engine import Runner
 from stormlab.gameday.labs import DockerLab, LocalLab
-from stormlab.gameday.moves import ACTIONS, move_values
+from stormlab.gameday.moves import ACTIONS, fault_of, move_values
 from stormlab.gameday.reader import load
 from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
 from stormlab.speed import first_guess, parse_speed
@@ -104,8 +105,8 @@ def check_faults(scenario: Scenario, source: str) -> None:
             try:
                 if step.fault:
                     catalog.request(step.fault, args, racks)
-                elif step.action and (move := ACTIONS[step.action]).fault:
-                    catalog.request(move.fault, move_values(move, args), racks)
+                elif step.action and (fault := fault_of(move := ACTIONS[step.action], args)):
+                    catalog.request(fault, move_values(move, args), racks)
             except catalog.ChaosError as exc:
                 raise ScenarioError(f"{source}:{step.line}: {step.path} ({step.name}): {exc}") from None
 
@@ -209,7 +210,11 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
 def page(directory: Path, body: dict, via: str, say: Say) -> None:
     """A page the runner's own evaluation raised (the local lab): recorded as Alertmanager's are."""
     for p in desk.record_webhook(directory, body, via):
-        say("page", f"PAGE {p['status'].upper()} {p['alert']} -> {p['role']}: {p['summary']}", **p)
+        announce(say, p)
+
+
+def announce(say: Say, p: dict) -> None:
+    say("page", f"PAGE {p['status'].upper()} {p['alert']} -> {p['role']}: {p['summary']}", **p)
 
 
 async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, limit_s: float = 180.0) -> dict:
@@ -235,7 +240,10 @@ async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, l
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
-    async with desk.serving(Path(lab.ops.directory), host, args.desk_port, lab.ops.token, lab.started_at, runner.scenario.title) as url:
+    heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
+    async with desk.serving(
+        Path(lab.ops.directory), host, args.desk_port, lab.ops.token, lab.started_at, runner.scenario.title, heard
+    ) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         return await runner.run()
 

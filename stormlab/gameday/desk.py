@@ -20,7 +20,7 @@ import hmac
 import html
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -121,7 +121,7 @@ def status_page(directory: Path, since: float = 0.0, title: str = "stormlab stat
 <h1>{e(title)}</h1>{rows or "<p>All systems operational (nothing posted).</p>"}"""
 
 
-def app(directory: Path, token: str, since: float, title: str) -> web.Application:
+def app(directory: Path, token: str, since: float, title: str, on_page: Callable[[dict[str, Any]], None] | None = None) -> web.Application:
     expected = f"Bearer {token}".encode()
 
     async def alertmanager(request: web.Request) -> web.Response:
@@ -132,6 +132,9 @@ def app(directory: Path, token: str, since: float, title: str) -> web.Applicatio
             recorded = record_webhook(directory, body, via="alertmanager")
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        if on_page is not None:
+            for page in recorded:
+                on_page(page)
         return web.json_response({"recorded": len(recorded)})
 
     async def page(request: web.Request) -> web.Response:
@@ -148,9 +151,11 @@ def app(directory: Path, token: str, since: float, title: str) -> web.Applicatio
 
 
 @asynccontextmanager
-async def serving(directory: Path, host: str, port: int, token: str, since: float, title: str) -> AsyncIterator[str]:
-    """The desk on ``host:port`` while the block runs; yields its URL."""
-    runner = web.AppRunner(app(directory, token, since, title), access_log=None)
+async def serving(
+    directory: Path, host: str, port: int, token: str, since: float, title: str, on_page: Callable[[dict[str, Any]], None] | None = None
+) -> AsyncIterator[str]:
+    """The desk on ``host:port`` while the block runs (``on_page`` hears each page it takes); yields its URL."""
+    runner = web.AppRunner(app(directory, token, since, title, on_page), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from chaos import journal
+from common.labstate import running
 from stormlab.cli import main
 from stormlab.gameday import desk
 
@@ -113,3 +116,41 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
     [entry] = [json.loads(line) for line in board.read_text().splitlines()]
     assert entry["team"] == "blue" and {"database", "queues"} <= set(entry["roles"])  # the pause pages scaling and metrics too
     assert entry["roles"]["queues"]["moves"] == 1
+
+
+def status_of(state: dict, name: str) -> dict:
+    with urllib.request.urlopen(f"{state['components'][name]['url']}/status", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.mark.timeout(120)
+def test_the_fixes_switch_on_in_the_running_services_and_off_with_their_lease(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
+    try:
+        state = running()
+        assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
+        assert main(["ops", "--as", "scaling", "scale-workers", "4"]) == 0
+        assert main(["ops", "--as", "queues", "enable", "stale-cache"]) == 0
+        assert main(["ops", "--as", "console", "enable", "short-timeout", "--duration", "1s"]) == 0
+        assert main(["ops", "--as", "console", "enable", "stale-cache"]) == 2  # the queues' fix
+        assert main(["ops", "--as", "scaling", "scale-workers", "0"]) == 2
+        assert status_of(state, "scaling")["workers"] == 4 and status_of(state, "queues")["fix_stale_cache"]
+        assert status_of(state, "console")["lookup_timeout_s"] == 0.1
+        time.sleep(1.5)  # the console's lease ends by itself
+        assert status_of(state, "console")["lookup_timeout_s"] == 1.5
+        capsys.readouterr()
+        assert main(["chaos", "list"]) == 0
+        listed = capsys.readouterr().out
+        assert "scale-workers" in listed and "stale-cache" in listed and "short-timeout" not in listed
+        assert main(["chaos", "halt"]) == 0
+        assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
+        roles = [(e["role"], e["action"], e["ok"]) for e in journal.read_journal(tmp_path / "state")]
+        assert roles == [  # a move out of range is journaled as failed; another role's move is not a move at all
+            ("scaling", "scale-workers", True),
+            ("queues", "enable", True),
+            ("console", "enable", True),
+            ("scaling", "scale-workers", False),
+        ]
+    finally:
+        assert main(["down"]) == 0

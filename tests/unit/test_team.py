@@ -14,6 +14,7 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab import alerts
+from stormlab.cli import main
 from stormlab.gameday import desk, moves, scoring
 from stormlab.gameday.engine import Runner
 from stormlab.gameday.reader import load
@@ -160,13 +161,15 @@ def test_a_malformed_webhook_records_nothing(tmp_path, body):
 
 
 async def test_the_desk_takes_alertmanagers_pages_with_the_token_and_serves_the_status_page(tmp_path, aiohttp_client):
-    client = await aiohttp_client(desk.app(tmp_path, "tok", 0.0, "game day"))
+    heard = []
+    client = await aiohttp_client(desk.app(tmp_path, "tok", 0.0, "game day", heard.append))
     assert (await client.post("/alertmanager", json=page_body())).status == 401
     bad = await client.post("/alertmanager", data="{not json", headers={"Authorization": "Bearer tok"})
     assert bad.status == 400 and (await bad.json())["error"] == "bad_request"
     assert (await client.post("/alertmanager", json={"alerts": [{}]}, headers={"Authorization": "Bearer tok"})).status == 400
     ok = await client.post("/alertmanager", json=page_body(), headers={"Authorization": "Bearer tok"})
     assert ok.status == 200 and (await ok.json()) == {"recorded": 1}
+    assert [p["alert"] for p in heard] == ["RetryStorm"]  # the runner prints it as it arrives
     journal.record(tmp_path, "post-status", {"severity": "major-outage", "text": "<catalog> fails"}, True, "posted", role="database")
     page = await (await client.get("/")).text()
     assert "major-outage" in page and "&lt;catalog&gt; fails" in page and "posted by database" in page
@@ -258,3 +261,15 @@ def test_each_role_is_scored_from_its_page_to_its_ack_and_its_first_move():
     assert seed["2:19 AM"]["lab_after_blip_s"] == 0 and seed["5:06 AM"]["lab_after_blip_s"] > 0
     assert seed["5:06 AM"]["at_lab_pace_s"] == round(167 * 60 / 50, 1)
     assert json.dumps(cards)  # goes into the journal as it is
+
+
+def test_a_scenarios_fix_moves_are_checked_like_any_move(tmp_path, capsys):
+    path = tmp_path / "fix.yaml"
+    path.write_text(SHORT + "rollback:\n  - {name: fix it, action: enable, args: {fix: meteor}}\n")
+    assert main(["scenario", "validate", str(path)]) == 2
+    assert "fix.yaml:7: rollback[0] (fix it): enable: fix must be one of stale-cache" in capsys.readouterr().err
+    path.write_text(SHORT + "rollback:\n  - {name: more workers, action: scale-workers, args: {workers: 100}}\n")
+    assert main(["scenario", "validate", str(path)]) == 2
+    assert "workers must be at least 1 and at most 64, got 100" in capsys.readouterr().err
+    path.write_text(SHORT + "rollback:\n  - {name: fix it, action: enable, args: {fix: stale-cache}}\n")
+    assert main(["scenario", "validate", str(path)]) == 0
