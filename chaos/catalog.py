@@ -21,7 +21,7 @@ from typing import Any
 
 from chaos.lease import max_duration_s
 from common.errors import UsageError
-from common.settings import CORES, SettingsError, parse_bool, parse_duration
+from common.settings import CORES, RETRY_POLICIES, SettingsError, parse_bool, parse_duration
 
 HOLDERS = {  # who applies each fault and arms its revert, in the local lab
     "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
@@ -277,8 +277,9 @@ def names(holder: str) -> tuple[str, ...]:
 
 
 def timed_keys() -> set[str]:
-    """Argument keys that are durations: a scenario run at speed X divides them by X."""
-    return {a.key for f in FAULTS.values() for a in f.args if a.kind == DURATION}
+    """Argument keys that are durations: a scenario run at speed X divides them by X (not the
+    settings a deploy sets: the racks take those in profile time and scale them themselves)."""
+    return {a.key for f in FAULTS.values() for a in f.args if a.kind == DURATION and a.name not in DEPLOYED}
 
 
 # -- the catalog --------------------------------------------------------------------------------
@@ -424,6 +425,33 @@ _FAULTS = (
         (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"), DURATION_ARG),
     ),
 )
+POLICIES = tuple(p + b for b in ("", "+budget") for p in RETRY_POLICIES)
+DEPLOYED = {"retry_policy", "allowance_s", "renewal_period_s"}  # what a deploy changes on every rack
+
+_DEPLOY = Fault(
+    "deploy",
+    "supervisor",
+    "deploy a retry policy, an allowance or a renewal period to the running fleet, rack by rack",
+    "AWS's fixes (a longer allowance, fewer renewals, backoff) rolled out into a storm instead of at start-up",
+    "every rack goes back to what it ran before the deploy (a rack restarted meanwhile starts with its start-up settings)",
+    (
+        Arg("retry_policy", CHOICE, "the renewal retry policy to deploy", choices=POLICIES),
+        Arg("allowance_s", DURATION, "the renewal timeout to deploy, e.g. 2s", lo=0.01, hi=600),
+        Arg("renewal_period_s", DURATION, "the renewal period to deploy, e.g. 20s", lo=0.05, hi=3600),
+        Arg("staged", INTEGER, "roll it out in this many steps, rack by rack (1: every rack at once)", lo=1, hi=1000, default=1),
+        Arg("every_s", DURATION, "time between steps, e.g. 10s", lo=0, hi=3600, default=0.0),
+        DURATION_ARG,
+    ),
+    checks=(
+        (
+            lambda b: any(k in b for k in ("retry_policy", "allowance_s", "renewal_period_s")),
+            "give --retry-policy, --allowance or --renewal-period",
+        ),
+        (lambda b: (b["staged"] - 1) * b["every_s"] < b["duration_s"], "the rollout's last step must come before the lease ends"),
+    ),
+    move=True,
+)
+
 _FIX = "a fix AWS announced, switched on in the running service (a responder's move)"
 _FIXES = (  # the cascade's fixes as moves: each a lease on its service, like the database's moves
     Fault(
@@ -472,7 +500,7 @@ _FIXES = (  # the cascade's fixes as moves: each a lease on its service, like th
         move=True,
     ),
 )
-FAULTS: dict[str, Fault] = {f.name: f for f in (*_FAULTS, *_FIXES)}
+FAULTS: dict[str, Fault] = {f.name: f for f in (*_FAULTS, _DEPLOY, *_FIXES)}
 FIXES = tuple(f.name for f in _FIXES if not f.wire.keys() - {"duration_s"})  # the switches: `ops enable FIX`
 MOVES = tuple(f.name for f in FAULTS.values() if f.move)
 

@@ -16,13 +16,14 @@ from pathlib import Path
 from aiohttp import web
 
 from common import openapi
+from common.auth import from_env, token_middleware
 from common.fleet import node_id
 from common.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
-from common.settings import LabSettings
+from common.settings import LabSettings, SettingsError
 from common.web import BadRequest, LoopLag, base_app, json_error, read_object
 from common.wire import RackStatus
 from storage_node.metrics import RackMetrics
-from storage_node.rack import Node, Rack
+from storage_node.rack import DEPLOYABLE, Node, Rack
 from storage_node.store import AsyncItemStore, QuotaExceeded
 
 SETTINGS = web.AppKey("settings", LabSettings)
@@ -34,12 +35,18 @@ MAX_KEY = 256
 MAX_VALUE_BYTES = 4096
 
 
-def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path) -> web.Application:
+def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path, token: str | None = None) -> web.Application:
     metrics = RackMetrics.create(rack)
     metrics.allowance.labels(str(rack)).set(settings.allowance_s)
     lag = LoopLag(metrics.registry)
     holder: dict[str, Rack] = {}
-    app = base_app(f"stormlab rack {rack}", metrics.registry, lag, refresh=lambda: holder["rack"].sync_metrics() if holder else None)
+    guard = token_middleware(from_env() if token is None else token)  # /admin/deploy
+
+    def refresh() -> None:
+        if holder:
+            holder["rack"].sync_metrics()
+
+    app = base_app(f"stormlab rack {rack}", metrics.registry, lag, refresh=refresh, middlewares=[guard])
     app[SETTINGS], app[METRICS], app[LAG] = settings, metrics, lag
 
     async def rack_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -100,6 +107,35 @@ def describe_routes(app: web.Application, nodes: list[str]) -> None:
     openapi.add(app, Operation("GET", "/status", "the rack's nodes: serving, disqualified, renewal latency", {
         200: Answer("the rack's status", schema_of(RackStatus)),
     }, parameters=(LAG_WINDOW, nodes_param)), status)  # fmt: skip
+    deployed = {
+        "type": "object",
+        "properties": {
+            "retry_policy": {"type": "string"},
+            "allowance_s": {"type": "number", "exclusiveMinimum": 0},
+            "renewal_period_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+        "additionalProperties": False,
+    }
+    openapi.add(app, Operation("POST", "/admin/deploy", "a live deploy: retry policy, allowance or renewal period (profile time)", {
+        200: Answer("what was in force before", {**deployed, "required": list(DEPLOYABLE)}),
+        400: Answer("an unknown setting or a value out of range: nothing changed", ERROR),
+    }, body={**deployed, "minProperties": 1}, body_required=True, protected=True, tag="admin"), deploy)  # fmt: skip
+
+
+async def deploy(request: web.Request) -> web.Response:
+    body = await read_object(request)
+    unknown = sorted(set(body) - set(DEPLOYABLE))
+    if unknown or not body:
+        raise BadRequest(f"deploy takes {', '.join(DEPLOYABLE)} (at least one), not {', '.join(unknown) or 'nothing'}")
+    for key, value in body.items():
+        wanted = str if key == "retry_policy" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted) or (key != "retry_policy" and value <= 0):  # type: ignore[operator]
+            raise BadRequest(f"{key} must be {'a policy name' if key == 'retry_policy' else 'a positive number of seconds'}")
+    try:
+        before = request.app[RACK].deploy(body)
+    except SettingsError as exc:
+        raise BadRequest(str(exc)) from None
+    return web.json_response(before)
 
 
 def _target(request: web.Request) -> tuple[Node, str, int, str] | web.Response:
@@ -184,7 +220,7 @@ async def status(request: web.Request) -> web.Response:
             nodes_starting=counts["starting"],
             renewal_p99_s=rack.renewal_latency.quantile(0.99, rack.now()),
             renewal_attempts_total=rack.attempts_total(),
-            allowance_s=request.app[SETTINGS].allowance_s,
+            allowance_s=rack.settings.allowance_s,
             nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
         ).to_json()
     )

@@ -27,6 +27,7 @@ from storage_node.schedule import RenewalSchedule
 
 log = logging.getLogger(__name__)
 Owned = frozenset[tuple[str, str | None, int]]
+DEPLOYABLE = ("retry_policy", "allowance_s", "renewal_period_s")  # what a live deploy may change
 
 
 class Node:
@@ -131,6 +132,30 @@ class Rack:
 
     def now(self) -> float:
         return self._loop.time()
+
+    def deployed(self) -> dict[str, object]:
+        """The deployable settings in force, in profile time (as people give them)."""
+        s = self.settings
+        return {"retry_policy": s.retry_policy, "allowance_s": s.allowance_s * s.speed, "renewal_period_s": s.renewal_period_s * s.speed}
+
+    def deploy(self, changes: dict[str, object]) -> dict[str, object]:
+        """A live deploy to every node of the rack (profile-time values, as `stormlab ops deploy`
+        gives them): each node's next decision uses the new retry policy and allowance; a new
+        renewal period starts from each node's next slot, its phase kept. Returns what was in
+        force before. Raises SettingsError (nothing changed) for a value out of range."""
+        before = self.deployed()
+        s = self.settings
+        scaled = {k: (float(v) / s.speed if k.endswith("_s") else v) for k, v in changes.items()}  # type: ignore[arg-type]
+        new = s.replace(**scaled)
+        self.settings, self.policy = new, rack_policy(new)
+        self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
+        self.metrics.allowance.labels(self.label).set(new.allowance_s)
+        if new.renewal_period_s != s.renewal_period_s:
+            now = self.now()
+            for node in self.nodes.values():
+                node.schedule = RenewalSchedule(node.schedule.next_after(now), new.renewal_period_s, new.renewal_jitter, node.rng)
+        log.info("rack %s deployed %s (was %s)", self.index, changes, before)
+        return before
 
     def attempts_total(self) -> dict[str, float]:
         """Renewal attempts so far, first attempts and retries (from the rack's own counter)."""

@@ -55,12 +55,13 @@ async def snapshot(
     by_name = dict(zip(names, replies, strict=False))
     held = [reply for reply in replies[len(names) :] if reply]
     settings = LabSettings.from_env(state["settings"])
+    racks = [r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))]
     return {"speed": settings.speed} | summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
         unreachable=sorted(n for n, r in by_name.items() if r is None),
         statuses={name: read_status(kind, by_name.get(name)) for name, kind in STATUS_TYPES.items()},
-        racks=[r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))],
-        allowance_s=settings.allowance_s,
+        racks=racks,
+        allowance_s=max((r.allowance_s for r in racks), default=settings.allowance_s),  # a deploy changes it live
         host=host_readings(by_name),
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         nodes=nodes,

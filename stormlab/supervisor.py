@@ -25,13 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
 from common import openapi
-from common.auth import from_env, token_middleware
+from common.auth import from_env, headers, token_middleware
 from common.openapi import Answer, Operation
 from common.web import BadRequest, LoopLag, base_app, serve
 
@@ -185,6 +186,59 @@ class Supervisor:
 
         return Plan(name, apply, revert, {"pid": self.procs[name].pid})
 
+    async def deploy(self, body: dict[str, Any]) -> Plan:
+        """A live deploy, rolled out in ``staged`` steps ``every_s`` apart (the racks in order, as
+        evenly as they divide); its revert puts every rack it reached back as it was."""
+        racks = sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1]))
+        changes = {k: body[k] for k in sorted(catalog.DEPLOYED & set(body))}
+        steps = min(body["staged"], len(racks))
+        groups = [racks[i * len(racks) // steps : (i + 1) * len(racks) // steps] for i in range(steps)]
+        before: dict[str, dict[str, Any]] = {}
+        rollout: list[asyncio.Task[None]] = []
+
+        async def step(group: list[str]) -> None:
+            for name in group:
+                before[name] = await self.rack_admin(name, changes)
+
+        async def rest() -> None:
+            for group in groups[1:]:
+                await asyncio.sleep(body["every_s"])
+                await step(group)
+
+        async def apply() -> None:
+            await step(groups[0])  # the first step answers the request: a rack that refuses fails it
+            rollout.append(asyncio.ensure_future(rest()))
+
+        async def undo() -> None:
+            for task in rollout:
+                task.cancel()
+            await asyncio.gather(*rollout, return_exceptions=True)
+            for name, old in before.items():
+                try:
+                    await self.rack_admin(name, old)
+                except (OSError, aiohttp.ClientError, BadRequest):  # restarted meanwhile: it runs its start-up settings
+                    pass
+
+        def revert() -> None:
+            task = asyncio.ensure_future(undo())
+            self._watchers.add(task)
+            task.add_done_callback(self._watchers.discard)
+
+        return Plan(",".join(racks), apply, revert, {"changes": changes, "steps": steps})
+
+    async def rack_admin(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """POST a rack's /admin/deploy; its answer (what ran before), or BadRequest with its refusal."""
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{self.comps[name]['url']}/admin/deploy", json=changes, headers=headers(from_env()), timeout=aiohttp.ClientTimeout(total=5)
+            ) as resp,
+        ):
+            answer = await resp.json()
+            if resp.status != 200:
+                raise BadRequest(f"{name} refused the deploy: {answer.get('message', resp.status)}")
+            return dict(answer)
+
     async def shutdown(self) -> None:
         self.stopping = True
         for name in list(self.stopped):
@@ -206,7 +260,10 @@ def create_app(sup: Supervisor) -> web.Application:
     app = base_app("stormlab supervisor", registry, LoopLag(registry), middlewares=[token_middleware(from_env())])
     runner = LeaseRunner(Recorder(registry, FAULTS, "supervisor"))
     add_fault_routes(
-        app, runner, {"pause": sup.pause, "kill": sup.kill}, conflict="the process already has a pause or kill on it, or is being restarted"
+        app,
+        runner,
+        {"pause": sup.pause, "kill": sup.kill, "deploy": sup.deploy},
+        conflict="the process already has a pause or kill on it, or is being restarted",
     )
 
     async def status(request: web.Request) -> web.Response:

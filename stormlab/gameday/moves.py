@@ -3,7 +3,7 @@ owns it, and the fault lease it takes (pure). Scenario files, `ops` and the runn
 table.
 
 A team plays with one role per service: the database's on-call owns the metadata service's
-runbook (AWS's, 2015); the queues', scaling's, metrics' and console's on-calls own the fixes AWS
+runbook (AWS's, 2015) and deploys to the storage fleet; the queues', scaling's, metrics' and console's on-calls own the fixes AWS
 announced for their services, switched on in the running service. Looking, noting, acknowledging
 a page and posting to the status page are everyone's.
 """
@@ -44,6 +44,12 @@ ACTIONS = {
         Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every")),
         Action("enable", "switch on a fix AWS announced in its running service", keys=("fix", "duration"), fixes=catalog.FIXES),
         Action("scale-workers", "drain the scaling backlog with N workers", "scale-workers", ("workers", "duration")),
+        Action(
+            "deploy",
+            "deploy a retry policy, allowance or renewal period to the running fleet, rack by rack",
+            "deploy",
+            ("retry_policy", "allowance", "renewal_period", "staged", "every", "duration"),
+        ),
         Action("note", "mark the timeline"),
         Action("ack", "acknowledge your role's page (the newest unacknowledged, or the alert named)"),
         Action("post-status", "post to the status page customers read"),

@@ -9,6 +9,8 @@
                       (queues), write-through (metrics), prune-activities (scaling),
                       short-timeout (console)
   scale-workers N     drain the scaling backlog with N workers
+  deploy              deploy --retry-policy, --allowance or --renewal-period to the running
+                      fleet, rack by rack with --staged N --every S (the local lab)
   ack [ALERT]         acknowledge your role's page
   post-status --severity S TEXT
                       post to the status page customers read (name the tables that fail)

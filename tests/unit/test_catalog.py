@@ -103,7 +103,15 @@ def test_python_m_chaos_is_the_chaos_tool(capsys):
 
 def test_every_fault_has_a_holder_and_every_holder_holds_some():
     assert {f.holder for f in catalog.FAULTS.values()} == set(catalog.HOLDERS)
-    assert ("pause-metadata", "resume-metadata", "capacity", *catalog.FIXES[:1], "scale-workers", *catalog.FIXES[1:]) == catalog.MOVES
+    assert (
+        "pause-metadata",
+        "resume-metadata",
+        "capacity",
+        "deploy",
+        *catalog.FIXES[:1],
+        "scale-workers",
+        *catalog.FIXES[1:],
+    ) == catalog.MOVES
     assert catalog.FIXES == ("stale-cache", "prune-activities", "write-through", "short-timeout")
 
 

@@ -1,0 +1,42 @@
+"""A live deploy on a rack: the next decisions use the new policy and allowance; a new renewal
+period starts from each node's next slot, in profile time whatever the lab's speed."""
+
+import pytest
+
+from common.settings import LabSettings, SettingsError
+from storage_node.metrics import RackMetrics
+from storage_node.rack import Rack
+
+
+@pytest.fixture
+async def rack():
+    settings = LabSettings(racks=1, nodes_per_rack=5).sped_up(2.0)  # renewals every 5 s, an allowance of 0.5 s
+    rack = Rack(settings, 0, "http://127.0.0.1:9", RackMetrics.create(0))
+    yield rack
+    await rack.session.close()
+
+
+async def test_a_deploy_changes_the_policy_allowance_and_period_in_profile_time(rack):
+    nexts = {n.id: n.schedule.next_after(rack.now()) for n in rack.nodes.values()}
+    immediate = type(rack.policy)
+    before = rack.deploy({"retry_policy": "full-jitter", "allowance_s": 2.0, "renewal_period_s": 20.0})
+    assert before == {"retry_policy": "immediate", "allowance_s": 1.0, "renewal_period_s": 10.0}
+    assert rack.deployed() == {"retry_policy": "full-jitter", "allowance_s": 2.0, "renewal_period_s": 20.0}
+    assert rack.settings.allowance_s == 1.0 and rack.renewal_timeout.total == 1.0  # 2 s of profile time at speed 2
+    assert type(rack.policy) is not immediate  # the next retry decisions back off
+    for node in rack.nodes.values():
+        assert node.schedule.period == 10.0  # 20 s of profile time at speed 2
+        now = rack.now()
+        first = node.schedule.next_after(now)
+        # the next slot kept, its jitter redrawn (a slot the redraw put in the past is skipped)
+        assert first > now and any(abs(first - (nexts[node.id] + k * 10.0)) <= 0.5 for k in (0, 1))
+    rack.deploy(before)
+    assert rack.deployed() == before
+
+
+async def test_a_value_out_of_range_changes_nothing(rack):
+    with pytest.raises(SettingsError):
+        rack.deploy({"allowance_s": 10_000.0})
+    with pytest.raises(SettingsError):
+        rack.deploy({"retry_policy": "hope"})
+    assert rack.deployed() == {"retry_policy": "immediate", "allowance_s": 1.0, "renewal_period_s": 10.0}
