@@ -71,6 +71,13 @@ def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[
         ("capacity", {"cores": rng.choice([20, 60, 80]), "break_glass": "on"}),
         ("gsi-growth", {"tables": "catalog", "factor": 2}),
         ("stuck-partition", {"tables": "metric-groups"}),
+        # the responders' moves that live in other holders: a live deploy (the supervisor), the fixes (each service)
+        ("deploy", {"retry_policy": rng.choice(catalog.POLICIES), "allowance": f"{rng.choice([1, 2, 4])}s", "staged": 2, "every": "0.1s"}),
+        ("stale-cache", {}),
+        ("scale-workers", {"workers": rng.choice([2, 4, 8])}),
+        ("prune-activities", {}),
+        ("write-through", {}),
+        ("short-timeout", {}),
     ]
     name, args = rng.choice(choices)
     return name, {**args, "duration": duration}
@@ -90,6 +97,25 @@ def events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+SWITCHES = {  # what a deploy or a fix changes, as each holder's /status shows it
+    "queues": ("fix_stale_cache",),
+    "scaling": ("workers", "fix_prune_activities"),
+    "metrics": ("fix_write_through",),
+    "console": ("fix_short_timeout", "lookup_timeout_s"),
+}
+
+
+def switches(state: dict[str, Any], token: str) -> dict[str, dict[str, Any]]:
+    """Each rack's allowance and each service's fixes now."""
+    out = {}
+    for name, comp in state["components"].items():
+        keys = ("allowance_s",) if name.startswith("rack-") else SWITCHES.get(name, ())
+        if keys:
+            status = client.call("GET", f"{comp['url']}/status", token)
+            out[name] = {k: status.get(k) for k in keys}
+    return out
 
 
 def metadata_restored(meta: dict[str, Any], before: dict[str, Any]) -> bool:
@@ -114,6 +140,7 @@ def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None
     processes = sorted(n for n in comps if catalog.TARGET_NAME.match(n))
     racks = int(state["settings"]["STORMLAB_RACKS"])
     rules_before, meta_before = host_rules(), client.call("GET", f"{comps['metadata']['url']}/status", token)
+    switches_before = switches(state, token)
     log = directory / "chaos-events.jsonl"
     first_event = len(events(log))
     counts = {"requested": 0, "applied": 0, "refused": 0, "holders_killed": 0}
@@ -142,7 +169,7 @@ def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None
             applied, refused, killed = counts["applied"], counts["refused"], counts["holders_killed"]
             echo(f"soak: {i + 1}/{leases} leases ({applied} applied, {refused} refused, {killed} holders killed)")
     time.sleep(longest + 3.0)  # every lease is over, and every killed process restarted
-    return counts | verify(state, token, directory, log, first_event, kills, rules_before, meta_before)
+    return counts | verify(state, token, directory, log, first_event, kills, rules_before, meta_before, switches_before)
 
 
 def verify(
@@ -154,6 +181,7 @@ def verify(
     kills: list[tuple[float, str]],
     rules_before: dict[str, str],
     meta_before: dict[str, Any],
+    switches_before: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     deadline = time.monotonic() + 90
     while True:  # the restarted holders answer again (a holder killed often waits out its backoff)
@@ -172,8 +200,10 @@ def verify(
     started = [e for e in ours if e["event"] == "start"]
     ended = {(e["component"], e["id"]) for e in ours if e["event"] == "end"}
     open_leases = [e for e in started if (e["component"], e["id"]) not in ended]
-    # a lease without an end event is over if its holder was killed after it started
-    by_restart = [e for e in open_leases if any(who == e["component"] and at >= e["at"] for at, who in kills)]
+    # a lease without an end event is over if its holder was killed after it started: by the soak,
+    # or by a kill fault on it (the cascade's services hold their fixes)
+    killed = kills + [(e["at"], e["target"]) for e in started if e["fault"] == "kill"]
+    by_restart = [e for e in open_leases if any(who == e["component"] and at >= e["at"] for at, who in killed)]
     result = {
         "ended_by_their_lease": len(started) - len(open_leases),
         "ended_by_a_holder_restart": len(by_restart),
@@ -182,6 +212,7 @@ def verify(
         "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
         "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
         "metadata_restored": metadata_restored(meta, meta_before),
+        "switches_restored": switches(now, token) == switches_before,
         "host_rules_unchanged": host_rules() == rules_before,
     }
     result["ok"] = (
@@ -190,6 +221,7 @@ def verify(
         and not result["processes_missing"]
         and not result["processes_stopped"]
         and result["metadata_restored"]
+        and result["switches_restored"]
         and result["host_rules_unchanged"]
     )
     return result
@@ -252,6 +284,8 @@ def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str
     counts = {"requested": 0, "applied": 0, "refused": 0, "services_killed": 0, "holders_killed": 0, "orphans_reverted_by_list": 0}
     for i in range(leases):
         name, args = random_fault(rng, racks, targets)
+        while catalog.FAULTS[name].holder not in ("metadata", "linkproxy", "supervisor") or name == "deploy":
+            name, args = random_fault(rng, racks, targets)  # the fixes and the deploy: the local lab's soak
         if name == "kill" and rng.random() > 0.1:  # keep the stack mostly up: most kills become pauses
             name = "pause"
         counts["requested"] += 1
