@@ -21,7 +21,7 @@ from typing import Any
 
 from chaos.lease import max_duration_s
 from common.errors import UsageError
-from common.settings import CORES, RETRY_POLICIES, SettingsError, parse_bool, parse_duration
+from common.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, parse_bool, parse_duration
 
 HOLDERS = {  # who applies each fault and arms its revert, in the local lab
     "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
@@ -425,7 +425,7 @@ _FAULTS = (
         (Arg("tables", TABLES, "comma list of tables (metric-groups is ~0.2% of traffic)", default="metric-groups"), DURATION_ARG),
     ),
 )
-POLICIES = tuple(p + b for b in ("", "+budget") for p in RETRY_POLICIES)
+POLICIES = tuple(p + w for w in ("", *(f"+{w}" for w in RETRY_WRAPPERS)) for p in RETRY_POLICIES)
 DEPLOYED = {"retry_policy", "allowance_s", "renewal_period_s"}  # what a deploy changes on every rack
 
 _DEPLOY = Fault(

@@ -19,6 +19,7 @@ from common.errors import UsageError
 
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
+RETRY_WRAPPERS = ("budget", "adaptive")  # +budget: a retry budget; +adaptive: client-side adaptive throttling
 ABANDONED_WORK = ("cancel", "continue")
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -64,7 +65,9 @@ class LabSettings:
     admin_cost_s: float = setting(0.5, "core-seconds per admin request on the shared path", 0, 600)
     abandoned_work: str = setting("cancel", "cancel or continue the work of a request whose client gave up", choices=ABANDONED_WORK)
     abandoned_cap: int = setting(10_000, "continue: abandoned requests kept running at once; past it the oldest is dropped", 0, 10_000_000)
-    retry_policy: str = setting("immediate", "immediate, exponential, full-jitter, decorrelated-jitter; append +budget for a retry budget")
+    retry_policy: str = setting(
+        "immediate", "immediate, exponential, full-jitter, decorrelated-jitter; +budget: a retry budget, +adaptive: adaptive throttling"
+    )
     retry_base_s: float = setting(0.5, "first backoff step of the backoff policies", 0, 600)
     retry_cap_s: float = setting(10.0, "longest backoff of the backoff policies", 0, 3600)
     budget_tokens: float = setting(10.0, "retry budget: bucket size per rack (gRPC retry throttling)", 1, 1e6)
@@ -100,9 +103,11 @@ class LabSettings:
                 raise SettingsError(f"{f.name} must be between {lo} and {hi}, got {value}")
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 raise SettingsError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
-        base = self.retry_policy.removesuffix("+budget")
-        if base not in RETRY_POLICIES and self.retry_policy != "budget":
-            raise SettingsError(f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget), got {self.retry_policy!r}")
+        base, _, wrapper = self.retry_policy.partition("+")
+        if (base not in RETRY_POLICIES or wrapper not in ("", *RETRY_WRAPPERS)) and self.retry_policy != "budget":
+            raise SettingsError(
+                f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget or +adaptive), got {self.retry_policy!r}"
+            )
         if self.big_per_every > self.big_every:
             raise SettingsError("big_per_every cannot exceed big_every")
 

@@ -20,6 +20,11 @@ When to use which:
   each miss takes a token, each success returns ``ratio``; below half the bucket nobody
   retries and nodes wait for their next scheduled renewal. Caps the retry amplification
   whatever the inner policy is.
+- ``+adaptive``: client-side adaptive throttling (Google's SRE book, "Handling Overload"),
+  shared by a rack: it counts the rack's attempts and the accepted ones (decaying, about the
+  last ``ADAPTIVE_WINDOW`` attempts) and gives up a retry with probability
+  ``max(0, (requests - K * accepts) / (requests + 1))``, ``K = 2``: once more than half the
+  attempts fail, retries thin out in proportion, and come back as the service answers again.
 """
 
 from __future__ import annotations
@@ -94,6 +99,33 @@ class RetryBudget:
         return self.inner.next_delay(misses, last_delay, rng)
 
 
+ADAPTIVE_K = 2.0
+ADAPTIVE_WINDOW = 500.0  # attempts: the counts decay by 1/window per attempt
+
+
+@dataclass
+class AdaptiveThrottle:
+    inner: RetryPolicy
+    k: float = ADAPTIVE_K
+    window: float = ADAPTIVE_WINDOW
+    requests: float = 0.0
+    accepts: float = 0.0
+
+    def record(self, ok: bool) -> None:
+        self.inner.record(ok)
+        keep = 1.0 - 1.0 / self.window
+        self.requests = self.requests * keep + 1.0
+        self.accepts = self.accepts * keep + (1.0 if ok else 0.0)
+
+    def rejection(self) -> float:
+        return max(0.0, (self.requests - self.k * self.accepts) / (self.requests + 1.0))
+
+    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+        if rng.random() < self.rejection():
+            return None
+        return self.inner.next_delay(misses, last_delay, rng)
+
+
 def _ceiling(base_s: float, cap_s: float, misses: int) -> float:
     return min(cap_s, base_s * 2.0 ** min(max(misses - 1, 0), 60))
 
@@ -109,7 +141,9 @@ def build(name: str, base_s: float, cap_s: float, budget_tokens: float, budget_r
         "full-jitter": lambda: FullJitter(base_s, cap_s),
         "decorrelated-jitter": lambda: DecorrelatedJitter(base_s, cap_s),
     }
-    if inner_name not in makers or suffix not in ("", "budget"):
+    if inner_name not in makers or suffix not in ("", "budget", "adaptive"):
         raise ValueError(f"unknown retry policy {name!r}")
     policy = makers[inner_name]()
+    if suffix == "adaptive":
+        return AdaptiveThrottle(policy)
     return RetryBudget(policy, budget_tokens, budget_ratio) if suffix else policy

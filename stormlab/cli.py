@@ -25,7 +25,7 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="dynamodb-2015", help="calibrated settings to start from (default dynamodb-2015)")
     p.add_argument("--racks", type=int, help="racks (processes); default 10")
     p.add_argument("--nodes-per-rack", type=int, help="virtual storage nodes per rack; default 100")
-    p.add_argument("--retry-policy", help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget")
+    p.add_argument("--retry-policy", help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget or +adaptive")
     p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
     p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
     p.add_argument("--abandoned-work", choices=("cancel", "continue"), help="what the metadata service does with work whose client gave up")

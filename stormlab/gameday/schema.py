@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from common.settings import RETRY_POLICIES, LabSettings, profile
+from common.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.gameday.reader import ARG_KEYS, TOP_KEYS
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES
 
@@ -98,7 +98,7 @@ def settings() -> dict[str, Any]:
         if "choices" in f.metadata:
             props[f.name] = {"enum": list(f.metadata["choices"]), "description": f.metadata["doc"]}
         elif f.name == "retry_policy":
-            pattern = f"^({'|'.join(RETRY_POLICIES)})(\\+budget)?$"
+            pattern = f"^({'|'.join(RETRY_POLICIES)})(\\+({'|'.join(RETRY_WRAPPERS)}))?$"
             props[f.name] = {"type": "string", "pattern": pattern, "description": f.metadata["doc"]}
         elif "min" in f.metadata and kind is NUMBER:  # a plain number's range (a duration's is the reader's)
             bounded = {

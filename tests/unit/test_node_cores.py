@@ -111,3 +111,20 @@ def test_every_class_and_every_rack_renews_evenly_over_the_period():
     for rack in range(10):
         mine = sorted(p for n, p in phases.items() if n.startswith(f"r{rack:02d}"))
         assert mine[0] < 0.1 and mine[-1] > 0.9  # no rack renews in one burst
+
+
+def test_adaptive_throttling_thins_retries_as_the_service_rejects_and_recovers():
+    throttle = retry.build("immediate+adaptive", 0.5, 10, 10, 0.1)
+    assert isinstance(throttle, retry.AdaptiveThrottle) and isinstance(throttle.inner, retry.Immediate)
+    rng = random.Random(1)
+    for _ in range(200):
+        throttle.record(True)
+    assert throttle.rejection() == 0.0 and throttle.next_delay(1, 0.0, rng) == 0.0  # healthy: every retry goes
+    for _ in range(600):
+        throttle.record(False)
+    assert throttle.rejection() > 0.7  # the SRE book's (requests - 2 * accepts) / (requests + 1)
+    given = sum(throttle.next_delay(1, 0.0, rng) is not None for _ in range(1000))
+    assert given < 350
+    for _ in range(600):
+        throttle.record(True)
+    assert throttle.rejection() < 0.2  # the counts decay: as the service answers, retries come back
