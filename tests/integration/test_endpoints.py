@@ -79,7 +79,7 @@ async def test_metadata_answers_membership_and_admin(metadata):
 @pytest.fixture
 async def lab(aiohttp_server, aiohttp_client, tiny_settings, tmp_path):
     meta = await aiohttp_server(metadata_app(tiny_settings, token=TOKEN))
-    rack = await aiohttp_client(rack_app(tiny_settings, 0, str(meta.make_url("")), tmp_path))
+    rack = await aiohttp_client(rack_app(tiny_settings, 0, str(meta.make_url("")), tmp_path, token=TOKEN))
 
     async def all_serving():
         return (await (await rack.get("/status")).json())["nodes_serving"] == 20
