@@ -206,9 +206,7 @@ def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str,
     pace, and in this run (None: it did not happen here)."""
     when = moments(journal)
     blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip" and r.get("passed")), None)
-    moves = [a for a in journal["player_actions"] if a["ok"]] + [
-        {"t": r["at_s"], "action": r.get("action")} for r in records(journal) if r.get("action") and r.get("ok")
-    ]
+    moves = [a for a in journal["player_actions"] if a["ok"]]  # the autopilot's moves are journaled like the players'
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     found = {
         "fault:blip": blip,
