@@ -52,10 +52,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if fault.name == "partition":
             p.add_argument("--between", nargs=2, metavar=("A", "B"), help="instead of --racks: racks:1,2 and metadata")
             p.add_argument("--one-way", action="store_true", help="with --between: drop only traffic from A to B")
+        if fault.holder == "metadata":
+            p.add_argument("--cell", type=_cell, help="with --cells: which cell's metadata service (default 0, the first)")
         p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
         p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
     faults.add_parser("list", help="active faults and their time left")
     faults.add_parser("halt", help="revert every fault now")
+
+
+def _cell(text: str) -> int:
+    try:
+        cell = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a cell is a number from 0, got {text!r}") from None
+    if cell < 0:
+        raise argparse.ArgumentTypeError(f"a cell is a number from 0, got {cell}")
+    return cell
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +94,8 @@ def values_from(args: argparse.Namespace, racks_total: int) -> dict[str, Any]:
     """The fault's arguments as the catalog takes them, from the command line."""
     fault = catalog.FAULTS[args.fault]
     values = {a.key: getattr(args, a.key) for a in fault.args}
+    if getattr(args, "cell", None) is not None:
+        values["cell"] = args.cell
     if getattr(args, "fraction", None) is not None:
         if not 0 < args.fraction <= 1:
             raise ChaosError("--fraction must be more than 0 and at most 1")

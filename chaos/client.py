@@ -19,6 +19,7 @@ from chaos import catalog, journal
 from chaos.catalog import ChaosError
 from common.auth import headers
 from common.errors import LabError
+from common.fleet import cell_name
 
 
 def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict[str, Any]:
@@ -56,6 +57,7 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
         "linkproxy": comps.get("linkproxy", {}).get("url"),
         "supervisor": state.get("supervisor_url"),
         "metadata": comps.get("metadata", {}).get("url"),
+        **{name: c.get("url") for name, c in comps.items() if name.startswith("metadata-")},  # the other cells
         **{service: comps.get(service, {}).get("url") for service in catalog.SERVICES},
     }
     return {who: url for who, url in found.items() if url}
@@ -66,11 +68,21 @@ def racks_total(state: Mapping[str, Any]) -> int:
 
 
 def build(state: Mapping[str, Any], fault: str, values: Mapping[str, Any]) -> tuple[str, catalog.Request]:
-    """The holder's URL and the checked request (nothing is sent)."""
+    """The holder's URL and the checked request (nothing is sent). ``values`` may name a ``cell``:
+    which cell's metadata service holds a fault of the metadata service (the first by default)."""
+    values = dict(values)
+    cell = values.pop("cell", None)
     req = catalog.request(fault, values, racks_total(state))
-    url = holders(state).get(req.fault.holder)
+    holder = req.fault.holder
+    if cell is not None:
+        if holder != "metadata":
+            raise ChaosError(f"--cell picks a cell's metadata service; {fault} is held by the {holder}")
+        holder = cell_name(cell)
+    url = holders(state).get(holder)
     if url is None:
-        raise ChaosError(f"{fault} is held by the {req.fault.holder}, which this lab does not have")
+        if cell is not None:
+            raise ChaosError(f"this lab has no cell {cell} (cells: {int(state.get('settings', {}).get('STORMLAB_CELLS', 1))})")
+        raise ChaosError(f"{fault} is held by the {holder}, which this lab does not have")
     return url, req
 
 

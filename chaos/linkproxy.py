@@ -164,12 +164,13 @@ class LinkProxy:
         self._servers: list[asyncio.AbstractServer] = []
         self.runner = LeaseRunner(Recorder(registry, FAULTS, "linkproxy"))
 
-    async def open(self, rack: int, host: str, port: int) -> None:
+    async def open(self, rack: int, host: str, port: int, target: tuple[str, int] | None = None) -> None:
+        """``rack``'s path to the metadata service (``target``: its cell's, if not the proxy's)."""
         link = self.links[rack] = Link(rack, self.rng)
         for fault in FAULTS:
             if fault != "isolate":
                 self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
-        await self._listen(link, host, port, self.target)
+        await self._listen(link, host, port, target or self.target)
 
     async def open_path(self, service: str, rack: int, host: str, port: int, rack_address: tuple[str, int]) -> None:
         """``service``'s path to ``rack``: it listens on ``port`` and leads to ``rack_address``."""
@@ -247,10 +248,15 @@ Address = tuple[str, int]
 
 
 def create_app(
-    target: Address, links: dict[int, Address], token: str | None = None, paths: dict[str, dict[int, tuple[Address, Address]]] | None = None
+    target: Address,
+    links: dict[int, Address],
+    token: str | None = None,
+    paths: dict[str, dict[int, tuple[Address, Address]]] | None = None,
+    cells: dict[int, Address] | None = None,
 ) -> web.Application:
-    """The proxy: ``links`` (rack -> where it listens for that rack's metadata traffic) and
-    ``paths`` (service -> rack -> where it listens for that service, and the rack's address)."""
+    """The proxy: ``links`` (rack -> where it listens for that rack's metadata traffic), ``cells``
+    (rack -> its cell's metadata service, where not ``target``) and ``paths`` (service -> rack ->
+    where it listens for that service, and the rack's address)."""
     registry = CollectorRegistry()
     lag = LoopLag(registry)
     app = base_app("stormlab link proxy", registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
@@ -258,7 +264,7 @@ def create_app(
 
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
         for rack, (host, port) in sorted(links.items()):
-            await proxy.open(rack, host, port)
+            await proxy.open(rack, host, port, (cells or {}).get(rack))
         for service, racks in sorted((paths or {}).items()):
             for rack, ((host, port), rack_address) in sorted(racks.items()):
                 await proxy.open_path(service, rack, host, port, rack_address)
@@ -294,8 +300,10 @@ def main() -> None:
         service: {int(rack): ((host, listen), (host, rack_port)) for rack, (listen, rack_port) in racks.items()}
         for service, racks in json.loads(os.environ.get("STORMLAB_PATH_PORTS", "{}")).items()
     }
-    target = (os.environ.get("STORMLAB_METADATA_HOST", "127.0.0.1"), int(os.environ["STORMLAB_METADATA_PORT"]))
-    serve(create_app(target, links, paths=paths), host, int(os.environ["STORMLAB_PORT"]))
+    meta_host = os.environ.get("STORMLAB_METADATA_HOST", "127.0.0.1")
+    target = (meta_host, int(os.environ["STORMLAB_METADATA_PORT"]))
+    cells = {int(rack): (meta_host, port) for rack, port in json.loads(os.environ.get("STORMLAB_CELL_PORTS", "{}")).items()}
+    serve(create_app(target, links, paths=paths, cells=cells), host, int(os.environ["STORMLAB_PORT"]))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,27 @@ def holds_gsi_heavy(rack: int, index: int, s: LabSettings) -> bool:
     return (rack * s.nodes_per_rack + index) % s.big_every < s.big_per_every
 
 
+def cell_of(rack: int, s: LabSettings) -> int:
+    """The cell whose metadata service serves this rack: the racks are dealt out in contiguous
+    runs, as even as they can be (10 racks in 4 cells: 3, 2, 3, 2)."""
+    return rack * s.cells // s.racks
+
+
+def cell_racks(cell: int, s: LabSettings) -> list[int]:
+    return [r for r in range(s.racks) if cell_of(r, s) == cell]
+
+
+def cell_cores(cell: int, s: LabSettings) -> float:
+    """A cell's share of the metadata cores: the fleet's capacity split like its racks, so each
+    cell is the 2015 service in miniature (same load per core)."""
+    return s.capacity_cores * len(cell_racks(cell, s)) / s.racks
+
+
+def cell_name(cell: int) -> str:
+    """The component serving a cell: ``metadata`` for the first (the only one without cells)."""
+    return "metadata" if cell == 0 else f"metadata-{cell}"
+
+
 def startup_phases(s: LabSettings) -> dict[str, float]:
     """Each node's first renewal, as a fraction of a period.
 

@@ -59,7 +59,8 @@ class LabSettings:
     renewal_period_s: float = setting(10.0, "fixed-rate membership renewal period", 0.05, 3600)
     renewal_jitter: float = setting(0.05, "+/- fraction of the period each renewal slot moves (does not accumulate)", 0, 0.5)
     allowance_s: float = setting(1.0, "renewal timeout: a node without its membership by then disqualifies itself", 0.01, 600)
-    capacity_cores: float = setting(40.0, "metadata virtual cores (processor sharing)", CORES[0], CORES[1])
+    capacity_cores: float = setting(40.0, "metadata virtual cores (processor sharing), shared out among the cells", CORES[0], CORES[1])
+    cells: int = setting(1, "metadata-service instances, each serving a contiguous share of the racks (AWS's long-term fix)", 1, 16)
     cost_base_s: float = setting(0.005, "core-seconds per membership request", 0, 60)
     cost_per_entry_s: float = setting(0.0045, "core-seconds per membership entry", 0, 60)
     admin_cost_s: float = setting(0.5, "core-seconds per admin request on the shared path", 0, 600)
@@ -108,6 +109,8 @@ class LabSettings:
             raise SettingsError(
                 f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget or +adaptive), got {self.retry_policy!r}"
             )
+        if self.cells > self.racks:
+            raise SettingsError(f"cells ({self.cells}) cannot exceed racks ({self.racks}): every cell serves at least one rack")
         if self.big_per_every > self.big_every:
             raise SettingsError("big_per_every cannot exceed big_every")
 

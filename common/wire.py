@@ -208,6 +208,7 @@ class MetadataStatus(Status):
     membership_sizes: dict[str, int]  # entries -> nodes with that many
     processing_p99_s: float | None
     allowance_s: float
+    cell: int = 0  # which cell's racks this instance serves (0 without cells)
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ class LoadgenStatus(Status):
     failures_total: int = 0
     inflight: int = 0
     routes_version: int | None = None
+    cell_error_ratio: dict[str, float | None] = field(default_factory=dict)  # per cell, when there are cells
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from chaos.control import LeaseRunner, Recorder, add_fault_routes
 from common import openapi
 from common.auth import from_env, token_middleware
 from common.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
-from common.settings import LabSettings
+from common.settings import LabSettings, SettingsError
 from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
 from common.wire import Membership, MetadataStatus, PartitionMap
 from metadata_service.faults import MetadataFaults
@@ -39,10 +39,14 @@ SERVICE = web.AppKey("service", MetadataService)
 LAG = web.AppKey("lag", LoopLag)
 
 
-def create_app(settings: LabSettings, token: str | None = None) -> web.Application:
+def create_app(settings: LabSettings, token: str | None = None, cell: int = 0) -> web.Application:
+    """The metadata service of one cell (the only one without cells): its racks' renewals, its
+    share of the cores, its own admin path and faults."""
+    if not 0 <= cell < settings.cells:
+        raise SettingsError(f"cell must be between 0 and {settings.cells - 1}, got {cell}")
     metrics = MetadataMetrics.create()
     lag = LoopLag(metrics.registry)
-    service = MetadataService(settings, MembershipStore.for_fleet(settings), metrics)
+    service = MetadataService(settings, MembershipStore.for_cell(settings, cell), metrics, cell)
     app = base_app(
         "stormlab metadata service",
         metrics.registry,
@@ -198,5 +202,6 @@ async def status(request: web.Request) -> web.Response:
             membership_sizes={str(k): v for k, v in service.store.size_distribution().items()},
             processing_p99_s=service.latency.quantile(0.99, now),
             allowance_s=service.settings.allowance_s,
+            cell=service.cell,
         ).to_json()
     )

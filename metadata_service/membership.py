@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from common.fleet import holds_gsi_heavy, node_id
+from common.fleet import cell_racks, holds_gsi_heavy, node_id, rack_of
 from common.settings import LabSettings
 from common.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 
@@ -60,6 +60,16 @@ class MembershipStore:
         self._encoded: dict[str, bytes] = {}
         self._map: bytes | None = None
         self._rebuild()
+
+    @classmethod
+    def for_cell(cls, settings: LabSettings, cell: int) -> MembershipStore:
+        """The fleet's tables, serving the memberships of one cell's nodes: the partition map
+        stays the fleet's (customers route by it), the renewals are the cell's."""
+        fleet = cls.for_fleet(settings)
+        if settings.cells == 1:
+            return fleet
+        racks = set(cell_racks(cell, settings))
+        return cls(list(fleet.tables.values()), [n for n in fleet.nodes if rack_of(n) in racks])
 
     @classmethod
     def for_fleet(cls, settings: LabSettings) -> MembershipStore:
@@ -157,7 +167,8 @@ class MembershipStore:
             width = HASH_SPACE // max(1, t.partitions)
             for index in [None, *t.gsis]:
                 for p, owner in enumerate(t.owners):
-                    entries[owner].append(MembershipEntry(t.name, index, p, (p * width, (p + 1) * width - 1)))
+                    if owner in entries:  # another cell's node: that cell serves it
+                        entries[owner].append(MembershipEntry(t.name, index, p, (p * width, (p + 1) * width - 1)))
         self._entries = entries
         self._encoded.clear()
         self._map = None

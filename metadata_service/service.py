@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from common.fleet import cell_cores
 from common.settings import LabSettings
 from common.window import Window
 from metadata_service.admission import Admission
@@ -18,10 +19,10 @@ from metadata_service.vcpu import VirtualCpu
 
 
 class MetadataService:
-    def __init__(self, settings: LabSettings, store: MembershipStore, metrics: MetadataMetrics) -> None:
-        self.settings, self.store, self.metrics = settings, store, metrics
+    def __init__(self, settings: LabSettings, store: MembershipStore, metrics: MetadataMetrics, cell: int = 0) -> None:
+        self.settings, self.store, self.metrics, self.cell = settings, store, metrics, cell
         self.admission = Admission()
-        self.cpu = VirtualCpu(settings.capacity_cores)
+        self.cpu = VirtualCpu(cell_cores(cell, settings))
         self.scheduler: CpuScheduler | None = None
         self.latency = Window(span_s=10.0)
         self._busy_reported = 0.0

@@ -29,7 +29,8 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
     p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
     p.add_argument("--abandoned-work", choices=("cancel", "continue"), help="what the metadata service does with work whose client gave up")
-    p.add_argument("--capacity", type=float, help="metadata virtual cores; default 40")
+    p.add_argument("--capacity", type=float, help="metadata virtual cores; default 40 (with --cells, shared out like the racks)")
+    p.add_argument("--cells", type=int, help="metadata-service instances, each serving a contiguous share of the racks; default 1")
     p.add_argument("--renewal-period", help="renewal period, e.g. 10s")
     p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
     p.add_argument("--seed", type=int, help="seed for renewal jitter, retry jitter and traffic; default 2015")
@@ -53,6 +54,7 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
         "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
         "abandoned_work": args.abandoned_work,
         "capacity_cores": args.capacity,
+        "cells": args.cells,
         "renewal_period_s": parse_duration(args.renewal_period) if args.renewal_period else None,
         "customer_rate": args.customer_rate,
         "seed": args.seed,

@@ -25,12 +25,12 @@ import aiohttp
 
 from chaos import catalog
 from common.auth import ensure_token, headers
-from common.fleet import holds_gsi_heavy, node_index, rack_of
+from common.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
 from common.settings import LabSettings, parse_duration
 from stormlab import launcher, observe
 from stormlab.chart import write_chart
 from stormlab.speed import Baseline, afford, first_guess, next_slower, parse_speed
-from stormlab.story import Sample, host_fields, host_figures, rolling, summarize
+from stormlab.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -62,6 +62,7 @@ class Demo:
         self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
         self.racks = catalog.RACKS_ARG.parse(blip_racks, self.settings.racks)
         self.samples: list[Sample] = []
+        self.cell_readings: list[tuple[float, dict[str, float | None]]] = []  # with cells: each cell's customers
         self.t0 = time.monotonic()
         self.profile = self.settings.profile_time()
         self.allowance_s = self.profile.allowance_s  # profile time, as every figure shown
@@ -78,6 +79,8 @@ class Demo:
 
     async def sample(self, session: aiohttp.ClientSession) -> dict:
         snap = await observe.snapshot(session, self.state)
+        if snap.get("cell_error_ratio"):
+            self.cell_readings.append((self.now(), snap["cell_error_ratio"]))
         self.samples.append(
             Sample(
                 self.now(),
@@ -102,6 +105,7 @@ class Demo:
             f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
             f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
             f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap['loop_lag_p99_s'] or 0):.0f}ms"
+            + "".join(f"  cell {c} {100 * (r or 0):4.1f}%" for c, r in sorted((snap.get("cell_error_ratio") or {}).items()))
         )
 
     async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> dict:
@@ -161,6 +165,9 @@ class Demo:
         summary["disqualified_outside_blip"] = outside
         summary["disqualified_at_end"] = self.by_class(after)
         summary["blip_racks"] = racks
+        if self.settings.cells > 1:
+            blipped = {cell_of(r, self.settings) for r in racks}
+            summary |= cell_figures(self.cell_readings, blipped, blip_start + blip, period)
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
         return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}
 
@@ -200,7 +207,9 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
     requested = parse_speed(args.speed)
     out = sys.stderr if args.json else sys.stdout
     print(
-        f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks, allowance {settings.allowance_s:g}s, "
+        f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks"
+        + (f" in {settings.cells} cells" if settings.cells > 1 else "")
+        + f", allowance {settings.allowance_s:g}s, "
         f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
         f"abandoned work {settings.abandoned_work}, speed {args.speed}",
         file=out,
@@ -251,6 +260,16 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _cell_lines(r: dict, pct) -> list[str]:
+    if "cell_plateau" not in r:
+        return []
+    plateaus = ", ".join(f"cell {c} {pct(v)}" for c, v in r["cell_plateau"].items())
+    return [
+        f"  cells (last 60 s)           {plateaus}; blipped: {', '.join(map(str, r['blipped_cells']))}",
+        f"  blast radius                {pct(r['outside_worst_error_ratio'])} worst 10 s outside the blipped cells",
+    ]
+
+
 def render_summary(r: dict) -> str:
     def pct(x):
         return "n/a" if x is None else f"{100 * x:.1f}%"
@@ -273,6 +292,7 @@ def render_summary(r: dict) -> str:
         f"  onset (blip to plateau)     {onset}",
         f"  back under 1% after         {recovery}",
         f"  disqualified outside blip   {r['disqualified_outside_blip']} nodes",
+        *_cell_lines(r, pct),
         f"  event-loop lag p99          {1000 * r['loop_lag_p99_s']:.0f}ms over the run, "
         f"{1000 * r['loop_lag_worst_10s_p99_s']:.0f}ms in the worst 10 s (wall clock)",
         f"  CPU                         busiest process {pct(r['cpu_busiest_ratio'])} of a core; the lab up to "

@@ -26,6 +26,7 @@ from pathlib import Path
 from common.auth import ENV as TOKEN_ENV
 from common.auth import ensure_token
 from common.errors import LabError
+from common.fleet import cell_name, cell_of
 from common.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
 from common.settings import LabSettings
 
@@ -102,9 +103,9 @@ def _port_free(port: int) -> bool:
 
 def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Component]:
     """Every process of the lab with its port and environment."""
-    n, d = settings.racks, len(DEPENDENT)
+    n, d, extra = settings.racks, len(DEPENDENT), settings.cells - 1
     if base_port == 0:
-        ports = _free_ports(3 + 2 * n + d + d * n)
+        ports = _free_ports(3 + 2 * n + d + d * n + extra)
     else:
         if not 1024 <= base_port <= 65535 - 500:
             raise LabError("base port must be 0 (pick free ports) or between 1024 and 65035")
@@ -114,6 +115,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
             + [base_port + 100 + r for r in range(n)]
             + [base_port + 4 + i for i in range(d)]
             + [base_port + 200 + 64 * i + r for i in range(d) for r in range(n)]  # each service's path to each rack
+            + [base_port + 80 + c for c in range(1, settings.cells)]  # the other cells' metadata services
             + [base_port + 3]
         )
         busy = [p for p in ports if not _port_free(p)]
@@ -123,10 +125,11 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
     dependent_ports = ports[3 + 2 * n : 3 + 2 * n + d]
     # The cascade's services reach each rack through the link proxy (the isolate fault acts there).
     paths = {name: ports[3 + 2 * n + d + i * n : 3 + 2 * n + d + (i + 1) * n] for i, (name, _) in enumerate(DEPENDENT)}
+    cell_ports = [meta, *ports[3 + 2 * n + d + d * n : 3 + 2 * n + d + d * n + extra]]
     common = settings.to_env()
     rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
     comps = [
-        Component("metadata", "metadata_service", meta, {}),
+        *(Component(cell_name(c), "metadata_service", p, {"STORMLAB_CELL": str(c)}) for c, p in enumerate(cell_ports)),
         Component(
             "linkproxy",
             "chaos.linkproxy",
@@ -134,6 +137,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Componen
             {
                 "STORMLAB_METADATA_PORT": str(meta),
                 "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)}),
+                "STORMLAB_CELL_PORTS": json.dumps({r: cell_ports[cell_of(r, settings)] for r in range(n)}),
                 "STORMLAB_PATH_PORTS": json.dumps({name: {r: [p, racks[r]] for r, p in enumerate(ps)} for name, ps in paths.items()}),
             },
         ),

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.fleet import holds_gsi_heavy, node_index, rack_of, startup_phases
+from common.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
 from common.settings import LabSettings
 from metadata_service.admission import Admission
 from metadata_service.membership import MembershipStore
@@ -35,6 +35,7 @@ from storage_node.schedule import RenewalSchedule
 class _Node:
     id: str
     rack: int
+    cell: int
     entries: int
     big: bool
     schedule: RenewalSchedule
@@ -44,6 +45,14 @@ class _Node:
     started: float = 0.0
     waiting: str = "renew"  # what the node waits for between attempts: its next slot, or a retry
     wake: int = 0  # bumped when the node is woken early: events scheduled before are stale
+
+
+@dataclass
+class _Cell:
+    """One metadata-service instance: its virtual CPU and its front door."""
+
+    cpu: VirtualCpu
+    admission: Admission = field(default_factory=Admission)
 
 
 @dataclass
@@ -60,8 +69,7 @@ class ReferenceModel:
         s = self.s = settings
         store = MembershipStore.for_fleet(settings)
         phases = startup_phases(settings)
-        self.cpu = VirtualCpu(s.capacity_cores)
-        self.admission = Admission()
+        self.cells = [_Cell(VirtualCpu(cell_cores(c, s))) for c in range(s.cells)]
         self.policies = {r: rack_policy(s) for r in range(s.racks)}  # the budget's scope is the rack
         self.racks = {r: _Rack(LinkWatch(s.probe_failures)) for r in range(s.racks)}
         self.nodes: dict[str, _Node] = {}
@@ -72,6 +80,7 @@ class ReferenceModel:
             self.nodes[n] = _Node(
                 n,
                 rack,
+                cell_of(rack, s),
                 store.entries(n),
                 big,
                 RenewalSchedule(phases[n] * s.renewal_period_s, s.renewal_period_s, s.renewal_jitter, rng),
@@ -83,8 +92,8 @@ class ReferenceModel:
         self._events: list[tuple[float, int, str, Any, int]] = []
         self._seq = itertools.count()
         self._jobs = itertools.count()
-        self._abandoned: dict[int, tuple[Any, int]] = {}  # job -> its CPU key, oldest first
-        self._admin: dict[int, float] = {}  # admin jobs in flight -> the cores they set
+        self._abandoned: list[dict[int, tuple[Any, int]]] = [{} for _ in self.cells]  # per cell: job -> its CPU key, oldest first
+        self._admin: dict[int, tuple[int, float]] = {}  # admin jobs in flight -> their cell and the cores they set
         probe_rng = random.Random(f"{s.seed}/probes")
         for r in self.racks:
             self._at(probe_rng.uniform(0, s.probe_interval_s), "probe", r)
@@ -98,29 +107,37 @@ class ReferenceModel:
         for r in racks:
             self.racks[r].cuts.append((start, start + duration))
 
-    def pause(self) -> None:
-        self.admission.pause()
+    @property
+    def cpu(self) -> VirtualCpu:
+        """The first cell's virtual CPU (the only one without cells)."""
+        return self.cells[0].cpu
 
-    def resume(self, groups: int = 1, every_s: float = 0.0) -> None:
-        self.admission.resume(self.now, groups, every_s)
+    def pause(self, cell: int = 0) -> None:
+        self.cells[cell].admission.pause()
 
-    def set_capacity(self, cores: float, break_glass: bool = False, timeout_s: float = 2.0) -> None:
-        """Through the shared admin path (a job on the same virtual CPU, given up after
+    def resume(self, groups: int = 1, every_s: float = 0.0, cell: int = 0) -> None:
+        self.cells[cell].admission.resume(self.now, groups, every_s)
+
+    def set_capacity(self, cores: float, break_glass: bool = False, timeout_s: float = 2.0, cell: int = 0) -> None:
+        """Through the cell's shared admin path (a job on the same virtual CPU, given up after
         ``timeout_s``), or around it."""
+        cpu = self.cells[cell].cpu
         if break_glass:
-            self._settle(self.cpu.set_cores(cores, self.now))
+            self._settle(cpu.set_cores(cores, self.now))
             return
         job = next(self._jobs)
-        self._admin[job] = cores
-        self._settle(self.cpu.submit(("admin", job), self.s.admin_cost_s, self.now))
-        self._at(self.now + timeout_s, "admin_timeout", None, job)
+        self._admin[job] = (cell, cores)
+        self._settle(cpu.submit(("admin", job), self.s.admin_cost_s, self.now))
+        self._at(self.now + timeout_s, "admin_timeout", cell, job)
 
     # -- what the lab shows ----------------------------------------------------------------
 
-    def error_ratio(self) -> float:
-        """Customer traffic is uniform over partitions, so this is the refusing nodes' share."""
-        refusing = sum(n.entries for n in self.nodes.values() if not n.renewal.refusal.serving)
-        return refusing / self.total_entries
+    def error_ratio(self, cells: set[int] | None = None) -> float:
+        """Customer traffic is uniform over partitions, so this is the refusing nodes' share
+        (of the nodes of ``cells``, or of the whole fleet)."""
+        members = [n for n in self.nodes.values() if cells is None or n.cell in cells]
+        refusing = sum(n.entries for n in members if not n.renewal.refusal.serving)
+        return refusing / max(1, sum(n.entries for n in members))
 
     def disqualified_by_class(self) -> dict[str, float]:
         """The fraction of the big-membership and of the small-membership nodes refusing now."""
@@ -134,21 +151,26 @@ class ReferenceModel:
 
     def run_until(self, t_end: float) -> None:
         while True:
-            cpu_next = self.cpu.next_completion()
+            done = (c.cpu.next_completion() for c in self.cells)
+            cpu_next = min((t for t in done if t is not None), default=float("inf"))
             ev_next = self._events[0][0] if self._events else float("inf")
-            t = min(cpu_next if cpu_next is not None else float("inf"), ev_next)
+            t = min(cpu_next, ev_next)
             if t > t_end:
-                self._settle(self.cpu.advance(t_end))
+                self._advance(t_end)
                 self.now = t_end
                 return
             self.now = t
-            self._settle(self.cpu.advance(t))
+            self._advance(t)
             while self._events and self._events[0][0] <= t:
                 _, _, kind, subject, tag = heapq.heappop(self._events)
                 getattr(self, f"_on_{kind}")(subject, tag)
 
     def _at(self, t: float, kind: str, subject: Any, tag: int = 0) -> None:
         heapq.heappush(self._events, (t, next(self._seq), kind, subject, tag))
+
+    def _advance(self, t: float) -> None:
+        for c in self.cells:
+            self._settle(c.cpu.advance(t))
 
     def _settle(self, finished: list[Any]) -> None:
         for job in finished:
@@ -164,11 +186,12 @@ class ReferenceModel:
         if cut is not None:  # black-holed; when the link heals the connection is reset
             self._at(min(self.now + self.s.allowance_s, cut[1]), "lost", node, job)
             return
-        if not self.admission.admits(node.id, self.now):  # turned away at the door, for free
+        cell = self.cells[node.cell]
+        if not cell.admission.admits(node.id, self.now):  # turned away at the door, for free
             node.attempt = None
             self._decide(node, Attempt(self.now, self.now, "paused"))
             return
-        self._settle(self.cpu.submit((node.id, job), self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.now))
+        self._settle(cell.cpu.submit((node.id, job), self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.now))
         self._at(self.now + self.s.allowance_s, "timeout", node, job)
 
     def _decide(self, node: _Node, attempt: Attempt) -> None:
@@ -192,14 +215,15 @@ class ReferenceModel:
     def _finished(self, key: tuple[Any, int]) -> None:
         who, job = key
         if who == "admin":
-            cores = self._admin.pop(job, None)
-            if cores is not None:
-                self._settle(self.cpu.set_cores(cores, self.now))
-            return
-        if job in self._abandoned:
-            del self._abandoned[job]
+            order = self._admin.pop(job, None)
+            if order is not None:
+                cell, cores = order
+                self._settle(self.cells[cell].cpu.set_cores(cores, self.now))
             return
         node = self.nodes[who]
+        if job in self._abandoned[node.cell]:
+            del self._abandoned[node.cell][job]
+            return
         if node.attempt != job or self.racks[node.rack].cut_at(self.now):
             return  # given up already, or the answer is lost on a cut link (the node times out)
         node.attempt = None
@@ -209,14 +233,15 @@ class ReferenceModel:
         if node.attempt != job:
             return
         node.attempt = None
+        cpu = self.cells[node.cell].cpu
         if self.s.abandoned_work == "cancel":
-            _, finished = self.cpu.cancel((node.id, job), self.now)
+            _, finished = cpu.cancel((node.id, job), self.now)
             self._settle(finished)
-        else:  # the lab's bound: past abandoned_cap, the oldest abandoned request is dropped
-            self._abandoned[job] = (node.id, job)
-            while len(self._abandoned) > self.s.abandoned_cap:
-                oldest = next(iter(self._abandoned))
-                _, finished = self.cpu.cancel(self._abandoned.pop(oldest), self.now)
+        else:  # the lab's bound: past abandoned_cap (per cell), the cell's oldest abandoned request is dropped
+            abandoned = self._abandoned[node.cell]
+            abandoned[job] = (node.id, job)
+            while len(abandoned) > self.s.abandoned_cap:
+                _, finished = cpu.cancel(abandoned.pop(next(iter(abandoned))), self.now)
                 self._settle(finished)
         self._decide(node, Attempt(node.started, self.now, "timeout"))
 
@@ -226,9 +251,9 @@ class ReferenceModel:
             timed_out = self.now >= node.started + self.s.allowance_s
             self._decide(node, Attempt(node.started, self.now, "timeout" if timed_out else "unreachable"))
 
-    def _on_admin_timeout(self, subject: None, job: int) -> None:
+    def _on_admin_timeout(self, cell: int, job: int) -> None:
         if self._admin.pop(job, None) is not None:  # the admin request gave up: nothing changes
-            _, finished = self.cpu.cancel(("admin", job), self.now)
+            _, finished = self.cells[cell].cpu.cancel(("admin", job), self.now)
             self._settle(finished)
 
     # -- a rack's link ---------------------------------------------------------------------

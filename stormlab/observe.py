@@ -128,6 +128,7 @@ PICKED: dict[str, dict[str, str]] = {
         "table_error_ratio": "table_error_ratio",
         "customer_requests_total": "requests_total",
         "customer_failures_total": "failures_total",
+        "cell_error_ratio": "cell_error_ratio",
     },
     "metadata": {
         "metadata_inflight": "inflight",

@@ -7,6 +7,7 @@ GET /metrics, /healthz
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from common import openapi
+from common.fleet import cell_of
 from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from common.settings import LabSettings
 from common.web import LoopLag, base_app
@@ -39,8 +41,12 @@ class Generator:
         self.inflight = 0
         self.sent = self.failed = 0
         self.requests = Counter(
-            "stormlab_customer_requests_total", "Customer requests by table and outcome", ["table", "outcome"], registry=registry
+            "stormlab_customer_requests_total",
+            "Customer requests by table, outcome and the cell of the node asked",
+            ["table", "outcome", "cell"],
+            registry=registry,
         )
+        self.cell_windows = {str(c): Window(span_s=10.0) for c in range(settings.cells)} if settings.cells > 1 else {}
         self.latency = Histogram(
             "stormlab_customer_request_seconds",
             "Customer request latency",
@@ -83,8 +89,8 @@ class Generator:
                     self.routes = routes
                     for table in routes.tables:
                         self.table_windows.setdefault(table, Window(span_s=10.0))
-                        for o in OUTCOMES:
-                            self.requests.labels(table, o)
+                        for o, c in itertools.product(OUTCOMES, range(self.settings.cells)):
+                            self.requests.labels(table, o, str(c))
                 return
             except (TimeoutError, aiohttp.ClientError, ValueError, KeyError) as exc:
                 log.warning("partition map not loaded: %s", exc)
@@ -111,8 +117,11 @@ class Generator:
             self.inflight -= 1
         now = loop.time()
         self.latency.observe(now - started)
-        self.requests.labels(req.table, result).inc()
+        cell = str(cell_of(req.rack, self.settings))
+        self.requests.labels(req.table, result, cell).inc()
         failed = 1.0 if result in FAILURES else 0.0
+        if cell in self.cell_windows:
+            self.cell_windows[cell].add(now, failed)
         self.sent += 1
         self.failed += int(failed)
         self.window.add(now, failed)
@@ -130,6 +139,7 @@ class Generator:
             failures_total=self.failed,
             inflight=self.inflight,
             routes_version=self.routes.version if self.routes else None,
+            cell_error_ratio={c: w.mean(now) for c, w in self.cell_windows.items()},
         )
 
     async def stop(self) -> None:

@@ -39,9 +39,11 @@ ACTIONS = {
     a.name: a
     for a in (
         Action("status", "what a responder looks at first"),
-        Action("set-capacity", "set the metadata service's virtual cores", "capacity", ("cores", "break_glass", "timeout", "duration")),
-        Action("pause-metadata", "stop taking membership requests (AWS, 5:06 AM)", "pause-metadata", ("duration",)),
-        Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every")),
+        Action(
+            "set-capacity", "set the metadata service's virtual cores", "capacity", ("cores", "break_glass", "timeout", "duration", "cell")
+        ),
+        Action("pause-metadata", "stop taking membership requests (AWS, 5:06 AM)", "pause-metadata", ("duration", "cell")),
+        Action("resume", "readmit the fleet, at once or in steps", "resume-metadata", ("staged", "every", "cell")),
         Action("enable", "switch on a fix AWS announced in its running service", keys=("fix", "duration"), fixes=catalog.FIXES),
         Action("scale-workers", "drain the scaling backlog with N workers", "scale-workers", ("workers", "duration")),
         Action(

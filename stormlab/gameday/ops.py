@@ -188,6 +188,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
             )
         for key in action.keys:
+            if key == "cell":
+                p.add_argument("--cell", type=int, help="with --cells: which cell's metadata service (default 0, the first)")
+                continue
             arg = next((a for a in fault.args if a.key == key), None) if fault else None
             if arg is None:
                 continue

@@ -20,7 +20,7 @@ import pytest
 from common.settings import LabSettings
 from stormlab import launcher
 from stormlab.demo import Demo
-from stormlab.model import replay
+from stormlab.model import ReferenceModel, replay
 
 pytestmark = pytest.mark.slow
 SPEED = 2.0
@@ -117,3 +117,30 @@ def test_a_rack_stalled_for_a_second_at_the_herd_makes_the_run_invalid(tmp_path)
     assert r["valid"] is False
     (herd,) = [reason for reason in r["invalid_reasons"] if reason.startswith("at the herd")]
     assert "rack-05" in herd, r["invalid_reasons"]
+
+
+@pytest.mark.timeout(300)
+def test_four_cells_keep_the_2015_storm_inside_the_blipped_cell(tmp_path):
+    """10 racks in 4 cells (racks 0-2, 3-4, 5-7, 8-9), each with its share of the cores: the 2015
+    blip of racks 0-2 is cell 0's whole fleet. Cell 0 is stuck; the customers of the other cells
+    never see 1% errors (the one-cell storm of the same blip is the test above: ~55%)."""
+    r = run_story(scaled(cells=4), tmp_path / "lab")
+    assert_host_stayed_out_of_the_way(r)
+    assert r["blipped_cells"] == [0]
+    assert r["storm_holds"] is True  # the fleet's customers: cell 0's share of them fail
+    assert r["cell_plateau"]["0"] >= 0.45, r["cell_plateau"]
+    assert r["outside_worst_error_ratio"] < 0.01, r["cell_plateau"]
+    assert max(r["cell_plateau"][c] for c in ("1", "2", "3")) < 0.01
+    model = _blip_model(scaled(cells=4))
+    print({"model": {c: model.error_ratio({c}) for c in range(4)}})
+    assert abs(model.error_ratio({0}) - r["cell_plateau"]["0"]) <= 0.1
+
+
+def _blip_model(settings: LabSettings) -> ReferenceModel:
+    """The demo's story in the reference model (wall seconds: settle 10, blip 5, watch 90 profile s)."""
+    model = ReferenceModel(settings)
+    blip_at = 1.5 * settings.renewal_period_s + 10 / SPEED
+    model.run_until(blip_at)
+    model.blip({0, 1, 2}, blip_at, 5 / SPEED)
+    model.run_until(blip_at + 95 / SPEED)
+    return model

@@ -124,3 +124,29 @@ def test_staged_readmission_recovers_without_new_capacity():
 def test_the_retry_budget_is_one_per_rack():
     model = ReferenceModel(LabSettings(retry_policy="immediate+budget"))
     assert len({id(p) for p in model.policies.values()}) == 10
+
+
+def _blip_cell_zero(settings: LabSettings, watch_s: float = 200.0) -> ReferenceModel:
+    model = ReferenceModel(settings)
+    model.run_until(45.0)
+    model.blip({0, 1, 2}, 45.0, 5.0)
+    model.run_until(45.0 + watch_s)
+    return model
+
+
+def test_cells_keep_the_2015_storm_inside_the_blipped_cell():
+    """10 racks in 4 cells (3, 2, 3, 2): the 2015 blip (racks 0-2) is cell 0's whole fleet."""
+    model = _blip_cell_zero(LabSettings(cells=4))
+    assert [c.cpu.cores for c in model.cells] == [12.0, 8.0, 12.0, 8.0]  # the 40 cores, shared like the racks
+    assert model.error_ratio({0}) > 0.45  # the blipped cell is stuck ...
+    assert model.error_ratio({1, 2, 3}) < 0.01  # ... and nobody else notices
+    assert _blip_cell_zero(LabSettings()).error_ratio() == pytest.approx(0.55, abs=0.1)  # one cell: 2015
+
+
+def test_a_cell_is_the_2015_service_in_miniature():
+    """A blip of 30% of one cell's racks gives that cell the 2015 plateau; the same racks are too
+    small a herd for a single service of the whole fleet (cells trade headroom for blast radius)."""
+    cells = _blip_cell_zero(LabSettings(racks=40, nodes_per_rack=25, cells=4))
+    assert 0.45 <= cells.error_ratio({0}) <= 0.65
+    assert cells.error_ratio({1, 2, 3}) < 0.01
+    assert _blip_cell_zero(LabSettings(racks=40, nodes_per_rack=25)).error_ratio() < 0.01
