@@ -15,7 +15,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import bench, demo, fuzz, launcher, observe, soak, writecheck
+from stormlab import bench, demo, fuzz, launcher, observe, soak, sweep, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 from stormlab.speed import first_guess, parse_speed
@@ -163,6 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_arguments(bn)
     bn.set_defaults(func=bench.run)
+    sw = sub.add_parser(
+        "sweep",
+        help="the map of where a blip leaves the lab stuck, and which fix moves the 2015 point: the model's grid, a live sample",
+        description=sweep.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sweep.add_arguments(sw)
+    sw.set_defaults(func=sweep.run)
     return parser
 
 

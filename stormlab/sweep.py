@@ -1,0 +1,202 @@
+"""`stormlab sweep`: the map of where the lab is metastable, and which fix moves the 2015 point.
+
+A point is a trigger (how many racks are blipped, for how long), a membership size (the GSIs
+each GSI-heavy table carries: 2 in 2015) and a panel: the 2015 settings or one fix (a longer
+allowance, fewer renewals, more capacity, cells, a retry policy, …). Each point is judged by
+the same story as the demo: the fleet settles, the racks are blipped, and ``--watch`` renewal
+periods after the blip ends the customers' error over the last period says **stuck** (at least
+20%, the demo's "the storm holds") or **recovered**.
+
+The dense grid runs in the reference model (the lab's own cores in virtual time), on every core
+of this machine; a seeded sample of its points runs live, on real processes, one after another,
+and the agreement between the two verdicts is reported. Results go to CSV files in ``--out`` as
+they come: a sweep stopped half way resumes where it stopped (points are keyed by what they are).
+Outputs: ``model.csv``, ``live.csv``, ``map.png``, ``summary.md``, ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from common.errors import UsageError
+from common.settings import LabSettings, SettingsError, parse_duration
+from stormlab import launcher
+from stormlab.demo import Demo
+from stormlab.sweep_grid import (
+    PANELS,
+    SETTLE_S,
+    Grid,
+    Point,
+    Verdict,
+    agreement,
+    append_result,
+    judge_model,
+    live_sample,
+    markdown,
+    read_results,
+    replace_block,
+    summarize,
+)
+from stormlab.sweep_map import draw
+
+
+def parse_list(text: str, kind: Callable[[str], Any], what: str) -> tuple:
+    try:
+        values = tuple(kind(v.strip()) for v in text.split(",") if v.strip())
+    except (ValueError, SettingsError) as exc:
+        raise UsageError(f"{what}: {exc}") from None
+    if not values:
+        raise UsageError(f"{what}: give at least one value")
+    return values
+
+
+def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: float, out: io.TextIOBase | None = None) -> Verdict:
+    """One point on real processes: a lab of the point's settings, the demo's story, and down."""
+    started = time.monotonic()
+    s = point.settings(base)
+    state = launcher.up(s.sped_up(speed), base_port=0)
+    try:
+        demo = Demo(state, out or io.StringIO(), SETTLE_S, point.blip_s, watch_periods * s.renewal_period_s, str(point.blip_racks))
+        r = asyncio.run(demo.run())
+    finally:
+        launcher.down()
+    return Verdict(
+        point.key,
+        bool(r["storm_holds"]),
+        r["last_period_error_ratio"] or 0.0,
+        r["peak_error_ratio"] or 0.0,
+        r["recovery_s"],
+        valid=bool(r["valid"]),
+        seconds=time.monotonic() - started,
+    )
+
+
+# -- the sweep ----------------------------------------------------------------------------------
+
+
+def run_model(
+    base: LabSettings, points: Sequence[Point], path: Path, watch_periods: float, jobs: int, say: Callable[[str], None]
+) -> dict[str, Verdict]:
+    """Every point not in ``path`` yet, on ``jobs`` processes; each result appended as it comes."""
+    done = read_results(path)
+    todo = [p for p in points if p.key not in done]
+    say(f"model: {len(points)} points, {len(points) - len(todo)} already in {path}, {len(todo)} to run on {jobs} processes")
+    if not todo:
+        return done
+    started, last_said = time.monotonic(), 0.0
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(judge_model, base, p, watch_periods): p for p in todo}
+        for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            point, verdict = futures[future], future.result()
+            append_result(path, point, verdict)
+            done[point.key] = verdict
+            now = time.monotonic()
+            if now - last_said >= 5 or n == len(todo):
+                last_said = now
+                left = (now - started) / n * (len(todo) - n)
+                say(f"  model {n}/{len(todo)}  {point.key}: {'stuck' if verdict.stuck else 'recovered'}  (~{left:.0f}s left)")
+    return done
+
+
+def run_live(
+    base: LabSettings,
+    sample: Sequence[Point],
+    path: Path,
+    watch_periods: float,
+    speed: float,
+    say: Callable[[str], None],
+    judge: Callable[..., Verdict] = judge_live,
+) -> dict[str, Verdict]:
+    done = read_results(path)
+    todo = [p for p in sample if p.key not in done]
+    say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
+    for n, point in enumerate(todo, 1):
+        say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.settings(base).nodes_total} nodes at speed {speed:g} …")
+        verdict = judge(base, point, watch_periods, speed)
+        append_result(path, point, verdict)
+        done[point.key] = verdict
+        say(
+            f"  live {n}/{len(todo)}  {point.key}: {'stuck' if verdict.stuck else 'recovered'} "
+            f"({100 * verdict.end_error:.1f}% at the end{'' if verdict.valid else ', INVALID run'}, {verdict.seconds:.0f}s)"
+        )
+    return done
+
+
+# -- the command -------------------------------------------------------------------------------
+
+QUICK: dict[str, Any] = {"racks": 10, "nodes_per_rack": 40, "capacity_cores": 16.0}  # the integration tests' 400-node fleet
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out", default="reports/sweep", help="where the CSVs, map and summary go; a sweep there resumes (default reports/sweep)"
+    )
+    p.add_argument("--panels", default=",".join(PANELS), help=f"the 2015 settings and the fixes to map (default all: {', '.join(PANELS)})")
+    p.add_argument("--blip-racks", default="1,2,3,4,5,6", help="trigger sizes: racks blipped (default 1,…,6 of 10)")
+    p.add_argument("--blip", default="2s,5s,10s", help="trigger durations (default 2s,5s,10s)")
+    p.add_argument("--gsis", default="0,1,2,3,4", help="membership growth: GSIs per GSI-heavy table (2015: 2; default 0,…,4)")
+    p.add_argument("--watch", type=float, default=12, help="renewal periods after the blip when a point is judged (default 12)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the model's points (default: every core)")
+    p.add_argument("--live", type=int, default=10, help="points of the grid to run live as well, one after another (default 10; 0: none)")
+    p.add_argument("--live-speed", type=float, default=1.0, help="time dilation of the live runs (default 1)")
+    p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
+    p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
+    p.add_argument("--readme", help="also put the summary table into this file's <!-- sweep --> block (e.g. README.md)")
+
+
+def run(args: argparse.Namespace) -> int:
+    unknown = [p for p in args.panels.split(",") if p.strip() and p.strip() not in PANELS]
+    if unknown:
+        raise UsageError(f"unknown panels {unknown}; panels: {', '.join(PANELS)}")
+    base = LabSettings(seed=args.seed, **(QUICK if args.quick else {}))
+    grid = Grid(
+        tuple(p.strip() for p in args.panels.split(",") if p.strip()),
+        parse_list(args.blip_racks, int, "--blip-racks"),
+        parse_list(args.blip, parse_duration, "--blip"),
+        parse_list(args.gsis, int, "--gsis"),
+    )
+    if any(not 1 <= r <= base.racks for r in grid.blip_racks):
+        raise UsageError(f"--blip-racks: between 1 and {base.racks}")
+    if any(d <= 0 or d > 600 for d in grid.blip_s):
+        raise UsageError("--blip: between 0 and 10m")
+    if any(not 0 <= g <= 20 for g in grid.gsis):
+        raise UsageError("--gsis: between 0 and 20")
+    if not 1 <= args.watch <= 360 or args.jobs < 1 or args.live < 0:
+        raise UsageError("--watch between 1 and 360 periods, --jobs at least 1, --live at least 0")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = _say
+    points = grid.points()
+    for p in points:
+        p.settings(base)  # a panel that makes impossible settings fails here, before anything runs
+    model = run_model(base, points, out / "model.csv", args.watch, args.jobs, say)
+    sample = live_sample(points, model, args.live, args.seed)
+    live = run_live(base, sample, out / "live.csv", args.watch, args.live_speed, say) if sample else {}
+    agreed = agreement(sample, model, live) if sample else None
+    summary = summarize(grid, base, model, agreed)
+    summary["live_sample"] = [{**asdict(p), "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    table = markdown(summary)
+    (out / "summary.md").write_text(table + "\n")
+    png = draw(grid, model, live, out / "map.png")
+    if args.readme:
+        replace_block(Path(args.readme), "sweep", table)
+    print(table)
+    print(f"\nmap: {png}\nCSV: {out / 'model.csv'}, {out / 'live.csv'}\nsummary: {out / 'summary.md'}")
+    a = summary["agreement"]
+    return 0 if a is None or a["ratio"] is None or a["ratio"] >= 0.9 else 1
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

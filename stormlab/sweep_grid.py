@@ -1,0 +1,221 @@
+"""The sweep's grid, pure: points, panels (the 2015 settings and each fix), the verdict of one
+point in the reference model, results as CSV rows, the live sample, the agreement and the table.
+`stormlab sweep` (stormlab/sweep.py) runs it; stormlab/sweep_map.py draws it."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from common.errors import UsageError
+from common.settings import LabSettings
+from stormlab.model import ReferenceModel
+from stormlab.story import STORM_RATIO
+
+# The panels: the 2015 settings and each fix, as changes to the base settings (functions of it, so
+# a scaled-down fleet keeps its proportions). AWS's four announced fixes come first.
+PANELS: dict[str, Callable[[LabSettings], dict[str, Any]]] = {
+    "2015": lambda s: {},
+    "allowance 2s": lambda s: {"allowance_s": 2 * s.allowance_s},  # AWS: lengthen the time allowed
+    "renewals every 20s": lambda s: {"renewal_period_s": 2 * s.renewal_period_s},  # AWS: fewer membership requests
+    "capacity x1.5": lambda s: {"capacity_cores": 1.5 * s.capacity_cores},  # AWS: add capacity
+    "4 cells, 2015-sized": lambda s: {"cells": 4, "capacity_cores": 4 * s.capacity_cores},  # AWS: many metadata instances
+    "4 cells, cores shared": lambda s: {"cells": 4},  # the same hardware, segmented
+    "full jitter": lambda s: {"retry_policy": "full-jitter"},
+    "immediate+budget": lambda s: {"retry_policy": "immediate+budget"},
+    "immediate+adaptive": lambda s: {"retry_policy": "immediate+adaptive"},
+}
+AWS_FIXES = ("allowance 2s", "renewals every 20s", "capacity x1.5", "4 cells, 2015-sized")
+POINT_2015 = {"panel": "2015", "blip_racks": 3, "blip_s": 5.0, "gsis": 2}
+SETTLE_S = 10.0  # profile seconds of healthy fleet before the blip (the demo's)
+
+
+@dataclass(frozen=True)
+class Point:
+    panel: str
+    blip_racks: int  # racks 0 .. blip_racks-1 lose their link
+    blip_s: float
+    gsis: int  # GSIs per GSI-heavy table (big_gsis; 0 = pre-GSI sizes)
+
+    @property
+    def key(self) -> str:
+        return f"{self.panel}|{self.blip_racks}|{self.blip_s:g}|{self.gsis}"
+
+    def settings(self, base: LabSettings) -> LabSettings:
+        return base.replace(big_gsis=self.gsis, gsi_growth=self.gsis > 0, **PANELS[self.panel](base))
+
+    def is_2015(self) -> bool:
+        return asdict(self) == POINT_2015
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: str
+    stuck: bool
+    end_error: float  # the customers' error over the last renewal period
+    peak_error: float
+    recovered_after_s: float | None  # blip end -> first reading under 1% (profile seconds)
+    valid: bool = True  # live only: the host did not shape the run
+    seconds: float = 0.0  # what the point cost to run (wall clock)
+
+
+@dataclass(frozen=True)
+class Grid:
+    panels: tuple[str, ...]
+    blip_racks: tuple[int, ...]
+    blip_s: tuple[float, ...]
+    gsis: tuple[int, ...]
+
+    def points(self) -> list[Point]:
+        return [Point(*p) for p in itertools.product(self.panels, self.blip_racks, self.blip_s, self.gsis)]
+
+
+def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
+    """One point in the reference model: the demo's story in virtual time (profile seconds)."""
+    started = time.monotonic()
+    s = point.settings(base).profile_time()
+    model = ReferenceModel(s)
+    blip_at = 1.5 * s.renewal_period_s + SETTLE_S  # every node has its membership, then the baseline
+    model.run_until(blip_at)
+    model.blip(set(range(point.blip_racks)), blip_at, point.blip_s)
+    blip_end, end = blip_at + point.blip_s, blip_at + point.blip_s + watch_periods * s.renewal_period_s
+    readings, t = [], blip_at
+    while t < end:
+        t = min(end, t + 1.0)
+        model.run_until(t)
+        readings.append((t, model.error_ratio()))
+    last = [r for ts, r in readings if ts > end - s.renewal_period_s]
+    end_error = sum(last) / len(last)
+    return Verdict(
+        point.key,
+        end_error >= STORM_RATIO,
+        end_error,
+        max(r for _, r in readings),
+        next((ts - blip_end for ts, r in readings if ts >= blip_end and r < 0.01), None),
+        seconds=time.monotonic() - started,
+    )
+
+
+# -- results on disk: one CSV row per point, appended as it comes ------------------------------
+
+COLUMNS = [f.name for f in fields(Point)] + [f.name for f in fields(Verdict)]
+
+
+def read_results(path: Path) -> dict[str, Verdict]:
+    if not path.exists():
+        return {}
+    out = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                out[row["key"]] = Verdict(
+                    row["key"],
+                    row["stuck"] == "True",
+                    float(row["end_error"]),
+                    float(row["peak_error"]),
+                    float(row["recovered_after_s"]) if row["recovered_after_s"] else None,
+                    row["valid"] == "True",
+                    float(row["seconds"]),
+                )
+            except (KeyError, ValueError):
+                continue  # a row cut short when a sweep was stopped: that point runs again
+    return out
+
+
+def append_result(path: Path, point: Point, verdict: Verdict) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        if new:
+            w.writeheader()
+        w.writerow({**asdict(point), **{k: ("" if v is None else v) for k, v in asdict(verdict).items()}})
+
+
+def live_sample(points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
+    """``count`` points to run live: the 2015 point, then as many stuck as recovered by the model,
+    the nearest to the boundary first among a seeded shuffle (the points where the two could
+    disagree), so the sample tests the boundary rather than the easy middle of each region."""
+    rng = random.Random(seed)
+    chosen = [p for p in points if p.is_2015()][:count]
+    for stuck in itertools.cycle((True, False)):
+        if len(chosen) >= count:
+            break
+        pool = [p for p in points if p not in chosen and model[p.key].stuck == stuck]
+        if not pool:
+            pool = [p for p in points if p not in chosen]
+            if not pool:
+                break
+        rng.shuffle(pool)
+        pool.sort(key=lambda p: abs(model[p.key].end_error - STORM_RATIO))
+        chosen.append(pool[0] if rng.random() < 0.5 else pool[min(len(pool) - 1, rng.randrange(1 + len(pool) // 2))])
+    return chosen
+
+
+def agreement(sample: Sequence[Point], model: dict[str, Verdict], live: dict[str, Verdict]) -> dict[str, Any]:
+    """How many valid live points the model judged the same way, and which it did not."""
+    valid = [p for p in sample if p.key in live and live[p.key].valid]
+    same = [p for p in valid if model[p.key].stuck == live[p.key].stuck]
+    return {
+        "points": len(valid),
+        "agree": len(same),
+        "ratio": len(same) / len(valid) if valid else None,
+        "invalid": [p.key for p in sample if p.key in live and not live[p.key].valid],
+        "disagree": [p.key for p in valid if p not in same],
+    }
+
+
+def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: dict[str, Any] | None) -> dict[str, Any]:
+    """Per panel: the 2015 point's verdict and error, and the share of the grid stuck."""
+    panels = {}
+    for panel in grid.panels:
+        mine = [p for p in grid.points() if p.panel == panel]
+        at_2015 = model.get(Point(panel, *(POINT_2015[k] for k in ("blip_racks", "blip_s", "gsis"))).key)  # type: ignore[arg-type]
+        panels[panel] = {
+            "stuck_points": sum(model[p.key].stuck for p in mine),
+            "points": len(mine),
+            "point_2015": None if at_2015 is None else ("stuck" if at_2015.stuck else "recovered"),
+            "point_2015_end_error": None if at_2015 is None else at_2015.end_error,
+            "point_2015_recovered_after_s": None if at_2015 is None else at_2015.recovered_after_s,
+        }
+    return {"fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes", "grid": asdict(grid), "panels": panels, "agreement": agreed}
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+
+    rows = [
+        "| panel | the 2015 point (3 racks, 5 s, 2 GSIs) | its error at the end | stuck points of the grid |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, p in summary["panels"].items():
+        verdict = p["point_2015"] or "not in the grid"
+        if p["point_2015"] == "recovered" and p["point_2015_recovered_after_s"] is not None:
+            verdict += f" (under 1% {p['point_2015_recovered_after_s']:.0f} s after the blip)"
+        rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {p['stuck_points']}/{p['points']} |")
+    a = summary["agreement"]
+    if a:
+        rows.append("")
+        rows.append(
+            f"Live and model agree on {a['agree']} of {a['points']} sampled points ({pct(a['ratio'])})"
+            + (f"; disagree on {', '.join(a['disagree'])}" if a["disagree"] else "")
+            + (f"; {len(a['invalid'])} live runs invalid (the host shaped them), left out" if a["invalid"] else "")
+            + "."
+        )
+    return "\n".join(rows)
+
+
+def replace_block(path: Path, marker: str, text: str) -> None:
+    """Put ``text`` between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``."""
+    doc = path.read_text()
+    pattern = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
+    if not pattern.search(doc):
+        raise UsageError(f"{path} has no <!-- {marker} --> … <!-- /{marker} --> block")
+    path.write_text(pattern.sub(lambda m: m.group(1) + text.rstrip() + "\n" + m.group(2), doc))
