@@ -124,13 +124,20 @@ def read_results(path: Path) -> dict[str, Verdict]:
                     row["valid"] == "True",
                     float(row["seconds"]),
                 )
-            except (KeyError, ValueError):
+            except (KeyError, ValueError, TypeError):
                 continue  # a row cut short when a sweep was stopped: that point runs again
     return out
 
 
 def append_result(path: Path, point: Point, verdict: Verdict) -> None:
     new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open("rb") as f:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"  # the last row was cut short when a sweep was stopped: it ends here
+        if cut:
+            with path.open("a") as f:
+                f.write("\n")
     with path.open("a", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
         if new:
@@ -144,17 +151,15 @@ def live_sample(points: Sequence[Point], model: dict[str, Verdict], count: int, 
     disagree), so the sample tests the boundary rather than the easy middle of each region."""
     rng = random.Random(seed)
     chosen = [p for p in points if p.is_2015()][:count]
-    for stuck in itertools.cycle((True, False)):
-        if len(chosen) >= count:
+    while len(chosen) < count:
+        left = [p for p in points if p not in chosen]
+        if not left:
             break
-        pool = [p for p in points if p not in chosen and model[p.key].stuck == stuck]
-        if not pool:
-            pool = [p for p in points if p not in chosen]
-            if not pool:
-                break
-        rng.shuffle(pool)
-        pool.sort(key=lambda p: abs(model[p.key].end_error - STORM_RATIO))
-        chosen.append(pool[0] if rng.random() < 0.5 else pool[min(len(pool) - 1, rng.randrange(1 + len(pool) // 2))])
+        stuck = sum(model[p.key].stuck for p in chosen)
+        side = [p for p in left if model[p.key].stuck == (stuck <= len(chosen) - stuck)] or left  # the side with fewer so far
+        rng.shuffle(side)
+        side.sort(key=lambda p: abs(model[p.key].end_error - STORM_RATIO))
+        chosen.append(side[0] if rng.random() < 0.5 else side[rng.randrange(1 + len(side) // 2)])
     return chosen
 
 

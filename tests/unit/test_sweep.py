@@ -1,0 +1,137 @@
+"""The sweep's grid in virtual time: verdicts, resumable results, the live sample, agreement."""
+
+import csv
+
+import pytest
+
+from common.settings import LabSettings
+from stormlab import cli
+from stormlab.sweep import run_live, run_model
+from stormlab.sweep_grid import (
+    AWS_FIXES,
+    PANELS,
+    POINT_2015,
+    Grid,
+    Point,
+    Verdict,
+    agreement,
+    judge_model,
+    live_sample,
+    markdown,
+    read_results,
+    replace_block,
+    summarize,
+)
+
+QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
+AT_2015 = Point(**POINT_2015)
+
+
+def test_every_panel_makes_settings_the_lab_can_run():
+    for panel in PANELS:
+        s = Point(panel, 3, 5.0, 2).settings(LabSettings())
+        assert s.big_gsis == 2 and s.gsi_growth
+    assert Point("2015", 3, 5.0, 0).settings(LabSettings()).gsi_growth is False
+    assert Point("4 cells, 2015-sized", 3, 5.0, 2).settings(LabSettings()).capacity_cores == 160  # 40 per cell
+
+
+def test_the_2015_point_is_stuck_and_each_aws_fix_moves_it_out():
+    assert judge_model(QUICK, AT_2015, 12).stuck
+    for fix in AWS_FIXES:
+        verdict = judge_model(QUICK, Point(fix, 3, 5.0, 2), 12)
+        assert not verdict.stuck, fix
+        assert verdict.end_error < 0.01
+
+
+def test_a_smaller_trigger_and_smaller_memberships_recover_without_a_fix():
+    assert not judge_model(QUICK, Point("2015", 1, 5.0, 2), 12).stuck
+    assert not judge_model(QUICK, Point("2015", 3, 5.0, 0), 12).stuck
+
+
+def test_a_sweep_resumes_where_it_stopped(tmp_path):
+    grid = Grid(("2015",), (1, 3), (5.0,), (0, 2))
+    path = tmp_path / "model.csv"
+    said = []
+    first = run_model(QUICK, grid.points()[:2], path, 12, 1, said.append)
+    assert len(first) == 2 and "2 to run" in said[0]
+    with path.open("a") as f:
+        f.write("2015,3,5.0,0,2015|3|5|0,Tru")  # a row cut short when the sweep was stopped
+    again = run_model(QUICK, grid.points(), path, 12, 2, said.append)
+    assert any("2 already in" in s and "2 to run" in s for s in said[1:])
+    assert set(again) == {p.key for p in grid.points()}
+    assert read_results(path)[AT_2015.key].stuck
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 5  # 4 points and the cut row, which is not a result: that point ran again
+    assert sum(r["key"] == "2015|3|5|0" and bool(r["seconds"]) for r in rows) == 1
+
+
+def _verdict(point, stuck, error=None, valid=True):
+    return Verdict(point.key, stuck, 0.5 if stuck else 0.0 if error is None else error, 0.6, None, valid)
+
+
+def test_the_live_sample_takes_the_2015_point_and_both_sides_of_the_boundary():
+    points = Grid(("2015", "full jitter"), (1, 2, 3, 4), (5.0,), (0, 2)).points()
+    model = {p.key: _verdict(p, p.blip_racks >= 3 and p.panel == "2015") for p in points}
+    sample = live_sample(points, model, 6, seed=7)
+    assert sample[0] == AT_2015
+    assert len(set(sample)) == 6
+    assert sum(model[p.key].stuck for p in sample) == 3
+    assert sample == live_sample(points, model, 6, seed=7)  # seeded
+    assert len(live_sample(points, model, 100, seed=7)) == len(points)  # never more than the grid
+
+
+def test_agreement_counts_valid_live_runs_only():
+    points = Grid(("2015",), (1, 2, 3), (5.0,), (2,)).points()
+    model = {p.key: _verdict(p, p.blip_racks == 3) for p in points}
+    live = {
+        points[0].key: _verdict(points[0], False),
+        points[1].key: _verdict(points[1], True),  # disagrees
+        points[2].key: _verdict(points[2], True, valid=False),  # the host shaped it: left out
+    }
+    a = agreement(points, model, live)
+    assert (a["points"], a["agree"], a["ratio"]) == (2, 1, 0.5)
+    assert a["disagree"] == [points[1].key] and a["invalid"] == [points[2].key]
+
+
+def test_live_points_run_one_after_another_and_resume(tmp_path):
+    points = Grid(("2015",), (1, 3), (5.0,), (2,)).points()
+    ran = []
+
+    def judge(base, point, watch, speed):
+        ran.append(point.key)
+        return _verdict(point, point.blip_racks == 3)
+
+    run_live(QUICK, points, tmp_path / "live.csv", 12, 2.0, lambda s: None, judge)
+    run_live(QUICK, points, tmp_path / "live.csv", 12, 2.0, lambda s: None, judge)
+    assert ran == [p.key for p in points]
+
+
+def test_the_summary_table_goes_into_the_readme_block(tmp_path):
+    grid = Grid(("2015", "allowance 2s"), (3,), (5.0,), (2,))
+    model = {p.key: _verdict(p, p.panel == "2015") for p in grid.points()}
+    table = markdown(summarize(grid, QUICK, model, {"points": 10, "agree": 9, "ratio": 0.9, "invalid": [], "disagree": ["x"]}))
+    assert "| 2015 | stuck | 50.0% | 1/1 |" in table
+    assert "| allowance 2s | recovered | 0.0% | 0/1 |" in table
+    assert "agree on 9 of 10 sampled points (90.0%)" in table
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- sweep -->\nold\n<!-- /sweep -->\nb\n")
+    replace_block(readme, "sweep", table)
+    assert readme.read_text() == f"a\n<!-- sweep -->\n{table}\n<!-- /sweep -->\nb\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--panels", "2015,no-such-fix"],
+        ["--blip-racks", "0"],
+        ["--blip-racks", "three"],
+        ["--blip=-5s"],
+        ["--gsis", "99"],
+        ["--watch", "0"],
+    ],
+)
+def test_bad_sweep_arguments_exit_2_before_anything_runs(argv, tmp_path, capsys):
+    assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--live", "0", *argv]) == 2
+    assert "stormlab:" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "model.csv").exists()
