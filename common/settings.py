@@ -19,7 +19,7 @@ from common.errors import UsageError
 
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
-RETRY_WRAPPERS = ("budget", "adaptive")  # +budget: a retry budget; +adaptive: client-side adaptive throttling
+RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-side adaptive throttling, a rack's circuit breaker
 ABANDONED_WORK = ("cancel", "continue")
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -67,12 +67,21 @@ class LabSettings:
     abandoned_work: str = setting("cancel", "cancel or continue the work of a request whose client gave up", choices=ABANDONED_WORK)
     abandoned_cap: int = setting(10_000, "continue: abandoned requests kept running at once; past it the oldest is dropped", 0, 10_000_000)
     retry_policy: str = setting(
-        "immediate", "immediate, exponential, full-jitter, decorrelated-jitter; +budget: a retry budget, +adaptive: adaptive throttling"
+        "immediate",
+        "immediate, exponential, full-jitter, decorrelated-jitter; +budget, +adaptive (adaptive throttling) or +breaker (circuit breaker)",
     )
     retry_base_s: float = setting(0.5, "first backoff step of the backoff policies", 0, 600)
     retry_cap_s: float = setting(10.0, "longest backoff of the backoff policies", 0, 3600)
     budget_tokens: float = setting(10.0, "retry budget: bucket size per rack (gRPC retry throttling)", 1, 1e6)
     budget_ratio: float = setting(0.1, "retry budget: tokens a success puts back", 0, 1e6)
+    breaker_failures: int = setting(10, "+breaker: misses in a row across a rack that open its circuit breaker", 1, 1_000_000)
+    breaker_open_s: float = setting(5.0, "+breaker: how long an open breaker keeps the rack's renewals from being sent", 0.01, 3600)
+    # Server-side admission control on the metadata service (0 / off: 2015, every request is taken).
+    admission_limit: int = setting(
+        0, "membership requests in flight past which the metadata service answers 503 at once (0: no limit)", 0, 1_000_000
+    )
+    admission_deadline: bool = setting(False, "shed at the door a renewal that cannot finish within its allowance at the current load")
+    admin_apart: bool = setting(False, "admin requests (capacity, GSIs) run apart from the renewals' CPU, as break-glass always did")
     probe_interval_s: float = setting(0.2, "how often a rack probes its link to the metadata service", 0.01, 60)
     probe_timeout_s: float = setting(0.5, "a probe slower than this counts as a failure", 0.01, 60)
     probe_failures: int = setting(2, "consecutive failed probes that mean the link is down", 1, 100)
@@ -107,7 +116,8 @@ class LabSettings:
         base, _, wrapper = self.retry_policy.partition("+")
         if (base not in RETRY_POLICIES or wrapper not in ("", *RETRY_WRAPPERS)) and self.retry_policy != "budget":
             raise SettingsError(
-                f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget or +adaptive), got {self.retry_policy!r}"
+                f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget, +adaptive or +breaker), "
+                f"got {self.retry_policy!r}"
             )
         if self.cells > self.racks:
             raise SettingsError(f"cells ({self.cells}) cannot exceed racks ({self.racks}): every cell serves at least one rack")

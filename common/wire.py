@@ -21,6 +21,10 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 T = TypeVar("T", bound="Status")
 
 
+# A renewal's deadline (the rack's allowance, seconds), for deadline-aware shedding at the service.
+DEADLINE_HEADER = "X-Stormlab-Deadline-S"
+
+
 class WireError(ValueError):
     """A document that does not have the shape its type says."""
 

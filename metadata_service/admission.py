@@ -24,6 +24,19 @@ class Staging:
         return min(self.groups, int((now - self.started_at) / self.every_s) + 1)
 
 
+def shed(inflight: int, cores: float, work_s: float, deadline_s: float, limit: int, deadline_aware: bool) -> str | None:
+    """Server-side admission control for one membership request (pure): ``overloaded`` to turn
+    it away at the door, or None to take it. A concurrency ``limit`` (0: none) caps the requests
+    in flight; deadline-aware shedding refuses a request whose work, shared with those in flight
+    (processor sharing, at most a core each), could not finish within ``deadline_s``: work that
+    would only be abandoned is never started."""
+    if limit and inflight >= limit:
+        return "overloaded"
+    if deadline_aware and work_s / min(1.0, cores / (inflight + 1)) > deadline_s:
+        return "overloaded"
+    return None
+
+
 class Admission:
     def __init__(self) -> None:
         self.paused = False

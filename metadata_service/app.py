@@ -29,7 +29,8 @@ from common.auth import from_env, token_middleware
 from common.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
 from common.settings import LabSettings, SettingsError
 from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
-from common.wire import Membership, MetadataStatus, PartitionMap
+from common.wire import DEADLINE_HEADER, Membership, MetadataStatus, PartitionMap
+from metadata_service.admission import shed
 from metadata_service.faults import MetadataFaults
 from metadata_service.membership import MAX_GSIS, MembershipStore, TooManyGsis, UnknownTable
 from metadata_service.metrics import MetadataMetrics
@@ -71,8 +72,8 @@ def describe_routes(app: web.Application, store: MembershipStore) -> None:
     add(app, Operation("GET", "/membership/{node}", "a storage node renews its membership (through the virtual CPU)", {
         200: Answer("the node's membership", schema_of(Membership)),
         404: Answer("no such node in this cell", ERROR),
-        503: Answer("membership requests are paused", ERROR),
-    }, parameters=(node,), tag="membership"), membership)  # fmt: skip
+        503: Answer("membership requests are paused, or turned away by admission control (overloaded)", ERROR),
+    }, parameters=(node, DEADLINE), tag="membership"), membership)  # fmt: skip
     etag = {"name": "If-None-Match", "in": "header", "schema": {"type": "string"}, "description": "the ETag of the map the caller has"}
     add(app, Operation("GET", "/partition-map", "who holds each partition, for the customers' routing", {
         200: Answer("the map", schema_of(PartitionMap), headers=("ETag",)),
@@ -132,9 +133,31 @@ async def membership(request: web.Request) -> web.Response:
         service.metrics.requests.labels("membership", "paused").inc()
         return json_error(503, "paused", "membership requests are paused by an operator")
     entries = service.store.entries(node)
-    await service.on_cpu("membership", service.settings.cost_base_s + service.settings.cost_per_entry_s * entries)
+    s = service.settings
+    work = s.cost_base_s + s.cost_per_entry_s * entries
+    if shed(service.cpu.inflight, service.cpu.cores, work, _deadline(request, s.allowance_s), s.admission_limit, s.admission_deadline):
+        service.metrics.requests.labels("membership", "overloaded").inc()
+        return json_error(503, "overloaded", "turned away by admission control: the service is past its limit or the renewal's deadline")
+    await service.on_cpu("membership", work)
     service.metrics.entries.observe(entries)
     return web.Response(body=service.store.membership(node), content_type="application/json")
+
+
+DEADLINE = {
+    "name": DEADLINE_HEADER,
+    "in": "header",
+    "schema": {"type": "string"},
+    "description": "seconds the caller will wait (its allowance); deadline-aware shedding reads it (default: the lab's allowance)",
+}
+
+
+def _deadline(request: web.Request, default: float) -> float:
+    """The caller's deadline from its header, if it is a sane number of seconds."""
+    try:
+        value = float(request.headers.get(DEADLINE_HEADER, ""))
+    except ValueError:
+        return default
+    return value if 0 < value <= 3600 else default
 
 
 async def partition_map(request: web.Request) -> web.Response:
@@ -175,7 +198,8 @@ async def grow_gsis(request: web.Request) -> web.Response:
         return json_error(404, "unknown_table", f"no table {table!r}; tables: {', '.join(store.tables)}")
     if len(store.tables[table].gsis) + add > MAX_GSIS:
         return json_error(400, "too_many_gsis", f"{table} would exceed {MAX_GSIS} GSIs")
-    await service.on_cpu("admin", service.settings.admin_cost_s)
+    if not service.settings.admin_apart:
+        await service.on_cpu("admin", service.settings.admin_cost_s)
     try:
         gsis = store.add_gsis(table, add)
     except (UnknownTable, TooManyGsis) as exc:  # changed while this request waited for the CPU

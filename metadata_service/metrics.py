@@ -11,7 +11,7 @@ from common.metrics import MetricFactory
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 ENTRY_BUCKETS = (10, 20, 30, 40, 60, 80, 100, 120, 140, 160, 200, 300, 500, 1000)
 KINDS = ("membership", "admin")
-OUTCOMES = ("ok", "abandoned", "paused", "rejected")
+OUTCOMES = ("ok", "abandoned", "paused", "overloaded", "rejected")
 KIND_OUTCOME = ("kind", "outcome")
 
 

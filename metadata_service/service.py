@@ -72,7 +72,7 @@ class MetadataService:
 
     async def set_capacity(self, cores: float, bypass: bool) -> None:
         """The admin path of 2015: through the same virtual CPU as the renewals, unless ``bypass``."""
-        if not bypass:
+        if not bypass and not self.settings.admin_apart:
             await self.on_cpu("admin", self.settings.admin_cost_s)
         assert self.scheduler is not None
         self.scheduler.set_cores(cores)

@@ -10,7 +10,7 @@ from common.metrics import MetricFactory
 from storage_node.refusal import NodeState
 
 RENEWAL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
-RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "error")
+RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "overloaded", "breaker", "error")
 ATTEMPTS = ("first", "retry")
 RENEWAL_LABELS = ("rack", "attempt", "outcome")
 SERVED_OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "bad_request", "quota")

@@ -18,7 +18,7 @@ import aiohttp
 from common.fleet import node_id, startup_phases
 from common.settings import LabSettings
 from common.window import Window
-from common.wire import Membership, WireError
+from common.wire import DEADLINE_HEADER, Membership, WireError
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal
@@ -74,15 +74,19 @@ class Node:
         """One renewal request; returns its outcome: ok, or why it missed."""
         rack = self.rack
         started = rack.now()
+        if not rack.policy.admits(started):  # the rack's circuit breaker is open: nothing is sent
+            rack.metrics.renewals.labels(rack.label, attempt, "breaker").inc()
+            return "breaker"
         reason = "error"
+        deadline = {DEADLINE_HEADER: f"{rack.settings.allowance_s:g}"}
         try:
-            async with rack.session.get(f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout) as resp:
+            async with rack.session.get(f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout, headers=deadline) as resp:
                 body = await resp.read()
                 if resp.status == 200:
                     self._accept(body)
                     reason = OK
                 elif resp.status == 503:
-                    reason = "paused"
+                    reason = "overloaded" if b'"overloaded"' in body else "paused"
         except TimeoutError:
             reason = "timeout"
         except (aiohttp.ClientError, OSError):

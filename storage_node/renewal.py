@@ -29,7 +29,7 @@ OK = "ok"
 class Attempt:
     started: float
     ended: float
-    outcome: str  # "ok", or why it missed: "timeout", "unreachable", "paused", "error"
+    outcome: str  # "ok", or why it missed: "timeout", "unreachable", "paused", "overloaded", "breaker", "error"
     entries: int = 0
 
 
@@ -54,7 +54,7 @@ class Renewal:
 
     def after(self, attempt: Attempt, policy: retry.RetryPolicy, rng: random.Random, allowance_s: float) -> Decision:
         ok = attempt.outcome == OK
-        policy.record(ok)
+        policy.record(ok, attempt.ended)
         before = self.refusal.state
         if ok:
             self.misses, self.last_delay = 0, 0.0
@@ -71,4 +71,4 @@ class Renewal:
 
 def rack_policy(s: LabSettings) -> retry.RetryPolicy:
     """The retry policy of one rack (a budget, if any, is shared by the rack's nodes)."""
-    return retry.build(s.retry_policy, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio)
+    return retry.build(s.retry_policy, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio, s.breaker_failures, s.breaker_open_s)

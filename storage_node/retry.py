@@ -25,6 +25,12 @@ When to use which:
   last ``ADAPTIVE_WINDOW`` attempts) and gives up a retry with probability
   ``max(0, (requests - K * accepts) / (requests + 1))``, ``K = 2``: once more than half the
   attempts fail, retries thin out in proportion, and come back as the service answers again.
+- ``+breaker``: a circuit breaker shared by a rack: after ``failures`` misses in a row across
+  the rack it opens for ``open_s``: no node of the rack sends a renewal (scheduled or retry;
+  each counts as a miss without a request) and none retries. Then it closes on trial: the
+  next miss opens it again, a success closes it for good. The metadata service gets the
+  rack's whole load off its back at once, which also means the rack's nodes go without
+  memberships while it is open.
 """
 
 from __future__ import annotations
@@ -38,12 +44,17 @@ from typing import Protocol
 class RetryPolicy(Protocol):
     def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None: ...
 
-    def record(self, ok: bool) -> None: ...
+    def record(self, ok: bool, now: float = 0.0) -> None: ...
+
+    def admits(self, now: float) -> bool: ...
 
 
 class _Stateless:
-    def record(self, ok: bool) -> None:
+    def record(self, ok: bool, now: float = 0.0) -> None:
         return None
+
+    def admits(self, now: float) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -89,14 +100,17 @@ class RetryBudget:
     def __post_init__(self) -> None:
         self.tokens = self.max_tokens
 
-    def record(self, ok: bool) -> None:
-        self.inner.record(ok)
+    def record(self, ok: bool, now: float = 0.0) -> None:
+        self.inner.record(ok, now)
         self.tokens = min(self.max_tokens, self.tokens + self.ratio) if ok else max(0.0, self.tokens - 1.0)
 
     def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
         if self.tokens <= self.max_tokens / 2:
             return None
         return self.inner.next_delay(misses, last_delay, rng)
+
+    def admits(self, now: float) -> bool:
+        return self.inner.admits(now)
 
 
 ADAPTIVE_K = 2.0
@@ -111,8 +125,8 @@ class AdaptiveThrottle:
     requests: float = 0.0
     accepts: float = 0.0
 
-    def record(self, ok: bool) -> None:
-        self.inner.record(ok)
+    def record(self, ok: bool, now: float = 0.0) -> None:
+        self.inner.record(ok, now)
         keep = 1.0 - 1.0 / self.window
         self.requests = self.requests * keep + 1.0
         self.accepts = self.accepts * keep + (1.0 if ok else 0.0)
@@ -125,12 +139,56 @@ class AdaptiveThrottle:
             return None
         return self.inner.next_delay(misses, last_delay, rng)
 
+    def admits(self, now: float) -> bool:
+        return self.inner.admits(now)
+
+
+@dataclass
+class CircuitBreaker:
+    inner: RetryPolicy
+    failures: int
+    open_s: float
+    misses: int = 0  # in a row, across the rack
+    open_until: float = float("-inf")
+    trial: bool = False  # closed on trial after an opening: one miss opens it again
+    now: float = 0.0  # the time of the last outcome recorded
+    openings: int = 0
+
+    def record(self, ok: bool, now: float = 0.0) -> None:
+        self.inner.record(ok, now)
+        self.now = max(self.now, now)
+        if ok:
+            self.misses, self.trial = 0, False
+            return
+        if now < self.open_until:
+            return  # a miss the breaker itself caused, or an answer from before it opened
+        self.misses += 1
+        if self.trial or self.misses >= self.failures:
+            self.open_until, self.misses, self.trial = now + self.open_s, 0, True
+            self.openings += 1
+
+    def admits(self, now: float) -> bool:
+        return now >= self.open_until and self.inner.admits(now)
+
+    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+        if self.now < self.open_until:
+            return None  # open: wait for the next scheduled slot
+        return self.inner.next_delay(misses, last_delay, rng)
+
 
 def _ceiling(base_s: float, cap_s: float, misses: int) -> float:
     return min(cap_s, base_s * 2.0 ** min(max(misses - 1, 0), 60))
 
 
-def build(name: str, base_s: float, cap_s: float, budget_tokens: float, budget_ratio: float) -> RetryPolicy:
+def build(
+    name: str,
+    base_s: float,
+    cap_s: float,
+    budget_tokens: float,
+    budget_ratio: float,
+    breaker_failures: int = 10,
+    breaker_open_s: float = 5.0,
+) -> RetryPolicy:
     """A policy from its settings name: ``immediate``, ``full-jitter+budget``, ``budget`` …"""
     inner_name, _, suffix = name.partition("+")
     if inner_name == "budget":
@@ -141,9 +199,11 @@ def build(name: str, base_s: float, cap_s: float, budget_tokens: float, budget_r
         "full-jitter": lambda: FullJitter(base_s, cap_s),
         "decorrelated-jitter": lambda: DecorrelatedJitter(base_s, cap_s),
     }
-    if inner_name not in makers or suffix not in ("", "budget", "adaptive"):
+    if inner_name not in makers or suffix not in ("", "budget", "adaptive", "breaker"):
         raise ValueError(f"unknown retry policy {name!r}")
     policy = makers[inner_name]()
     if suffix == "adaptive":
         return AdaptiveThrottle(policy)
+    if suffix == "breaker":
+        return CircuitBreaker(policy, breaker_failures, breaker_open_s)
     return RetryBudget(policy, budget_tokens, budget_ratio) if suffix else policy

@@ -22,7 +22,7 @@ from typing import Any
 
 from common.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
 from common.settings import LabSettings
-from metadata_service.admission import Admission
+from metadata_service.admission import Admission, shed
 from metadata_service.membership import MembershipStore
 from metadata_service.vcpu import VirtualCpu
 from storage_node.link import RESTORED, LinkWatch
@@ -122,7 +122,7 @@ class ReferenceModel:
         """Through the cell's shared admin path (a job on the same virtual CPU, given up after
         ``timeout_s``), or around it."""
         cpu = self.cells[cell].cpu
-        if break_glass:
+        if break_glass or self.s.admin_apart:
             self._settle(cpu.set_cores(cores, self.now))
             return
         job = next(self._jobs)
@@ -179,6 +179,9 @@ class ReferenceModel:
     # -- a node's renewals -----------------------------------------------------------------
 
     def _send(self, node: _Node) -> None:
+        if not self.policies[node.rack].admits(self.now):  # the rack's breaker is open: nothing is sent
+            self._decide(node, Attempt(self.now, self.now, "breaker"))
+            return
         job = node.attempt = next(self._jobs)
         node.started = self.now
         rack = self.racks[node.rack]
@@ -191,7 +194,13 @@ class ReferenceModel:
             node.attempt = None
             self._decide(node, Attempt(self.now, self.now, "paused"))
             return
-        self._settle(cell.cpu.submit((node.id, job), self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.now))
+        work, s = self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.s
+        refused = shed(cell.cpu.inflight, cell.cpu.cores, work, s.allowance_s, s.admission_limit, s.admission_deadline)
+        if refused:  # server-side admission control: turned away at the door, for free
+            node.attempt = None
+            self._decide(node, Attempt(self.now, self.now, refused))
+            return
+        self._settle(cell.cpu.submit((node.id, job), work, self.now))
         self._at(self.now + self.s.allowance_s, "timeout", node, job)
 
     def _decide(self, node: _Node, attempt: Attempt) -> None:

@@ -82,8 +82,18 @@ def test_storm_forms_spreads_and_holds_after_the_blip_as_the_model_predicts(tmp_
 
 
 @pytest.mark.timeout(300)
-def test_lengthening_the_allowance_lets_the_lab_heal(tmp_path):
-    r = run_story(scaled(allowance_s=2.0), tmp_path / "lab")
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"allowance_s": 2.0},  # AWS's "lengthen the time allowed"
+        {"admission_deadline": True},  # the service sheds what could not finish in time
+        {"admission_limit": 32},  # a concurrency limit at twice the (scaled) cores
+        {"retry_policy": "immediate+breaker"},  # each rack's circuit breaker
+    ],
+    ids=["allowance-2s", "deadline-shedding", "concurrency-limit", "breaker"],
+)
+def test_a_fix_lets_the_lab_heal(tmp_path, changes):
+    r = run_story(scaled(**changes), tmp_path / "lab")
     assert_host_stayed_out_of_the_way(r)
     assert r["storm_holds"] is False
     assert r["plateau_error_ratio"] < 0.02

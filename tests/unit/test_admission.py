@@ -1,4 +1,4 @@
-from metadata_service.admission import Admission
+from metadata_service.admission import Admission, shed
 
 NODES = [f"r{r:02d}n{i:03d}" for r in range(10) for i in range(100)]
 
@@ -38,3 +38,21 @@ def test_epochs_tell_whose_pause_it_is():
     mine = a.pause()
     a.resume(0.0, groups=3, every_s=5)
     assert a.epoch != mine
+
+
+def test_admission_control_is_off_in_2015():
+    assert shed(10_000, 40.0, 0.6, 1.0, limit=0, deadline_aware=False) is None
+
+
+def test_a_concurrency_limit_turns_away_what_is_past_it():
+    assert shed(79, 40.0, 0.6, 1.0, limit=80, deadline_aware=False) is None
+    assert shed(80, 40.0, 0.6, 1.0, limit=80, deadline_aware=False) == "overloaded"
+
+
+def test_deadline_aware_shedding_never_starts_work_that_would_be_abandoned():
+    # 40 cores: up to 39 in flight a big renewal (0.626 core-s) gets a whole core and finishes in time
+    assert shed(39, 40.0, 0.626, 1.0, limit=0, deadline_aware=True) is None
+    # 99 in flight: 0.4 of a core each, the big renewal would take 1.57 s > its 1 s allowance
+    assert shed(99, 40.0, 0.626, 1.0, limit=0, deadline_aware=True) == "overloaded"
+    assert shed(99, 40.0, 0.095, 1.0, limit=0, deadline_aware=True) is None  # a small one still fits
+    assert shed(99, 40.0, 0.626, 2.0, limit=0, deadline_aware=True) is None  # a longer deadline fits it too

@@ -128,3 +128,32 @@ def test_adaptive_throttling_thins_retries_as_the_service_rejects_and_recovers()
     for _ in range(600):
         throttle.record(True)
     assert throttle.rejection() < 0.2  # the counts decay: as the service answers, retries come back
+
+
+def test_the_breaker_opens_after_misses_in_a_row_and_closes_on_trial():
+    rng = random.Random(1)
+    breaker = retry.build("immediate+breaker", 0.5, 10.0, 10, 0.1, breaker_failures=3, breaker_open_s=5.0)
+    for t in (1.0, 1.1):
+        breaker.record(False, t)
+        assert breaker.next_delay(1, 0.0, rng) == 0.0 and breaker.admits(t)
+    breaker.record(False, 1.2)  # the third miss in a row: open for 5 s
+    assert not breaker.admits(1.2) and not breaker.admits(6.1)
+    assert breaker.next_delay(1, 0.0, rng) is None  # nobody retries: the next slot
+    breaker.record(False, 3.0)  # a miss while open (the breaker's own, or a late answer) changes nothing
+    assert breaker.admits(6.2)
+    breaker.record(False, 6.3)  # on trial: one miss opens it again
+    assert not breaker.admits(6.4) and breaker.admits(11.3)
+    breaker.record(True, 11.4)  # a success closes it for good: three misses in a row again to open
+    for t in (11.5, 11.6):
+        breaker.record(False, t)
+    assert breaker.admits(11.7)
+    breaker.record(True, 11.8)
+    breaker.record(False, 11.9)
+    assert breaker.admits(12.0)
+
+
+def test_a_successful_rack_never_opens_its_breaker():
+    breaker = retry.build("full-jitter+breaker", 0.5, 10.0, 10, 0.1, breaker_failures=2, breaker_open_s=5.0)
+    for i in range(100):
+        breaker.record(i % 2 == 0, float(i))
+        assert breaker.admits(float(i))

@@ -150,3 +150,20 @@ def test_a_cell_is_the_2015_service_in_miniature():
     assert 0.45 <= cells.error_ratio({0}) <= 0.65
     assert cells.error_ratio({1, 2, 3}) < 0.01
     assert _blip_cell_zero(LabSettings(racks=40, nodes_per_rack=25)).error_ratio() < 0.01
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"retry_policy": "immediate+breaker"},  # the racks' circuit breakers
+        {"admission_limit": 80},  # a concurrency limit at twice the cores
+        {"admission_deadline": True},  # deadline-aware shedding
+    ],
+)
+def test_server_side_admission_control_and_breakers_end_the_storm(changes):
+    r = replay(LabSettings(**changes), watch_s=120)
+    assert r["plateau"] < 0.01
+
+
+def test_a_concurrency_limit_above_the_herd_changes_nothing():
+    assert replay(LabSettings(admission_limit=1000), watch_s=120)["plateau"] > 0.45
