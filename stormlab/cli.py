@@ -15,7 +15,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import bench, demo, fuzz, launcher, observe, soak, sweep, writecheck
+from stormlab import bench, demo, fuzz, launcher, mitigations, observe, soak, sweep, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 from stormlab.speed import first_guess, parse_speed
@@ -171,6 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_arguments(sw)
     sw.set_defaults(func=sweep.run)
+    mi = sub.add_parser(
+        "mitigations",
+        help="the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes",
+        description=mitigations.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mitigations.add_arguments(mi)
+    mi.set_defaults(func=mitigations.run)
     return parser
 
 

@@ -26,14 +26,17 @@ PANELS: dict[str, Callable[[LabSettings], dict[str, Any]]] = {
     "allowance 2s": lambda s: {"allowance_s": 2 * s.allowance_s},  # AWS: lengthen the time allowed
     "renewals every 20s": lambda s: {"renewal_period_s": 2 * s.renewal_period_s},  # AWS: fewer membership requests
     "capacity x1.5": lambda s: {"capacity_cores": 1.5 * s.capacity_cores},  # AWS: add capacity
-    "4 cells, 2015-sized": lambda s: {"cells": 4, "capacity_cores": 4 * s.capacity_cores},  # AWS: many metadata instances
-    "4 cells, cores shared": lambda s: {"cells": 4},  # the same hardware, segmented
+    "4 cells (2015-sized)": lambda s: {"cells": 4, "capacity_cores": 4 * s.capacity_cores},  # AWS: many metadata instances
+    "4 cells (cores shared)": lambda s: {"cells": 4},  # the same hardware, segmented
     "full jitter": lambda s: {"retry_policy": "full-jitter"},
     "immediate+budget": lambda s: {"retry_policy": "immediate+budget"},
     "immediate+adaptive": lambda s: {"retry_policy": "immediate+adaptive"},
+    "immediate+breaker": lambda s: {"retry_policy": "immediate+breaker"},
+    "concurrency limit": lambda s: {"admission_limit": round(2 * s.capacity_cores)},  # twice the cores in flight
+    "deadline shedding": lambda s: {"admission_deadline": True},
 }
-AWS_FIXES = ("allowance 2s", "renewals every 20s", "capacity x1.5", "4 cells, 2015-sized")
-POINT_2015 = {"panel": "2015", "blip_racks": 3, "blip_s": 5.0, "gsis": 2}
+AWS_FIXES = ("allowance 2s", "renewals every 20s", "capacity x1.5", "4 cells (2015-sized)")
+POINT_2015: dict[str, Any] = {"panel": "2015", "blip_racks": 3, "blip_s": 5.0, "gsis": 2}
 SETTLE_S = 10.0  # profile seconds of healthy fleet before the blip (the demo's)
 
 
@@ -181,7 +184,7 @@ def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: 
     panels = {}
     for panel in grid.panels:
         mine = [p for p in grid.points() if p.panel == panel]
-        at_2015 = model.get(Point(panel, *(POINT_2015[k] for k in ("blip_racks", "blip_s", "gsis"))).key)  # type: ignore[arg-type]
+        at_2015 = model.get(Point(panel, *(POINT_2015[k] for k in ("blip_racks", "blip_s", "gsis"))).key)
         panels[panel] = {
             "stuck_points": sum(model[p.key].stuck for p in mine),
             "points": len(mine),

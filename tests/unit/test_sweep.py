@@ -32,7 +32,7 @@ def test_every_panel_makes_settings_the_lab_can_run():
         s = Point(panel, 3, 5.0, 2).settings(LabSettings())
         assert s.big_gsis == 2 and s.gsi_growth
     assert Point("2015", 3, 5.0, 0).settings(LabSettings()).gsi_growth is False
-    assert Point("4 cells, 2015-sized", 3, 5.0, 2).settings(LabSettings()).capacity_cores == 160  # 40 per cell
+    assert Point("4 cells (2015-sized)", 3, 5.0, 2).settings(LabSettings()).capacity_cores == 160  # 40 per cell
 
 
 def test_the_2015_point_is_stuck_and_each_aws_fix_moves_it_out():

@@ -1,0 +1,184 @@
+"""`stormlab mitigations`: the 2015 trigger against every policy and fix, live, in one table.
+
+Each row is a lab of its own on real processes (1,000 nodes by default), the demo's story at
+the 2015 point (racks 0-2 blipped for 5 s, GSI growth on): the 2015 settings, each fix and
+policy of the sweep's panels, and two fixes deployed into the running storm (``ops deploy``,
+5 steps 10 s apart, starting 30 s after the blip). For each: the plateau (the customers' error
+over the last 60 s), the time from the end of the blip until they are back under 1%, the work
+the metadata service did for clients that had given up (core-seconds), and the customers'
+error-minutes from the blip to the end. Times are profile time (the 2015 profile runs ~50x
+faster than 2015). Rows are appended to ``mitigations.csv`` as they finish: a stopped run
+resumes; ``--readme README.md`` puts the table into the README's ``<!-- mitigations -->`` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import io
+import json
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chaos import client
+from common.auth import ensure_token
+from common.errors import UsageError
+from common.settings import LabSettings, parse_duration
+from stormlab import launcher
+from stormlab.demo import Demo
+from stormlab.story import ratio_between
+from stormlab.sweep_grid import PANELS, POINT_2015, SETTLE_S, Point, replace_block
+
+DEPLOY_AFTER_S = 30.0  # profile seconds after the blip ends: the storm is on its plateau by then
+DEPLOY_STEPS, DEPLOY_EVERY_S = 5, 10.0
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    panel: str = "2015"
+    deploy: tuple[tuple[str, str], ...] = ()  # a live deploy's arguments (ops deploy), if any
+
+
+ROWS = [Row(panel, panel) for panel in PANELS] + [
+    Row("deploy full jitter live", deploy=(("retry_policy", "full-jitter"),)),
+    Row("deploy allowance 2s live", deploy=(("allowance", "2s"),)),
+]
+COLUMNS = ("name", "plateau", "recovered_after_s", "wasted_core_s", "error_minutes", "valid", "speed", "seconds")
+
+
+def deploy_later(state: dict[str, Any], row: Row, speed: float) -> None:
+    """Wait for the demo's blip (the link proxy holds it), then deploy ``row``'s change rack by rack."""
+    proxy = state["components"]["linkproxy"]["url"] + "/status"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(proxy, timeout=2) as resp:
+            if json.loads(resp.read())["faults"]:
+                break
+        time.sleep(0.1)
+    else:
+        return
+    time.sleep((POINT_2015["blip_s"] + DEPLOY_AFTER_S) / speed)
+    values = dict(row.deploy) | {"staged": DEPLOY_STEPS, "every": f"{DEPLOY_EVERY_S / speed:g}s", "duration": f"{600 / speed:g}s"}
+    directory = Path(state["directory"])
+    client.apply(state, "deploy", values, ensure_token(directory), journal_dir=directory, via="mitigations")
+
+
+def wasted_core_s(state: dict[str, Any]) -> float:
+    """The work every cell's metadata service did for clients that had given up (wall core-s)."""
+    total = 0.0
+    for name, component in state["components"].items():
+        if name == "metadata" or name.startswith("metadata-"):
+            with urllib.request.urlopen(f"{component['url']}/status", timeout=5) as resp:
+                total += float(json.loads(resp.read())["wasted_work_s"])
+    return total
+
+
+def measure(base: LabSettings, row: Row, speed: float, watch_s: float, out: io.TextIOBase) -> dict[str, Any]:
+    started = time.monotonic()
+    point = Point(row.panel, POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"])
+    settings = point.settings(base)
+    state = launcher.up(settings.sped_up(speed), base_port=0)
+    beside = threading.Thread(target=deploy_later, args=(state, row, speed), daemon=True) if row.deploy else None
+    try:
+        demo = Demo(state, out, SETTLE_S, POINT_2015["blip_s"], watch_s, str(POINT_2015["blip_racks"]))
+        if beside:
+            beside.start()
+        r = asyncio.run(demo.run())
+        wasted = wasted_core_s(state) * speed
+    finally:
+        launcher.down()
+    times, end = r["_times"], demo.samples[-1].t
+    ratio = ratio_between(demo.samples, times["blip_start"], end) or 0.0
+    return {
+        "name": row.name,
+        "plateau": r["plateau_error_ratio"],
+        "recovered_after_s": r["recovery_s"],
+        "wasted_core_s": wasted,
+        "error_minutes": ratio * (end - times["blip_start"]) / 60,
+        "valid": r["valid"],
+        "speed": speed,
+        "seconds": time.monotonic() - started,
+    }
+
+
+def read_rows(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    with path.open(newline="") as f:
+        return {r["name"]: r for r in csv.DictReader(f) if r.get("seconds")}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    def num(x: Any, fmt: str) -> str:
+        return "n/a" if x in (None, "") else format(float(x), fmt)
+
+    lines = [
+        "| policy or fix | plateau (last 60 s) | back under 1% after the blip | wasted work (core-s) | customer error-minutes | run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        recovered = "never (held)" if r["recovered_after_s"] in (None, "") else f"{float(r['recovered_after_s']):.0f} s"
+        plateau = "n/a" if r["plateau"] in (None, "") else f"{100 * float(r['plateau']):.1f}%"
+        valid = "valid" if str(r["valid"]) == "True" else "INVALID"
+        lines.append(
+            f"| {r['name']} | {plateau} | {recovered} | {num(r['wasted_core_s'], '.0f')} | {num(r['error_minutes'], '.2f')} | {valid} |"
+        )
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", help=f"a comma list of rows (default all: {', '.join(r.name for r in ROWS)})")
+    p.add_argument("--racks", type=int, default=10, help="racks of each lab (default 10)")
+    p.add_argument("--nodes-per-rack", type=int, default=100, help="nodes per rack (default 100; capacity scales with the fleet)")
+    p.add_argument("--speed", type=float, default=1.0, help="time dilation of each run (default 1)")
+    p.add_argument("--watch", default="120s", help="profile time watched after the blip (default 120s: 12 renewal periods)")
+    p.add_argument("--out", default="reports/mitigations", help="where mitigations.csv and summary.md go; a run there resumes")
+    p.add_argument("--readme", help="also put the table into this file's <!-- mitigations --> block (e.g. README.md)")
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.only.split(",")] if args.only else [r.name for r in ROWS]
+    known = {r.name: r for r in ROWS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown rows {unknown}; rows: {', '.join(known)}")
+    watch_s = parse_duration(args.watch)
+    if not 30 <= watch_s <= 3600:
+        raise UsageError("--watch: between 30s and 1h")
+    nodes = args.racks * args.nodes_per_rack
+    base = LabSettings(racks=args.racks, nodes_per_rack=args.nodes_per_rack, capacity_cores=40.0 * nodes / 1000).sped_up(1.0)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "mitigations.csv"
+    done = read_rows(path)
+    for n, name in enumerate(names, 1):
+        if name in done:
+            _say(f"{n}/{len(names)} {name}: already in {path}")
+            continue
+        _say(f"{n}/{len(names)} {name}: a lab of {nodes} nodes at speed {args.speed:g} (~{(watch_s + 60) / args.speed / 60:.0f} min) …")
+        result = measure(base, known[name], args.speed, watch_s, io.StringIO())
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            w = csv.DictWriter(f, COLUMNS)
+            if new:
+                w.writeheader()
+            w.writerow({k: "" if result[k] is None else result[k] for k in COLUMNS})
+        done[name] = {k: result[k] for k in COLUMNS}
+        _say(f"   plateau {100 * (result['plateau'] or 0):.1f}%, recovered after {result['recovered_after_s']}, valid {result['valid']}")
+    table = markdown([done[n] for n in names])
+    (out / "summary.md").write_text(table + "\n")
+    if args.readme:
+        replace_block(Path(args.readme), "mitigations", table)
+    print(table)
+    return 0
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
