@@ -11,7 +11,7 @@ PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 ALERTMANAGER_PORT ?= 9093
 
-.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench profile local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench sweep mitigations profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
 install: $(STAMP)
@@ -51,6 +51,16 @@ demo: $(STAMP)
 # resume, the Monday tail; a report in reports/gamedays. Players drop --autopilot (ARGS is passed on).
 gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
+
+# The map of where a blip leaves the lab stuck (~10 min of model on both cores, then ~35 min of
+# live points one after another); updates docs/sweep/ and README's table. It resumes if stopped.
+sweep: $(STAMP)
+	$(BIN)/stormlab sweep --out docs/sweep --readme README.md $(ARGS)
+
+# The 2015 trigger against every policy and fix, live, one 1,000-node lab each (~45 min);
+# updates docs/mitigations/ and README's table. It resumes if stopped.
+mitigations: $(STAMP)
+	$(BIN)/stormlab mitigations --out docs/mitigations --readme README.md $(ARGS)
 
 # The fault soak on a lab of its own (1,000 random leases, holders killed at random; ~10 min):
 # every lease reverted, nothing stopped or missing, the host's rules untouched. LEASES=… to change.

@@ -28,7 +28,8 @@ from typing import Any
 
 from chaos import client
 from common.auth import ensure_token
-from common.errors import UsageError
+from common.errors import LabError, UsageError
+from common.labstate import running
 from common.settings import LabSettings, parse_duration
 from stormlab import launcher
 from stormlab.demo import Demo
@@ -50,7 +51,10 @@ ROWS = [Row(panel, panel) for panel in PANELS] + [
     Row("deploy full jitter live", deploy=(("retry_policy", "full-jitter"),)),
     Row("deploy allowance 2s live", deploy=(("allowance", "2s"),)),
 ]
-COLUMNS = ("name", "plateau", "recovered_after_s", "wasted_core_s", "error_minutes", "valid", "speed", "seconds")
+COLUMNS = (
+    "name", "plateau", "recovered_after_s", "wasted_core_s", "error_minutes", "blipped_cell_plateau", "blast_radius", "valid", "speed",
+    "seconds",
+)  # fmt: skip
 
 
 def deploy_later(state: dict[str, Any], row: Row, speed: float) -> None:
@@ -102,6 +106,8 @@ def measure(base: LabSettings, row: Row, speed: float, watch_s: float, out: io.T
         "recovered_after_s": r["recovery_s"],
         "wasted_core_s": wasted,
         "error_minutes": ratio * (end - times["blip_start"]) / 60,
+        "blipped_cell_plateau": r["cell_plateau"]["0"] if "cell_plateau" in r else None,
+        "blast_radius": r.get("outside_worst_error_ratio"),
         "valid": r["valid"],
         "speed": speed,
         "seconds": time.monotonic() - started,
@@ -119,17 +125,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     def num(x: Any, fmt: str) -> str:
         return "n/a" if x in (None, "") else format(float(x), fmt)
 
+    def pct(x: Any) -> str:
+        return "–" if x in (None, "") else f"{100 * float(x):.1f}%"
+
     lines = [
-        "| policy or fix | plateau (last 60 s) | back under 1% after the blip | wasted work (core-s) | customer error-minutes | run |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| policy or fix | plateau (last 60 s) | back under 1% after the blip | wasted work (core-s) | customer error-minutes "
+        "| cells: the blipped cell's plateau / blast radius | run |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         recovered = "never (held)" if r["recovered_after_s"] in (None, "") else f"{float(r['recovered_after_s']):.0f} s"
         plateau = "n/a" if r["plateau"] in (None, "") else f"{100 * float(r['plateau']):.1f}%"
         valid = "valid" if str(r["valid"]) == "True" else "INVALID"
-        lines.append(
-            f"| {r['name']} | {plateau} | {recovered} | {num(r['wasted_core_s'], '.0f')} | {num(r['error_minutes'], '.2f')} | {valid} |"
-        )
+        cells = f"{pct(r.get('blipped_cell_plateau'))} / {pct(r.get('blast_radius'))}" if r.get("blast_radius") not in (None, "") else "–"
+        wasted, minutes = num(r["wasted_core_s"], ".0f"), num(r["error_minutes"], ".2f")
+        lines.append(f"| {r['name']} | {plateau} | {recovered} | {wasted} | {minutes} | {cells} | {valid} |")
     return "\n".join(lines)
 
 
@@ -154,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--watch: between 30s and 1h")
     nodes = args.racks * args.nodes_per_rack
     base = LabSettings(racks=args.racks, nodes_per_rack=args.nodes_per_rack, capacity_cores=40.0 * nodes / 1000).sped_up(1.0)
+    if running():
+        raise LabError("a lab is up: each row starts a lab of its own; `stormlab down` first")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "mitigations.csv"

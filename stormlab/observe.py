@@ -235,9 +235,11 @@ def render(snap: dict[str, Any]) -> str:
     lines += [
         f"nodes:      {snap['nodes_serving']} serving, {snap['nodes_disqualified']} disqualified, "
         f"{snap['nodes_starting']} starting (of {snap['nodes_total']})",
-        f"customers:  {pct(snap['customer_error_ratio'])} of requests failing (last 10 s)",
+        f"customers:  {pct(snap['customer_error_ratio'])} of requests failing (last 10 s)"
+        + "".join(f"; cell {c} {pct(r).strip()}" for c, r in sorted((snap.get("cell_error_ratio") or {}).items(), key=lambda i: int(i[0]))),
         f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
-        f"{' (PAUSED)' if snap['metadata_paused'] else ''}",
+        f"{' (PAUSED)' if snap['metadata_paused'] else ''}"
+        + (" (cell 0's service; the other cells' answer on their own /status)" if snap.get("cell_error_ratio") else ""),
         f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
         f"host:       event-loop lag p99 {wall(snap['loop_lag_p99_s'])} ({snap['loop_lag_by'] or 'n/a'}), busiest "
         f"{pct(snap['cpu_ratio'])} of a core ({snap['cpu_by'] or 'n/a'}), the lab {snap['lab_cpu_cores'] or 0:.2f} of "

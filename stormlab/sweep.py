@@ -29,7 +29,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from common.errors import UsageError
+from common.errors import LabError, UsageError
+from common.labstate import running
 from common.settings import LabSettings, SettingsError, parse_duration
 from stormlab import launcher
 from stormlab.demo import Demo
@@ -174,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--gsis: between 0 and 20")
     if not 1 <= args.watch <= 360 or args.jobs < 1 or args.live < 0:
         raise UsageError("--watch between 1 and 360 periods, --jobs at least 1, --live at least 0")
+    if args.live and running():
+        raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     say = _say

@@ -25,6 +25,7 @@ PANELS: dict[str, Callable[[LabSettings], dict[str, Any]]] = {
     "2015": lambda s: {},
     "allowance 2s": lambda s: {"allowance_s": 2 * s.allowance_s},  # AWS: lengthen the time allowed
     "renewals every 20s": lambda s: {"renewal_period_s": 2 * s.renewal_period_s},  # AWS: fewer membership requests
+    "renewals every 30s": lambda s: {"renewal_period_s": 3 * s.renewal_period_s},
     "capacity x1.5": lambda s: {"capacity_cores": 1.5 * s.capacity_cores},  # AWS: add capacity
     "4 cells (2015-sized)": lambda s: {"cells": 4, "capacity_cores": 4 * s.capacity_cores},  # AWS: many metadata instances
     "4 cells (cores shared)": lambda s: {"cells": 4},  # the same hardware, segmented
@@ -35,9 +36,10 @@ PANELS: dict[str, Callable[[LabSettings], dict[str, Any]]] = {
     "concurrency limit": lambda s: {"admission_limit": round(2 * s.capacity_cores)},  # twice the cores in flight
     "deadline shedding": lambda s: {"admission_deadline": True},
 }
-AWS_FIXES = ("allowance 2s", "renewals every 20s", "capacity x1.5", "4 cells (2015-sized)")
+AWS_FIXES = ("allowance 2s", "renewals every 30s", "capacity x1.5", "4 cells (2015-sized)")
 POINT_2015: dict[str, Any] = {"panel": "2015", "blip_racks": 3, "blip_s": 5.0, "gsis": 2}
 SETTLE_S = 10.0  # profile seconds of healthy fleet before the blip (the demo's)
+PHASES = 8  # the 2015 point of each panel is also blipped at 7 more moments spread over a period
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,21 @@ class Point:
     blip_racks: int  # racks 0 .. blip_racks-1 lose their link
     blip_s: float
     gsis: int  # GSIs per GSI-heavy table (big_gsis; 0 = pre-GSI sizes)
+    phase: int = 0  # the blip comes phase/PHASES of a renewal period later than the demo's
 
     @property
     def key(self) -> str:
-        return f"{self.panel}|{self.blip_racks}|{self.blip_s:g}|{self.gsis}"
+        return f"{self.panel}|{self.blip_racks}|{self.blip_s:g}|{self.gsis}" + (f"|p{self.phase}" if self.phase else "")
 
     def settings(self, base: LabSettings) -> LabSettings:
         return base.replace(big_gsis=self.gsis, gsi_growth=self.gsis > 0, **PANELS[self.panel](base))
 
     def is_2015(self) -> bool:
-        return asdict(self) == POINT_2015
+        return asdict(self) == POINT_2015 | {"phase": 0}
+
+    def at_2015(self) -> bool:
+        """The 2015 trigger and growth, in any panel and phase."""
+        return (self.blip_racks, self.blip_s, self.gsis) == (POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"])
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,11 @@ class Grid:
     gsis: tuple[int, ...]
 
     def points(self) -> list[Point]:
-        return [Point(*p) for p in itertools.product(self.panels, self.blip_racks, self.blip_s, self.gsis)]
+        """The grid, then the 2015 point of each panel at the other phases of the blip."""
+        grid = [Point(*p) for p in itertools.product(self.panels, self.blip_racks, self.blip_s, self.gsis)]
+        racks, blip_s, gsis = POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"]
+        phases = [Point(panel, racks, blip_s, gsis, phase) for panel in self.panels for phase in range(1, PHASES)]
+        return grid + phases
 
 
 def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
@@ -85,7 +96,7 @@ def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdic
     started = time.monotonic()
     s = point.settings(base).profile_time()
     model = ReferenceModel(s)
-    blip_at = 1.5 * s.renewal_period_s + SETTLE_S  # every node has its membership, then the baseline
+    blip_at = 1.5 * s.renewal_period_s + SETTLE_S + point.phase * s.renewal_period_s / PHASES  # memberships, the baseline
     model.run_until(blip_at)
     model.blip(set(range(point.blip_racks)), blip_at, point.blip_s)
     blip_end, end = blip_at + point.blip_s, blip_at + point.blip_s + watch_periods * s.renewal_period_s
@@ -149,10 +160,11 @@ def append_result(path: Path, point: Point, verdict: Verdict) -> None:
 
 
 def live_sample(points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
-    """``count`` points to run live: the 2015 point, then as many stuck as recovered by the model,
-    the nearest to the boundary first among a seeded shuffle (the points where the two could
-    disagree), so the sample tests the boundary rather than the easy middle of each region."""
+    """``count`` points to run live: the 2015 point, then stuck and recovered points (by the
+    model) in turn, each drawn at random from its side (seeded): a stratified sample, so a grid
+    that is mostly one verdict still has both tested."""
     rng = random.Random(seed)
+    points = [p for p in points if not p.phase]  # the grid's own points
     chosen = [p for p in points if p.is_2015()][:count]
     while len(chosen) < count:
         left = [p for p in points if p not in chosen]
@@ -160,9 +172,7 @@ def live_sample(points: Sequence[Point], model: dict[str, Verdict], count: int, 
             break
         stuck = sum(model[p.key].stuck for p in chosen)
         side = [p for p in left if model[p.key].stuck == (stuck <= len(chosen) - stuck)] or left  # the side with fewer so far
-        rng.shuffle(side)
-        side.sort(key=lambda p: abs(model[p.key].end_error - STORM_RATIO))
-        chosen.append(side[0] if rng.random() < 0.5 else side[rng.randrange(1 + len(side) // 2)])
+        chosen.append(side[rng.randrange(len(side))])
     return chosen
 
 
@@ -180,14 +190,18 @@ def agreement(sample: Sequence[Point], model: dict[str, Verdict], live: dict[str
 
 
 def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: dict[str, Any] | None) -> dict[str, Any]:
-    """Per panel: the 2015 point's verdict and error, and the share of the grid stuck."""
+    """Per panel: the 2015 point's verdict and error, in how many of the blip's moments it is
+    stuck, and the share of the grid stuck."""
     panels = {}
     for panel in grid.panels:
-        mine = [p for p in grid.points() if p.panel == panel]
+        mine = [p for p in grid.points() if p.panel == panel and not p.phase]
         at_2015 = model.get(Point(panel, *(POINT_2015[k] for k in ("blip_racks", "blip_s", "gsis"))).key)
+        moments = [model[p.key].stuck for p in grid.points() if p.panel == panel and p.at_2015() and p.key in model]
         panels[panel] = {
             "stuck_points": sum(model[p.key].stuck for p in mine),
             "points": len(mine),
+            "point_2015_moments_stuck": sum(moments),
+            "point_2015_moments": len(moments),
             "point_2015": None if at_2015 is None else ("stuck" if at_2015.stuck else "recovered"),
             "point_2015_end_error": None if at_2015 is None else at_2015.end_error,
             "point_2015_recovered_after_s": None if at_2015 is None else at_2015.recovered_after_s,
@@ -200,14 +214,16 @@ def markdown(summary: dict[str, Any]) -> str:
         return "n/a" if x is None else f"{100 * x:.1f}%"
 
     rows = [
-        "| panel | the 2015 point (3 racks, 5 s, 2 GSIs) | its error at the end | stuck points of the grid |",
-        "| --- | --- | --- | --- |",
+        "| panel | the 2015 point (3 racks, 5 s, 2 GSIs) | its error at the end | stuck, blipped at 8 moments of a period "
+        "| stuck points of the grid |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for name, p in summary["panels"].items():
         verdict = p["point_2015"] or "not in the grid"
         if p["point_2015"] == "recovered" and p["point_2015_recovered_after_s"] is not None:
             verdict += f" (under 1% {p['point_2015_recovered_after_s']:.0f} s after the blip)"
-        rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {p['stuck_points']}/{p['points']} |")
+        moments = f"{p['point_2015_moments_stuck']}/{p['point_2015_moments']}"
+        rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {moments} | {p['stuck_points']}/{p['points']} |")
     a = summary["agreement"]
     if a:
         rows.append("")

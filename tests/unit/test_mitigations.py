@@ -22,15 +22,15 @@ def test_the_table_says_held_for_a_storm_that_never_recovered(tmp_path):
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         w.writerow({"name": "2015", "plateau": 0.539, "recovered_after_s": "", "wasted_core_s": 1535.2, "error_minutes": 1.04,
-                    "valid": True, "speed": 2.0, "seconds": 80})  # fmt: skip
+                    "blipped_cell_plateau": "", "blast_radius": "", "valid": True, "speed": 2.0, "seconds": 80})  # fmt: skip
         w.writerow({"name": "full jitter", "plateau": 0.0, "recovered_after_s": 9.1, "wasted_core_s": 8, "error_minutes": 0.01,
-                    "valid": False, "speed": 2.0, "seconds": 80})  # fmt: skip
+                    "blipped_cell_plateau": 1.0, "blast_radius": 0.004, "valid": False, "speed": 2.0, "seconds": 80})  # fmt: skip
         f.write("allowance 2s,0.0,")  # a row cut short: not a result
     rows = read_rows(path)
     assert set(rows) == {"2015", "full jitter"}
     table = markdown([rows["2015"], rows["full jitter"]])
-    assert "| 2015 | 53.9% | never (held) | 1535 | 1.04 | valid |" in table
-    assert "| full jitter | 0.0% | 9 s | 8 | 0.01 | INVALID |" in table
+    assert "| 2015 | 53.9% | never (held) | 1535 | 1.04 | – | valid |" in table
+    assert "| full jitter | 0.0% | 9 s | 8 | 0.01 | 100.0% / 0.4% | INVALID |" in table
 
 
 @pytest.mark.parametrize("argv", [["--only", "no-such-fix"], ["--watch", "5s"], ["--watch", "soon"]])

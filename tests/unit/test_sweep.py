@@ -10,6 +10,7 @@ from stormlab.sweep import run_live, run_model
 from stormlab.sweep_grid import (
     AWS_FIXES,
     PANELS,
+    PHASES,
     POINT_2015,
     Grid,
     Point,
@@ -35,12 +36,13 @@ def test_every_panel_makes_settings_the_lab_can_run():
     assert Point("4 cells (2015-sized)", 3, 5.0, 2).settings(LabSettings()).capacity_cores == 160  # 40 per cell
 
 
-def test_the_2015_point_is_stuck_and_each_aws_fix_moves_it_out():
-    assert judge_model(QUICK, AT_2015, 12).stuck
+def test_the_2015_point_is_stuck_whenever_the_blip_comes_and_each_aws_fix_moves_it_out():
+    moments = range(PHASES)
+    assert all(judge_model(QUICK, Point("2015", 3, 5.0, 2, phase), 12).stuck for phase in moments)
     for fix in AWS_FIXES:
-        verdict = judge_model(QUICK, Point(fix, 3, 5.0, 2), 12)
-        assert not verdict.stuck, fix
-        assert verdict.end_error < 0.01
+        verdicts = [judge_model(QUICK, Point(fix, 3, 5.0, 2, phase), 12) for phase in moments]
+        assert not any(v.stuck for v in verdicts), fix
+        assert max(v.end_error for v in verdicts) < 0.01
 
 
 def test_a_smaller_trigger_and_smaller_memberships_recover_without_a_fix():
@@ -52,13 +54,14 @@ def test_a_sweep_resumes_where_it_stopped(tmp_path):
     grid = Grid(("2015",), (1, 3), (5.0,), (0, 2))
     path = tmp_path / "model.csv"
     said = []
-    first = run_model(QUICK, grid.points()[:2], path, 12, 1, said.append)
+    points = [p for p in grid.points() if not p.phase]
+    first = run_model(QUICK, points[:2], path, 12, 1, said.append)
     assert len(first) == 2 and "2 to run" in said[0]
     with path.open("a") as f:
         f.write("2015,3,5.0,0,2015|3|5|0,Tru")  # a row cut short when the sweep was stopped
-    again = run_model(QUICK, grid.points(), path, 12, 2, said.append)
+    again = run_model(QUICK, points, path, 12, 2, said.append)
     assert any("2 already in" in s and "2 to run" in s for s in said[1:])
-    assert set(again) == {p.key for p in grid.points()}
+    assert set(again) == {p.key for p in points}
     assert read_results(path)[AT_2015.key].stuck
     with path.open() as f:
         rows = list(csv.DictReader(f))
@@ -78,7 +81,7 @@ def test_the_live_sample_takes_the_2015_point_and_both_sides_of_the_boundary():
     assert len(set(sample)) == 6
     assert sum(model[p.key].stuck for p in sample) == 3
     assert sample == live_sample(points, model, 6, seed=7)  # seeded
-    assert len(live_sample(points, model, 100, seed=7)) == len(points)  # never more than the grid
+    assert len(live_sample(points, model, 100, seed=7)) == len([p for p in points if not p.phase])  # never more than the grid
 
 
 def test_agreement_counts_valid_live_runs_only():
@@ -111,8 +114,8 @@ def test_the_summary_table_goes_into_the_readme_block(tmp_path):
     grid = Grid(("2015", "allowance 2s"), (3,), (5.0,), (2,))
     model = {p.key: _verdict(p, p.panel == "2015") for p in grid.points()}
     table = markdown(summarize(grid, QUICK, model, {"points": 10, "agree": 9, "ratio": 0.9, "invalid": [], "disagree": ["x"]}))
-    assert "| 2015 | stuck | 50.0% | 1/1 |" in table
-    assert "| allowance 2s | recovered | 0.0% | 0/1 |" in table
+    assert "| 2015 | stuck | 50.0% | 8/8 | 1/1 |" in table
+    assert "| allowance 2s | recovered | 0.0% | 0/8 | 0/1 |" in table
     assert "agree on 9 of 10 sampled points (90.0%)" in table
     readme = tmp_path / "README.md"
     readme.write_text("a\n<!-- sweep -->\nold\n<!-- /sweep -->\nb\n")
