@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     for p in points:
         p.settings(base)  # a panel that makes impossible settings fails here, before anything runs
     model = run_model(base, points, out / "model.csv", args.watch, args.jobs, say)
-    sample = live_sample(points, model, args.live, args.seed)
+    sample = live_sample(base, points, model, args.live, args.seed)
     live = run_live(base, sample, out / "live.csv", args.watch, args.live_speed, say) if sample else {}
     agreed = agreement(sample, model, live) if sample else None
     summary = summarize(grid, base, model, agreed)
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     table = markdown(summary)
     (out / "summary.md").write_text(table + "\n")
-    png = draw(grid, model, live, out / "map.png")
+    png = draw(grid, base, model, live, out / "map.png")
     if args.readme:
         replace_block(Path(args.readme), "sweep", table)
     print(table)

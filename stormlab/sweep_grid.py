@@ -57,6 +57,14 @@ class Point:
     def settings(self, base: LabSettings) -> LabSettings:
         return base.replace(big_gsis=self.gsis, gsi_growth=self.gsis > 0, **PANELS[self.panel](base))
 
+    def down_before(self, base: LabSettings) -> bool:
+        """No margin at all: the biggest membership takes longer than the allowance to answer
+        even with a whole core, so those nodes never renew, blip or not (not a metastable
+        failure: the lab is down before any trigger)."""
+        s = self.settings(base)
+        biggest = s.big_base_entries * (1 + (s.big_gsis if s.gsi_growth else 0))
+        return s.cost_base_s + s.cost_per_entry_s * biggest >= s.allowance_s
+
     def is_2015(self) -> bool:
         return asdict(self) == POINT_2015 | {"phase": 0}
 
@@ -159,12 +167,13 @@ def append_result(path: Path, point: Point, verdict: Verdict) -> None:
         w.writerow({**asdict(point), **{k: ("" if v is None else v) for k, v in asdict(verdict).items()}})
 
 
-def live_sample(points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
+def live_sample(base: LabSettings, points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
     """``count`` points to run live: the 2015 point, then stuck and recovered points (by the
     model) in turn, each drawn at random from its side (seeded): a stratified sample, so a grid
-    that is mostly one verdict still has both tested."""
+    that is mostly one verdict still has both tested. Points down before any blip are left out
+    (their lab never has every node serving, so there is no story to run)."""
     rng = random.Random(seed)
-    points = [p for p in points if not p.phase]  # the grid's own points
+    points = [p for p in points if not p.phase and not p.down_before(base)]  # the grid's own points
     chosen = [p for p in points if p.is_2015()][:count]
     while len(chosen) < count:
         left = [p for p in points if p not in chosen]
@@ -194,12 +203,14 @@ def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: 
     stuck, and the share of the grid stuck."""
     panels = {}
     for panel in grid.panels:
-        mine = [p for p in grid.points() if p.panel == panel and not p.phase]
+        mine = [p for p in grid.points() if p.panel == panel and not p.phase and not p.down_before(base)]
+        down = [p for p in grid.points() if p.panel == panel and not p.phase and p.down_before(base)]
         at_2015 = model.get(Point(panel, *(POINT_2015[k] for k in ("blip_racks", "blip_s", "gsis"))).key)
         moments = [model[p.key].stuck for p in grid.points() if p.panel == panel and p.at_2015() and p.key in model]
         panels[panel] = {
-            "stuck_points": sum(model[p.key].stuck for p in mine),
+            "stuck_points": sum(model[p.key].stuck for p in mine if p.key in model),
             "points": len(mine),
+            "down_before": len(down),
             "point_2015_moments_stuck": sum(moments),
             "point_2015_moments": len(moments),
             "point_2015": None if at_2015 is None else ("stuck" if at_2015.stuck else "recovered"),
@@ -215,15 +226,16 @@ def markdown(summary: dict[str, Any]) -> str:
 
     rows = [
         "| panel | the 2015 point (3 racks, 5 s, 2 GSIs) | its error at the end | stuck, blipped at 8 moments of a period "
-        "| stuck points of the grid |",
-        "| --- | --- | --- | --- | --- |",
+        "| stuck points of the grid | down before any blip |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, p in summary["panels"].items():
         verdict = p["point_2015"] or "not in the grid"
         if p["point_2015"] == "recovered" and p["point_2015_recovered_after_s"] is not None:
             verdict += f" (under 1% {p['point_2015_recovered_after_s']:.0f} s after the blip)"
         moments = f"{p['point_2015_moments_stuck']}/{p['point_2015_moments']}"
-        rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {moments} | {p['stuck_points']}/{p['points']} |")
+        figures = f"{moments} | {p['stuck_points']}/{p['points']} | {p['down_before']}"
+        rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {figures} |")
     a = summary["agreement"]
     if a:
         rows.append("")

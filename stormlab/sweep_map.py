@@ -11,12 +11,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
 
+from common.settings import LabSettings  # noqa: E402
 from stormlab.sweep_grid import POINT_2015, Grid, Point, Verdict  # noqa: E402
 
 STUCK = LinearSegmentedColormap.from_list("stuck", ["#eafaf1", "#f5b7b1", "#c0392b"])
 
 
-def draw(grid: Grid, model: dict[str, Verdict], live: dict[str, Verdict], path: Path) -> Path:
+def draw(grid: Grid, base: LabSettings, model: dict[str, Verdict], live: dict[str, Verdict], path: Path) -> Path:
     rows, cols = len(grid.blip_s), len(grid.panels)
     fig, axes = plt.subplots(rows, cols, figsize=(max(7.5, 2.1 * cols + 1.2), 2.0 * rows + 1.4), squeeze=False, sharex=True, sharey=True)
     xs, ys = list(grid.blip_racks), list(grid.gsis)
@@ -29,7 +30,10 @@ def draw(grid: Grid, model: dict[str, Verdict], live: dict[str, Verdict], path: 
                 for b, y in enumerate(ys):
                     point = Point(panel, x, blip_s, y)
                     verdict = model.get(point.key)
-                    if verdict is not None and verdict.stuck:
+                    if point.down_before(base):
+                        ax.add_patch(plt.Rectangle((a - 0.5, b - 0.5), 1, 1, color="#95a5a6"))
+                        ax.text(a, b, "D", ha="center", va="center", fontsize=7, color="white", weight="bold")
+                    elif verdict is not None and verdict.stuck:
                         ax.text(a, b, "S", ha="center", va="center", fontsize=7, color="white", weight="bold")
                     seen = live.get(point.key)
                     if seen is not None and verdict is not None:
@@ -47,8 +51,9 @@ def draw(grid: Grid, model: dict[str, Verdict], live: dict[str, Verdict], path: 
             if i == rows - 1:
                 ax.set_xlabel("racks blipped", fontsize=8)
     fig.suptitle(
-        "Where a blip leaves the lab stuck (S; red: the customers' error at the end)\n"
-        "or recovered (green). Yellow: the 2015 point. o: run live, same verdict; X: live disagreed",
+        "Where a blip leaves the lab stuck (S; red: the customers' error at the end) or recovered (green); "
+        "D: down before any blip (the biggest membership takes longer than the allowance)\n"
+        "Yellow: the 2015 point. o: run live, same verdict; X: live disagreed",
         fontsize=9,
     )
     fig.tight_layout()

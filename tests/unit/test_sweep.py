@@ -76,12 +76,16 @@ def _verdict(point, stuck, error=None, valid=True):
 def test_the_live_sample_takes_the_2015_point_and_both_sides_of_the_boundary():
     points = Grid(("2015", "full jitter"), (1, 2, 3, 4), (5.0,), (0, 2)).points()
     model = {p.key: _verdict(p, p.blip_racks >= 3 and p.panel == "2015") for p in points}
-    sample = live_sample(points, model, 6, seed=7)
+    sample = live_sample(QUICK, points, model, 6, seed=7)
     assert sample[0] == AT_2015
     assert len(set(sample)) == 6
     assert sum(model[p.key].stuck for p in sample) == 3
-    assert sample == live_sample(points, model, 6, seed=7)  # seeded
-    assert len(live_sample(points, model, 100, seed=7)) == len([p for p in points if not p.phase])  # never more than the grid
+    assert sample == live_sample(QUICK, points, model, 6, seed=7)  # seeded
+    assert len(live_sample(QUICK, points, model, 100, seed=7)) == len([p for p in points if not p.phase])  # never more than the grid
+    down = Grid(("2015",), (3,), (5.0,), (2, 4)).points()
+    assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
+    assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
+    assert [p.gsis for p in live_sample(LabSettings(), down, {p.key: _verdict(p, True) for p in down}, 5, seed=1)] == [2]
 
 
 def test_agreement_counts_valid_live_runs_only():
