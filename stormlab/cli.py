@@ -131,54 +131,26 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_cli.add_parser(sub)
     gameday_cli.add_parser(sub)
     ops.add_parser(sub)
-    w = sub.add_parser(
-        "writecheck",
-        help="write unique items while racks are killed, read them all back: nothing acknowledged may be lost",
-        description=writecheck.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    tools = (
+        ("writecheck", writecheck, "write unique items while racks are killed, read them all back: nothing acknowledged may be lost"),
+        ("soak", soak, "many random fault leases with their holders killed at random, then proof that none is left"),
+        ("fuzz", fuzz, "send every operation of every process generated requests, good and bad, and judge each answer by /openapi.json"),
+        (
+            "bench",
+            bench,
+            "the lab's costs on this machine (membership path against a bare handler, fault latency, fleets) into docs/benchmarks.md",
+        ),
+        (
+            "sweep",
+            sweep,
+            "the map of where a blip leaves the lab stuck, and which fix moves the 2015 point: the model's grid, a live sample",
+        ),
+        ("mitigations", mitigations, "the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes"),
     )
-    writecheck.add_arguments(w)
-    w.set_defaults(func=writecheck.run)
-    so = sub.add_parser(
-        "soak",
-        help="many random fault leases with their holders killed at random, then proof that none is left",
-        description=soak.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    soak.add_arguments(so)
-    so.set_defaults(func=soak.run)
-    fz = sub.add_parser(
-        "fuzz",
-        help="send every operation of every process generated requests, good and bad, and judge each answer by /openapi.json",
-        description=fuzz.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    fuzz.add_arguments(fz)
-    fz.set_defaults(func=fuzz.run)
-    bn = sub.add_parser(
-        "bench",
-        help="the lab's costs on this machine (membership path against a bare handler, fault latency, fleets) into docs/benchmarks.md",
-        description=bench.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    bench.add_arguments(bn)
-    bn.set_defaults(func=bench.run)
-    sw = sub.add_parser(
-        "sweep",
-        help="the map of where a blip leaves the lab stuck, and which fix moves the 2015 point: the model's grid, a live sample",
-        description=sweep.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sweep.add_arguments(sw)
-    sw.set_defaults(func=sweep.run)
-    mi = sub.add_parser(
-        "mitigations",
-        help="the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes",
-        description=mitigations.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    mitigations.add_arguments(mi)
-    mi.set_defaults(func=mitigations.run)
+    for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
+        p = sub.add_parser(name, help=summary, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(func=module.run)
     return parser
 
 

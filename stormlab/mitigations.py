@@ -31,7 +31,7 @@ from common.auth import ensure_token
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import LabSettings, parse_duration
-from stormlab import launcher
+from stormlab import launcher, observe
 from stormlab.demo import Demo
 from stormlab.story import ratio_between
 from stormlab.sweep_grid import PANELS, POINT_2015, SETTLE_S, Point, replace_block
@@ -59,14 +59,7 @@ COLUMNS = (
 
 def deploy_later(state: dict[str, Any], row: Row, speed: float) -> None:
     """Wait for the demo's blip (the link proxy holds it), then deploy ``row``'s change rack by rack."""
-    proxy = state["components"]["linkproxy"]["url"] + "/status"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(proxy, timeout=2) as resp:
-            if json.loads(resp.read())["faults"]:
-                break
-        time.sleep(0.1)
-    else:
+    if not observe.wait_for_link_fault(state, 300):
         return
     time.sleep((POINT_2015["blip_s"] + DEPLOY_AFTER_S) / speed)
     values = dict(row.deploy) | {"staged": DEPLOY_STEPS, "every": f"{DEPLOY_EVERY_S / speed:g}s", "duration": f"{600 / speed:g}s"}
@@ -163,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if not 30 <= watch_s <= 3600:
         raise UsageError("--watch: between 30s and 1h")
     nodes = args.racks * args.nodes_per_rack
-    base = LabSettings(racks=args.racks, nodes_per_rack=args.nodes_per_rack, capacity_cores=40.0 * nodes / 1000).sped_up(1.0)
+    base = LabSettings(racks=args.racks, nodes_per_rack=args.nodes_per_rack, capacity_cores=40.0 * nodes / 1000)
     if running():
         raise LabError("a lab is up: each row starts a lab of its own; `stormlab down` first")
     out = Path(args.out)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +84,18 @@ async def wait_serving(
             say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
         await asyncio.sleep(2.0)
     raise LabError(f"not every node was serving after {limit_s:.0f}s")
+
+
+def wait_for_link_fault(state: dict[str, Any], limit_s: float) -> bool:
+    """Until the link proxy holds a fault (a demo's blip): True, or False after ``limit_s``."""
+    url = state["components"]["linkproxy"]["url"] + "/status"
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            if json.loads(resp.read())["faults"]:
+                return True
+        time.sleep(0.1)
+    return False
 
 
 S = TypeVar("S", bound=Status)

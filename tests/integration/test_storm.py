@@ -7,18 +7,16 @@ seconds. Bands are generous: these machines are noisy.
 
 import asyncio
 import io
-import json
 import os
 import signal
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from common.settings import LabSettings
-from stormlab import launcher
+from stormlab import launcher, observe
 from stormlab.demo import Demo
 from stormlab.model import ReferenceModel, replay
 
@@ -102,15 +100,7 @@ def test_a_fix_lets_the_lab_heal(tmp_path, changes):
 
 def stall_a_rack_at_the_herd(state: dict, rack: str = "rack-05", stall_s: float = 1.0) -> None:
     """Wait for the demo's blip (the link proxy holds it), then stop a rack for ``stall_s``."""
-    url = state["components"]["linkproxy"]["url"] + "/status"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            if json.loads(resp.read())["faults"]:
-                break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the demo never blipped")
+    assert observe.wait_for_link_fault(state, 120), "the demo never blipped"
     pid = state["components"][rack]["pid"]
     os.kill(pid, signal.SIGSTOP)
     try:
