@@ -50,6 +50,9 @@ class Slower(Exception):
         self.speed, self.why = speed, why
 
 
+LOADGEN_WINDOW_S = 10.0  # wall seconds of requests behind each of loadgen's error ratios
+
+
 class Demo:
     """Drives one story against a running lab and keeps its samples."""
 
@@ -167,7 +170,8 @@ class Demo:
         summary["blip_racks"] = racks
         if self.settings.cells > 1:
             blipped = {cell_of(r, self.settings) for r in racks}
-            summary |= cell_figures(self.cell_readings, blipped, blip_start + blip, period)
+            since = blip_start + LOADGEN_WINDOW_S * self.speed  # loadgen's window, in profile seconds
+            summary |= cell_figures(self.cell_readings, blipped, since, period)
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
         return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}
 

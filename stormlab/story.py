@@ -222,15 +222,17 @@ def summarize(
 
 
 def cell_figures(
-    readings: Sequence[tuple[float, Mapping[str, float | None]]], blipped: set[int], blip_end: float, period_s: float
+    readings: Sequence[tuple[float, Mapping[str, float | None]]], blipped: set[int], since: float, period_s: float
 ) -> dict[str, Any]:
     """With cells: each cell's plateau (its customers' error over the last 6 periods, from
     loadgen's 10 s windows) and the blast radius, the worst 10 s window of any cell the blip did
-    not touch from the end of the blip on. ``readings``: (profile time, cell -> error ratio)."""
+    not touch among the windows read from ``since`` on (the first window that holds only
+    requests sent after the blip began: an earlier one may still hold the lab's start-up).
+    ``readings``: (profile time, cell -> error ratio)."""
     end = readings[-1][0] if readings else 0.0
     plateau: dict[str, float | None] = {}
     for cell in sorted({c for _, by_cell in readings for c in by_cell}, key=int):
         last = [r[cell] for t, r in readings if t >= end - 6 * period_s and r.get(cell) is not None]
         plateau[cell] = sum(last) / len(last) if last else None  # type: ignore[arg-type]
-    outside = [r for t, by_cell in readings if t >= blip_end for c, r in by_cell.items() if int(c) not in blipped and r is not None]
+    outside = [r for t, by_cell in readings if t >= since for c, r in by_cell.items() if int(c) not in blipped and r is not None]
     return {"blipped_cells": sorted(blipped), "cell_plateau": plateau, "outside_worst_error_ratio": max(outside, default=None)}
