@@ -82,6 +82,8 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
         if run.poll() is None:
             run.terminate()
             run.communicate(timeout=60)
+        if run.stdout and not run.stdout.closed:
+            run.stdout.close()  # a failure above must not leave the pipe to the next test's garbage collection
     capsys.readouterr()
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert all(line.startswith("{") for line in out.splitlines() if line.strip()), out  # --json: nothing but JSON lines
