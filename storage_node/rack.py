@@ -78,9 +78,10 @@ class Node:
             rack.metrics.renewals.labels(rack.label, attempt, "breaker").inc()
             return "breaker"
         reason = "error"
-        deadline = {DEADLINE_HEADER: f"{rack.settings.allowance_s:g}"}
         try:
-            async with rack.session.get(f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout, headers=deadline) as resp:
+            async with rack.session.get(
+                f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout, headers=rack.deadline
+            ) as resp:
                 body = await resp.read()
                 if resp.status == 200:
                     self._accept(body)
@@ -124,6 +125,7 @@ class Rack:
         self.label = str(index)
         self.policy = rack_policy(settings)
         self.renewal_timeout = aiohttp.ClientTimeout(total=settings.allowance_s)
+        self.deadline = {DEADLINE_HEADER: f"{settings.allowance_s:g}"}  # sent with every renewal, built once
         self.renewal_latency = Window(span_s=10.0)
         self.link_up = True
         self._loop = asyncio.get_running_loop()
@@ -153,6 +155,7 @@ class Rack:
         new = s.replace(**scaled)
         self.settings, self.policy = new, rack_policy(new)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
+        self.deadline = {DEADLINE_HEADER: f"{new.allowance_s:g}"}
         self.metrics.allowance.labels(self.label).set(new.allowance_s)
         if new.renewal_period_s != s.renewal_period_s:
             now = self.now()
