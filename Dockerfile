@@ -13,32 +13,43 @@ RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null || ! co
       && rm -rf /var/lib/apt/lists/*; \
     fi
 
-# Python packages: from docker/wheelhouse when it holds wheels (no network), else from PyPI.
+# Python packages in their own layer, before the code: a code change does not reinstall them.
+# From docker/wheelhouse when it holds wheels (no network), else from PyPI. The list is
+# pyproject's dependencies and its docker extra.
 COPY docker/wheelhouse /wheelhouse
-COPY pyproject.toml README.md /opt/stormlab/src/
+COPY pyproject.toml constraints.txt /opt/stormlab/src/
+RUN python3 -c "import tomllib; p = tomllib.load(open('/opt/stormlab/src/pyproject.toml', 'rb'))['project']; \
+      print('\n'.join(p['dependencies'] + p['optional-dependencies']['docker']))" > /opt/stormlab/requirements.txt \
+    && python3 -m venv /opt/stormlab/venv \
+    && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
+         /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse setuptools wheel -r /opt/stormlab/requirements.txt; \
+       else \
+         /opt/stormlab/venv/bin/pip install --quiet --no-cache-dir -c /opt/stormlab/src/constraints.txt setuptools wheel -r /opt/stormlab/requirements.txt; \
+       fi \
+    && rm -rf /wheelhouse /root/.cache
+
+# The code: installed without its dependencies (they are above) and without the network.
+COPY docker/healthz /usr/local/bin/healthz
+COPY README.md LICENSE /opt/stormlab/src/
 COPY common /opt/stormlab/src/common
 COPY metadata_service /opt/stormlab/src/metadata_service
 COPY storage_node /opt/stormlab/src/storage_node
 COPY chaos /opt/stormlab/src/chaos
 COPY services /opt/stormlab/src/services
 COPY stormlab /opt/stormlab/src/stormlab
-RUN python3 -m venv /opt/stormlab/venv \
-    && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
-         /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse '/opt/stormlab/src[docker]'; \
-       else \
-         /opt/stormlab/venv/bin/pip install --quiet --no-cache-dir '/opt/stormlab/src[docker]'; \
-       fi \
-    && rm -rf /wheelhouse /root/.cache
+RUN /opt/stormlab/venv/bin/pip install --quiet --no-deps --no-index --no-build-isolation /opt/stormlab/src \
+    && rm -rf /root/.cache /opt/stormlab/src/build
 
 # The services run unprivileged; chaos execs its iptables commands as root in the container.
 # Its data directory exists in the image, owned by it, so a volume mounted there is writable.
-RUN useradd --system --home-dir /var/lib/stormlab --create-home stormlab \
+# A fixed numeric uid: Kubernetes' runAsNonRoot can check a number, not a name.
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/stormlab --create-home stormlab \
     && install -d -o stormlab -g stormlab /var/lib/stormlab/data
 ENV PATH=/opt/stormlab/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     STORMLAB_HOST=0.0.0.0 \
     STORMLAB_STATE_DIR=/var/lib/stormlab \
     STORMLAB_DATA_DIR=/var/lib/stormlab/data
-USER stormlab
+USER 10001:10001
 WORKDIR /var/lib/stormlab
 CMD ["stormlab", "--help"]

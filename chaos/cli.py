@@ -16,8 +16,7 @@ import sys
 import time
 from typing import Any
 
-from chaos import catalog, client, docker_cli
-from chaos import docker_backend as db
+from chaos import catalog, client, docker_cli, k8s_backend, k8s_cli
 from chaos.catalog import ChaosError
 from common.auth import ensure_token
 from common.errors import LabError, UsageError
@@ -37,7 +36,9 @@ def describe(fault: catalog.Fault) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The fault subcommands, one per catalog entry, with the catalog's arguments as flags."""
     parser.add_argument(
-        "--backend", choices=("auto", "local", "docker"), help="local processes or the compose project's containers (default: detected)"
+        "--backend",
+        choices=("auto", "local", "docker", "k8s"),
+        help="local processes, the compose project's containers or a Kubernetes namespace's pods (default: detected)",
     )
     faults = parser.add_subparsers(dest="fault", required=True, metavar="FAULT")
     for fault in catalog.FAULTS.values():
@@ -109,6 +110,8 @@ def values_from(args: argparse.Namespace, racks_total: int) -> dict[str, Any]:
 def backend(args: argparse.Namespace) -> str:
     chosen = args.backend or os.environ.get("STORMLAB_BACKEND", "auto")
     if chosen == "auto":
+        if os.environ.get("STORMLAB_K8S_NAMESPACE"):
+            return "k8s"
         return "docker" if os.environ.get("STORMLAB_COMPOSE_PROJECT") else "local"
     return chosen
 
@@ -133,15 +136,23 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     return state
 
 
-def run(args: argparse.Namespace, runner: db.Runner | None = None) -> int:
-    docker = backend(args) == "docker"
+def engine_runner(kind: str, runner: Any) -> Any:
+    """The docker or k8s backend's runner (``runner`` when a test gives one), None locally."""
+    if kind == "docker":
+        return docker_cli.runner_for(runner)
+    return k8s_cli.runner_for(runner) if kind == "k8s" else None
+
+
+def run(args: argparse.Namespace, runner: Any = None) -> int:
+    kind = backend(args)
+    docker = kind in ("docker", "k8s")  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
-        return manage(args.fault, lab_state(docker), docker_cli.runner_for(runner) if docker else None)
+        return manage(args.fault, lab_state(docker), engine_runner(kind, runner))
     if docker and catalog.FAULTS[args.fault].holder not in ("metadata", *catalog.SERVICES):
-        runner = docker_cli.runner_for(runner)
+        runner = engine_runner(kind, runner)
         racks_total = max(runner.racks(), default=-1) + 1
         req = catalog.request(args.fault, values_from(args, racks_total), racks_total)
-        return docker_cli.apply(req.body, runner, args.dry_run, args.wait)
+        return (k8s_cli if kind == "k8s" else docker_cli).apply(req.body, runner, args.dry_run, args.wait)
     state = lab_state(docker, args.fault)
     values = values_from(args, client.racks_total(state))
     if args.dry_run:
@@ -156,7 +167,12 @@ def run(args: argparse.Namespace, runner: db.Runner | None = None) -> int:
     return 0
 
 
-def manage(what: str, state: dict[str, Any], runner: db.Runner | None) -> int:
+def engine(runner: Any) -> Any:
+    """The module that lists and halts on this runner's engine."""
+    return k8s_cli if isinstance(runner, k8s_backend.KubeRunner) else docker_cli
+
+
+def manage(what: str, state: dict[str, Any], runner: Any) -> int:
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
     rows, halted, failed = [], 0, []
@@ -172,13 +188,13 @@ def manage(what: str, state: dict[str, Any], runner: db.Runner | None) -> int:
         for who, f in rows:
             extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
             print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
-        held = docker_cli.held_rows(runner) if runner is not None else []
+        held = engine(runner).held_rows(runner) if runner is not None else []
         for row in held:
             print(row)
         if not rows and not held:
             print("no active faults")
     else:
-        halted += docker_cli.halt(runner) if runner is not None else 0
+        halted += engine(runner).halt(runner) if runner is not None else 0
         print(f"halted {halted} fault(s)")
     for line in failed:
         print(f"stormlab: {line}", file=sys.stderr)

@@ -145,9 +145,10 @@ def loss(container: str, probability: float, duration_s: float, device: str = "e
 SERVICE_PID = "p=$(pgrep -o -P 1)"
 
 
-def pause(container: str, duration_s: float) -> list[Exec]:
-    """SIGSTOP the container's service process; the shell doing it stays awake to SIGCONT it."""
-    return [Exec(container, _armed("pause", [(SERVICE_PID, None), ("kill -STOP $p", "kill -CONT $p")], duration_s))]
+def pause(container: str, duration_s: float, find_pid: str = SERVICE_PID) -> list[Exec]:
+    """SIGSTOP the container's service process (``find_pid`` sets ``$p`` to it); the shell doing
+    it stays awake to SIGCONT it."""
+    return [Exec(container, _armed("pause", [(find_pid, None), ("kill -STOP $p", "kill -CONT $p")], duration_s))]
 
 
 def kill(container: str) -> list[Exec]:
@@ -167,13 +168,21 @@ class Runner(Protocol):
     def ip(self, container: str) -> str: ...
 
 
-RACK_SERVICE = re.compile(r"^rack-(\d+)$")
+def rack_of(labels: dict[str, str]) -> int | None:
+    """The rack a container serves, from the labels compose gives it: the ``rack`` service's
+    replica number counts from 1 (the rack's own rule, ``STORMLAB_RACK=replica``)."""
+    number = labels.get("com.docker.compose.container-number", "")
+    if labels.get("com.docker.compose.service") == "rack" and number.isdigit() and int(number) >= 1:
+        return int(number) - 1
+    return None
+
+
 SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose services named as their targets
 
 
 def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
     """The commands for a checked fault request (``chaos/catalog.py``) on the compose project
-    (rack N is service rack-N)."""
+    (rack N is replica N+1 of the ``rack`` service)."""
     racks = runner.racks()
     f, duration = body["fault"], body["duration_s"]
     if f in ("pause", "kill", "isolate"):
@@ -273,10 +282,10 @@ class SdkRunner:
 
     def racks(self) -> dict[int, str]:
         found = {}
-        for c in self._ours():
-            match = RACK_SERVICE.match(c.labels.get("com.docker.compose.service", ""))
-            if match:
-                found[int(match.group(1))] = c.name
+        for c in self._ours("rack"):
+            rack = rack_of(c.labels or {})
+            if rack is not None:
+                found[rack] = c.name
         return found
 
     def ip(self, container: str) -> str:

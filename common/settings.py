@@ -48,7 +48,7 @@ def setting(default: Any, doc: str, lo: float | None = None, hi: float | None = 
 
 @dataclass(frozen=True)
 class LabSettings:
-    racks: int = setting(10, "racks (one OS process each)", 1, 64)
+    racks: int = setting(10, "racks (one OS process or pod each)", 1, 128)
     nodes_per_rack: int = setting(100, "virtual storage nodes per rack", 1, 1000)
     small_entries: int = setting(20, "membership entries of an ordinary node", 1, 10_000)
     big_base_entries: int = setting(46, "base-table entries of a node holding GSI-heavy tables", 1, 10_000)

@@ -18,6 +18,7 @@ from common import openapi
 from common.auth import from_env, token_middleware
 from common.metrics import MetricFactory
 from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import BadRequest, LoopLag, base_app, serve
 from common.wire import HostReadings, Status
@@ -98,7 +99,7 @@ def switch_handlers(app: web.Application, key: web.AppKey[S], component: str) ->
 
 
 def create_app(
-    settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path, key: web.AppKey[S],
+    settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path, key: web.AppKey[S],
     make: Callable[[Storage, MetricFactory], S], status_type: type[Status], token: str | None = None,
 ) -> web.Application:  # fmt: skip
     """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``
@@ -122,7 +123,8 @@ def create_app(
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
         service = app[key] = make(storage, f)
-        tasks = [asyncio.create_task(loop) for loop in (keep_map_fresh(storage, MAP_REFRESH_S), *service.loops())]
+        loops = (keep_map_fresh(storage, MAP_REFRESH_S), rack_urls.keep_fresh(session, settings.racks), *service.loops())
+        tasks = [asyncio.create_task(loop) for loop in loops]
         yield
         for task in tasks:
             task.cancel()
@@ -140,12 +142,12 @@ def create_app(
     return app
 
 
-def main(create: Callable[[LabSettings, str, list[str], Path], web.Application]) -> None:
+def main(create: Callable[[LabSettings, str, RackUrls, Path], web.Application]) -> None:
     """``python -m services.NAME``: its settings and its peers' addresses from the environment."""
     app = create(
         LabSettings.from_env(),
         os.environ["STORMLAB_METADATA_URL"],
-        os.environ["STORMLAB_RACK_URLS"].split(","),
+        RackUrls.from_env(),
         Path(os.environ.get("STORMLAB_DATA_DIR", "data")),
     )
     serve(app, os.environ.get("STORMLAB_HOST", "127.0.0.1"), int(os.environ["STORMLAB_PORT"]))

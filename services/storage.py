@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from common.fleet import rack_of
+from common.racks import RackUrls
 from common.wire import PartitionMap, WireError
 
 FAILURES = ("refused", "wrong_owner", "timeout", "error", "no_route")
@@ -34,7 +35,7 @@ def partition_of(key: str, partitions: int) -> int:
 
 
 class Storage:
-    def __init__(self, metadata_url: str, rack_urls: list[str], session: aiohttp.ClientSession, timeout_s: float) -> None:
+    def __init__(self, metadata_url: str, rack_urls: RackUrls, session: aiohttp.ClientSession, timeout_s: float) -> None:
         self.metadata_url, self.rack_urls, self.session = metadata_url.rstrip("/"), rack_urls, session
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.map: PartitionMap | None = None
@@ -61,7 +62,11 @@ class Storage:
             raise StorageError("no_route", f"no route to table {table!r} yet")
         partition = partition_of(key, len(route.owners))
         owner = route.owners[partition]
-        return f"{self.rack_urls[rack_of(owner)]}/nodes/{owner}/tables/{table}/partitions/{partition}/items/{key}"
+        try:
+            rack = self.rack_urls[rack_of(owner)]
+        except KeyError:
+            raise StorageError("no_route", f"rack {rack_of(owner)} not found yet") from None
+        return f"{rack}/nodes/{owner}/tables/{table}/partitions/{partition}/items/{key}"
 
     async def get(self, table: str, key: str, timeout_s: float | None = None) -> Any:
         """The row's value, or None if there is no such row."""

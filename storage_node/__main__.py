@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+from common.racks import rack_from_env
 from common.settings import LabSettings
 from common.web import serve
 from storage_node.app import create_app
@@ -8,7 +9,7 @@ from storage_node.app import create_app
 serve(
     create_app(
         LabSettings.from_env(),
-        int(os.environ["STORMLAB_RACK"]),
+        rack_from_env(),
         os.environ["STORMLAB_LINK_URL"],
         Path(os.environ.get("STORMLAB_DATA_DIR", "data")),
     ),

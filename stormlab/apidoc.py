@@ -16,6 +16,7 @@ from aiohttp import web
 
 from chaos.linkproxy import create_app as proxy_app
 from common import openapi
+from common.racks import RackUrls
 from common.settings import LabSettings
 from metadata_service.app import create_app as metadata_app
 from services.console.app import create_app as console_app
@@ -40,11 +41,11 @@ def _supervisor(tmp: Path) -> web.Application:
 APPS: dict[str, Callable[[Path], web.Application]] = {
     "metadata": lambda tmp: metadata_app(SETTINGS, token=TOKEN),
     "rack-NN": lambda tmp: rack_app(SETTINGS, 0, NOWHERE, tmp),
-    "loadgen": lambda tmp: loadgen_app(SETTINGS, NOWHERE, RACKS),
-    "queues": lambda tmp: queues_app(SETTINGS, NOWHERE, RACKS, tmp),
-    "scaling": lambda tmp: scaling_app(SETTINGS, NOWHERE, RACKS, tmp),
-    "console": lambda tmp: console_app(SETTINGS, NOWHERE, RACKS, tmp),
-    "metrics": lambda tmp: metrics_app(SETTINGS, NOWHERE, RACKS, tmp),
+    "loadgen": lambda tmp: loadgen_app(SETTINGS, NOWHERE, RackUrls(RACKS)),
+    "queues": lambda tmp: queues_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
+    "scaling": lambda tmp: scaling_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
+    "console": lambda tmp: console_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
+    "metrics": lambda tmp: metrics_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
     "linkproxy": lambda tmp: proxy_app(("127.0.0.1", 1), {0: ("127.0.0.1", 2), 1: ("127.0.0.1", 3)}, token=TOKEN),
     "supervisor": _supervisor,
 }

@@ -15,7 +15,7 @@ from chaos import cli as chaos_cli
 from common.errors import LabError, UsageError
 from common.labstate import running
 from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import bench, demo, fuzz, launcher, mitigations, observe, soak, sweep, writecheck
+from stormlab import bench, demo, fuzz, launcher, mitigations, observe, sizing, soak, sweep, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
 from stormlab.speed import first_guess, parse_speed
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the map of where a blip leaves the lab stuck, and which fix moves the 2015 point: the model's grid, a live sample",
         ),
         ("mitigations", mitigations, "the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes"),
+        ("sizing", sizing, "CPU, memory and Prometheus series per process, measured here, and what 100,000 nodes need: docs/sizing.md"),
     )
     for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
         p = sub.add_parser(name, help=summary, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

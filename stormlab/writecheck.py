@@ -34,6 +34,7 @@ from chaos import client
 from common.auth import ensure_token
 from common.errors import LabError, UsageError
 from common.labstate import running, state_dir
+from common.racks import RackUrls
 from common.settings import parse_duration
 from services.storage import Storage, StorageError, keep_map_fresh
 
@@ -153,7 +154,7 @@ async def check(
     tag = tag or f"{int(time.time())}"
     ledger = Ledger()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        storage = Storage(comps["metadata"]["url"], racks, session, 2.0)
+        storage = Storage(comps["metadata"]["url"], RackUrls(racks), session, 2.0)
         fresh = asyncio.create_task(keep_map_fresh(storage, 1.0))
         chaos = asyncio.create_task(faults()) if faults else None
         try:

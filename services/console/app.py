@@ -23,6 +23,7 @@ from aiohttp import web
 from common import openapi
 from common.metrics import MetricFactory
 from common.openapi import Answer, Operation
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import BadRequest, read_object
 from common.window import Window
@@ -110,7 +111,7 @@ class Console:
 CONSOLE = web.AppKey("console", Console)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     app = dependent.create_app(
         settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f), ConsoleStatus
     )

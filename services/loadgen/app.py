@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from common import openapi
 from common.fleet import cell_of
 from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import LoopLag, base_app
 from common.window import Window
@@ -32,7 +33,7 @@ MAP_REFRESH_S = 30.0
 
 
 class Generator:
-    def __init__(self, settings: LabSettings, metadata_url: str, rack_urls: list[str], registry: CollectorRegistry) -> None:
+    def __init__(self, settings: LabSettings, metadata_url: str, rack_urls: RackUrls, registry: CollectorRegistry) -> None:
         self.settings, self.metadata_url, self.rack_urls = settings, metadata_url.rstrip("/"), rack_urls
         self.rng = random.Random(settings.seed)
         self.routes: Routes | None = None
@@ -100,18 +101,18 @@ class Generator:
 
     async def _send(self, session: aiohttp.ClientSession, req: Request) -> None:
         loop = asyncio.get_running_loop()
-        url = f"{self.rack_urls[req.rack]}/nodes/{req.node}/tables/{req.table}/partitions/{req.partition}/items/{req.key}"
         params = {"index": req.index} if req.index else None
         started = loop.time()
         self.inflight += 1
         try:
+            url = f"{self.rack_urls[req.rack]}/nodes/{req.node}/tables/{req.table}/partitions/{req.partition}/items/{req.key}"
             item = {"value": {"at": started}} if req.method == "PUT" else None
             async with session.request(req.method, url, params=params, timeout=self.timeout, json=item) as resp:
                 answer = await resp.json(content_type=None) if resp.status != 200 else await resp.read()
                 result = outcome(resp.status, answer.get("error") if isinstance(answer, dict) else None)
         except TimeoutError:
             result = "timeout"
-        except (aiohttp.ClientError, OSError, ValueError):
+        except (aiohttp.ClientError, OSError, ValueError, KeyError):  # KeyError: the rack is not found yet
             result = "error"
         finally:
             self.inflight -= 1
@@ -151,7 +152,7 @@ class Generator:
 GEN = web.AppKey("generator", Generator)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -> web.Application:
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls) -> web.Application:
     registry = CollectorRegistry()
     lag = LoopLag(registry)
     app = base_app("stormlab loadgen (the customers)", registry, lag)
@@ -160,10 +161,11 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str]) -
 
     async def traffic_ctx(app: web.Application) -> AsyncIterator[None]:
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        task = asyncio.create_task(gen.run(session))
+        tasks = [asyncio.create_task(gen.run(session)), asyncio.create_task(rack_urls.keep_fresh(session, settings.racks))]
         yield
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await gen.stop()
         await session.close()
 

@@ -27,6 +27,7 @@ from aiohttp import web
 from common import openapi, sqlite
 from common.metrics import MetricFactory
 from common.openapi import ERROR, Answer, Operation, obj
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, read_object
 from common.window import Window
@@ -178,7 +179,7 @@ class MetricsService:
 SERVICE = web.AppKey("metrics", MetricsService)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     def make(storage: Storage, f: MetricFactory) -> MetricsService:
         store = sqlite.Worker(lambda: DatapointStore(data_dir / "metrics.sqlite3"), "datapoints")
         return MetricsService(settings, storage, store, f)

@@ -24,6 +24,7 @@ from aiohttp import web
 from common import openapi
 from common.metrics import MetricFactory
 from common.openapi import ERROR, Answer, Operation
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import BadRequest, json_error, number, read_object
 from common.window import Window
@@ -147,7 +148,7 @@ class QueueService:
 SERVICE = web.AppKey("queues", QueueService)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     def make(storage: Storage, f: MetricFactory) -> QueueService:
         return QueueService(settings, storage, AsyncMessageStore(data_dir / "queues.sqlite3"), f)
 

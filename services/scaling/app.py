@@ -27,6 +27,7 @@ from aiohttp import web
 from common import openapi
 from common.metrics import MetricFactory
 from common.openapi import ERROR, Answer, Operation
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.web import json_error, number, read_object
 from common.window import Window
@@ -164,7 +165,7 @@ class ScalingService:
 SERVICE = web.AppKey("scaling", ScalingService)
 
 
-def create_app(settings: LabSettings, metadata_url: str, rack_urls: list[str], data_dir: Path) -> web.Application:
+def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     app = dependent.create_app(
         settings, metadata_url, rack_urls, data_dir, SERVICE, lambda storage, f: ScalingService(settings, storage, f), ScalingStatus
     )

@@ -30,7 +30,8 @@ from stormlab.gameday import docker_lab
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
 CASCADE = ["queues", "scaling", "console", "metrics"]
-LAB = ["metadata", *(f"rack-{n}" for n in range(10)), "loadgen", *CASCADE, "prometheus", "alertmanager"]
+LAB = ["metadata", "rack", "loadgen", *CASCADE, "prometheus", "alertmanager"]  # rack: one service, 10 replicas
+RACKS = 10
 REPORTS = ROOT / "reports"
 
 pytestmark = pytest.mark.timeout(1500)
@@ -133,6 +134,11 @@ class Stack:
         status = dict(line.lstrip("/").split() for line in out.stdout.splitlines())
         return {name: state for name, state in status.items() if "secrets" not in name}  # the one-shot that made the token
 
+    def container(self, service: str, number: int) -> list[str]:
+        labels = {"project": PROJECT, "service": service, "container-number": str(number)}
+        filters = [arg for k, v in labels.items() for arg in ("--filter", f"label=com.docker.compose.{k}={v}")]
+        return subprocess.run(["docker", "ps", "-q", *filters], capture_output=True, text=True).stdout.split()
+
     def leftovers(self) -> dict[str, list[str]]:
         label = f"label=com.docker.compose.project={PROJECT}"
         return {
@@ -190,7 +196,7 @@ def stack():
 
 def test_the_storm_on_compose(stack):
     health = wait_for("every lab container healthy", lambda: (h := stack.health()) and all(v == "healthy" for v in h.values()) and h, 240)
-    assert len(health) == len(LAB)
+    assert len(health) == len(LAB) - 1 + RACKS
 
     def all_targets_up():
         targets = stack.api("/api/v1/targets")["activeTargets"]
@@ -198,6 +204,9 @@ def test_the_storm_on_compose(stack):
         return len(targets) == len(jobs) and sorted(jobs) == sorted(["metadata", "loadgen", "prometheus", *CASCADE] + ["racks"] * 10)
 
     wait_for("Prometheus has every lab target up (10 racks found through DNS)", all_targets_up, 120)
+    # each replica took its own rack from its compose name: racks 0-9, once each
+    racks = stack.query('count by (rack) (stormlab_renewal_allowance_seconds{job="racks"})')
+    assert sorted(int(r["metric"]["rack"]) for r in racks) == list(range(RACKS)), racks
 
     # The token was generated at the first start: long, not a published default, enforced.
     token = stack.compose("exec", "-T", "metadata", "cat", "/run/stormlab/token").stdout.strip()
@@ -287,7 +296,7 @@ def test_the_storm_on_compose(stack):
     assert "partition" in stack.chaos("list")
     assert "halted 1 fault(s)" in stack.chaos("halt")
     assert "no active faults" in stack.chaos("list")
-    [rack_9] = stack.compose("ps", "-q", "rack-9").stdout.split()
+    [rack_9] = stack.container("rack", 10)  # replica 10 is rack 9
     rules = subprocess.run(["docker", "exec", "-u", "root", rack_9, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 

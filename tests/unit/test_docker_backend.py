@@ -180,3 +180,18 @@ def test_isolate_cuts_a_service_container_off_from_the_racks_and_services_are_ta
     assert out.count("stormlab_queues_1") == 2 and "isolate" in out
     _, out = chaos(["halt"], runner, capsys)
     assert out.strip() == "halted 2 fault(s)" and runner.holding == {}
+
+
+@pytest.mark.parametrize(
+    ("labels", "rack"),
+    [
+        ({"com.docker.compose.service": "rack", "com.docker.compose.container-number": "1"}, 0),
+        ({"com.docker.compose.service": "rack", "com.docker.compose.container-number": "10"}, 9),
+        ({"com.docker.compose.service": "rack", "com.docker.compose.container-number": "0"}, None),
+        ({"com.docker.compose.service": "loadgen", "com.docker.compose.container-number": "1"}, None),
+        ({"com.docker.compose.service": "rack"}, None),
+        ({}, None),
+    ],
+)
+def test_a_racks_replica_number_is_its_rack_plus_one(labels, rack):
+    assert db.rack_of(labels) == rack

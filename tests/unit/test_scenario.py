@@ -43,7 +43,7 @@ def test_every_shipped_scenario_validates(capsys):
         (GOOD.replace("name: storm", "name: blip"), ":8: steps[1].name: step names must be unique: blip"),
         (GOOD + "colour: red\n", ":10: scenario.colour: unknown field"),
         (GOOD + "settings: {allowance_s: -1s}\n", ":10: settings.allowance_s: not a duration: '-1s'"),
-        (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 64"),
+        (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 128"),
         (GOOD.replace("pick: 3", "pick: -1"), ":7: steps[0].args.pick: must not be negative"),
         ("title: [unclosed", "not YAML (line 1)"),
     ],

@@ -42,7 +42,7 @@ def test_every_shipped_scenario_is_valid_against_the_schema(path):
         (GOOD + "colour: red\n", ":10: scenario.colour: unknown field"),
         (GOOD + "settings: {allowance_s: -1s}\n", ":10: settings.allowance_s: not a duration: '-1s'"),
         (GOOD + "settings: {retry_policy: hope}\n", ":10: settings: retry_policy must be one of"),
-        (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 64"),
+        (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 128"),
         (GOOD + "stop_when: [{probe: promql, above: 1}]\n", ":10: stop_when[0]: expr (a PromQL expression) goes with the promql probe"),
         (GOOD + "stop_when: [{probe: margin, expr: up, above: 1}]\n", ":10: stop_when[0]: expr (a PromQL expression) goes with"),
         (GOOD + "steady_state_within: later\n", ":10: steady_state_within: not a duration: 'later'"),

@@ -93,7 +93,7 @@ def test_set_changes_settings_as_people_type_them():
         ("nope=1", "no setting 'nope'"),
         ("racks", "KEY=VALUE"),
         ("racks=", "KEY=VALUE"),
-        ("racks=0", "racks must be between 1 and 64"),
+        ("racks=0", "racks must be between 1 and 128"),
         ("fix_stale_cache=maybe", "not on/off"),
         ("scaling_workers=many", "scaling_workers"),
     ):

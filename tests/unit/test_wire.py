@@ -2,6 +2,7 @@
 
 import pytest
 
+from common.racks import RackUrls
 from common.settings import LabSettings
 from common.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError, parse_object
 from metadata_service.membership import MembershipStore
@@ -74,4 +75,4 @@ def test_a_dependent_services_row_key_never_contains_a_slash():
     from services.storage import Storage
 
     with pytest.raises(ValueError):
-        Storage("http://m", [], None, 1.0).url("scaling-groups", "group/g-1")
+        Storage("http://m", RackUrls(), None, 1.0).url("scaling-groups", "group/g-1")

@@ -1,0 +1,112 @@
+"""A rack's index on every engine, and the racks found behind one DNS name."""
+
+import socket
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from common.racks import RackSpecError, RackUrls, rack_index
+
+
+@pytest.mark.parametrize(
+    ("spec", "hostname", "names", "rack"),
+    [
+        ("3", "", (), 3),
+        (" 0 ", "", (), 0),
+        ("slot:1", "", (), 0),
+        ("slot:10", "", (), 9),
+        ("ordinal", "rack-3", (), 3),
+        ("ordinal", "stormlab-rack-12", (), 12),
+        ("replica", "0a1b2c3d4e51", ["stormlab_rack_4.stormlab_default"], 3),  # compose 1.29
+        ("replica", "0a1b2c3d4e51", ["stormlab-rack-1.stormlab_default"], 0),  # compose v2
+        ("replica", "x", ["10.0.0.7", "stormlab_rack_10"], 9),
+    ],
+)
+def test_each_engine_names_its_racks_its_own_way(spec, hostname, names, rack):
+    assert rack_index(spec, hostname, names) == rack
+
+
+@pytest.mark.parametrize(
+    ("spec", "hostname", "names", "says"),
+    [
+        ("", "h", (), "give a number"),
+        ("-1", "h", (), "give a number"),
+        ("rack-3", "h", (), "give a number"),
+        ("slot:0", "h", (), "give a number"),  # swarm counts slots from 1
+        ("slot:x", "h", (), "give a number"),
+        ("ordinal", "0a1b2c3d4e51", (), "does not end in -N"),  # a container id is not an ordinal
+        ("replica", "h", ["stormlab_rack_0"], "no name ending"),  # compose counts replicas from 1
+        ("replica", "h", [], "no name ending"),
+    ],
+)
+def test_a_spec_that_names_no_rack_says_what_would(spec, hostname, names, says):
+    with pytest.raises(RackSpecError, match=says):
+        rack_index(spec, hostname, names)
+
+
+def test_from_env_takes_a_list_or_a_dns_name_and_refuses_neither():
+    assert RackUrls.from_env({"STORMLAB_RACK_URLS": "http://a:1/,http://b:2"})[1] == "http://b:2"
+    assert RackUrls.from_env({"STORMLAB_RACKS_DNS": "racks:8800"}).dns == ("racks", 8800)
+    for env in ({}, {"STORMLAB_RACKS_DNS": "racks"}, {"STORMLAB_RACKS_DNS": ":8800"}):
+        with pytest.raises(ValueError, match="STORMLAB_RACK"):
+            RackUrls.from_env(env)
+
+
+def test_an_address_gone_from_the_name_is_forgotten_and_a_silent_one_asked_again():
+    urls = RackUrls(dns=("racks", 8800))
+    urls.learn({"10.0.0.2": 1, "10.0.0.3": 0, "10.0.0.4": None})
+    assert (urls[0], urls[1], len(urls)) == ("http://10.0.0.3:8800", "http://10.0.0.2:8800", 2)
+    urls.learn({"10.0.0.5": 1, "10.0.0.3": 0})  # rack 1 restarted at a new address
+    assert urls[1] == "http://10.0.0.5:8800"
+    with pytest.raises(KeyError):
+        urls[2]
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+async def test_racks_behind_one_name_are_asked_which_rack_they_serve():
+    """Two racks on two loopback addresses behind one name: each is asked its /status once;
+    one that does not answer is left out, then found when it answers."""
+    asked: list[str] = []
+
+    def rack(n: int | None):
+        async def status(request: web.Request) -> web.Response:
+            asked.append(request.host)
+            if n is None:
+                return web.json_response({"error": "starting"}, status=503)
+            return web.json_response({"rack": n})
+
+        app = web.Application()
+        app.router.add_get("/status", status)
+        return app
+
+    port = _free_port("127.0.0.2")
+    servers = [TestServer(rack(1), host="127.0.0.2", port=port), TestServer(rack(None), host="127.0.0.3", port=port)]
+    for s in servers:
+        await s.start_server()
+
+    async def resolve(host, port_, type):
+        assert host == "racks"
+        return [(socket.AF_INET, type, 6, "", (a, port_)) for a in ("127.0.0.3", "127.0.0.2")]
+
+    urls = RackUrls(dns=("racks", port))
+    try:
+        async with aiohttp.ClientSession() as session:
+            await urls.refresh(session, resolve)
+            assert (len(urls), urls[1]) == (1, f"http://127.0.0.2:{port}")
+            await urls.refresh(session, resolve)
+            assert sorted(asked) == [f"127.0.0.2:{port}", f"127.0.0.3:{port}", f"127.0.0.3:{port}"]  # the silent one again
+            await servers[1].close()
+            servers[1] = TestServer(rack(0), host="127.0.0.3", port=port)
+            await servers[1].start_server()
+            await urls.refresh(session, resolve)
+            assert (len(urls), urls[0], urls[1]) == (2, f"http://127.0.0.3:{port}", f"http://127.0.0.2:{port}")
+    finally:
+        for s in servers:
+            await s.close()

@@ -1,0 +1,78 @@
+"""The sizing page's arithmetic (pure): readings by kind, series, and what a target fleet needs."""
+
+import pytest
+
+from common.errors import UsageError
+from stormlab import sizing
+from stormlab.sizing import Reading
+
+FLEET = {
+    "nodes": 10_000,
+    "nodes_per_rack": 1_000,
+    "speed": 0.25,
+    "empty_rack_mib": 40.0,
+    "kinds": {
+        "rack": {"processes": 10, "cpu_cores": 0.01, "rss_mib": 90.0},
+        "metadata": {"processes": 1, "cpu_cores": 0.02, "rss_mib": 120.0},
+        "loadgen": {"processes": 1, "cpu_cores": 0.05, "rss_mib": 60.0},
+    },
+    "series": {"rack": 150, "metadata": 300, "loadgen": 500, "linkproxy": 50},
+}
+
+
+def test_the_lab_processes_are_known_by_their_modules():
+    assert sizing.kind_of(["/v/bin/python", "-m", "storage_node"]) == "rack"
+    assert sizing.kind_of(["python", "-m", "metadata_service"]) == "metadata"
+    assert sizing.kind_of(["python", "-m"]) is None
+    assert sizing.kind_of(["sleep", "5"]) is None
+
+
+def test_cpu_is_the_difference_over_the_window_and_memory_the_mean_of_one_process():
+    before = [Reading(1, "rack", 10.0, 0), Reading(2, "rack", 20.0, 0), Reading(3, "metadata", 5.0, 0)]
+    after = [Reading(1, "rack", 11.0, 100 * 2**20), Reading(2, "rack", 23.0, 50 * 2**20), Reading(3, "metadata", 5.5, 2**20)]
+    after.append(Reading(4, "rack", 99.0, 2**30))  # started during the window: not measured
+    kinds = sizing.per_kind(before, after, wall_s=10.0)
+    assert kinds == {
+        "metadata": {"processes": 1, "cpu_cores": 0.05, "rss_mib": 1.0},
+        "rack": {"processes": 2, "cpu_cores": 0.2, "rss_mib": 75.0},
+    }
+
+
+def test_series_are_the_sample_lines():
+    assert sizing.series_in('# HELP a x\n# TYPE a counter\na_total{rack="0"} 1\na_created 2\n\n') == 2
+
+
+def test_the_target_is_sized_per_node_at_speed_one():
+    plan = sizing.plan_for(FLEET, target_nodes=100_000, nodes_per_rack=1_000)
+    assert plan["racks"] == 100
+    assert plan["rack_cpu_cores"] == pytest.approx(0.04)  # 0.01 cores at speed 0.25 is 0.04 at speed 1
+    assert plan["rack_mib"] == 90  # 40 empty + 50 for 1,000 nodes
+    assert plan["racks_cpu_cores"] == pytest.approx(4.0) and plan["racks_gib"] == pytest.approx(8.8)
+    assert plan["metadata_cpu_cores"] == pytest.approx(0.8)  # 0.08 at speed 1 for 10,000 nodes, times 10
+    assert plan["series"] == 150 * 100 + 300 + 500 + 50
+    smaller = sizing.plan_for(FLEET, target_nodes=100_000, nodes_per_rack=250)
+    assert smaller["racks"] == 400 and smaller["rack_mib"] == round(40 + 50 / 4)
+
+
+def test_the_page_gives_every_measured_figure_and_the_plan():
+    figures = {
+        "date": "2026-12-01",
+        "machine": {"cores": 2, "python": "3.11.7"},
+        "fleets": [FLEET],
+        "plan_from": 10_000,
+        "plan": sizing.plan_for(FLEET, 100_000, 1_000),
+    }
+    page = sizing.markdown(figures)
+    assert "| 10,000 | 1,000 | 0.25 | rack | 10 | 0.040 | 90 MiB | 150 |" in page
+    assert "## What 100,000 nodes need on a cluster" in page and "| rack pods (StatefulSet replicas, `racks` setting) | 100 |" in page
+    assert "not a run of 100,000" in page  # the extrapolation says what it is
+
+
+@pytest.mark.parametrize("text", ["1000", "1000:0", "1000:300", "x:1", "200000:1000", "1000:2000"])
+def test_bad_fleets_are_refused(text):
+    with pytest.raises(UsageError):
+        sizing.parse_fleets(text)
+
+
+def test_fleets_parse():
+    assert sizing.parse_fleets("1000:100, 10000:1000") == [(1000, 100), (10000, 1000)]
