@@ -3,6 +3,23 @@
 # BASE_IMAGE defaults to the official slim Python image; CI builds it from Debian packages
 # (docker/local-images.sh) because it reaches no registry.
 ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+# Python packages in a stage of their own: the wheelhouse and pip's leftovers stay there, the
+# final image takes the virtualenv alone. From docker/wheelhouse when it holds wheels (no
+# network), else from PyPI; the list is pyproject's dependencies and its docker extra. Before
+# the code: a code change does not reinstall them.
+FROM ${BASE_IMAGE} AS deps
+COPY docker/wheelhouse /wheelhouse
+COPY pyproject.toml constraints.txt /opt/stormlab/src/
+RUN python3 -c "import tomllib; p = tomllib.load(open('/opt/stormlab/src/pyproject.toml', 'rb'))['project']; \
+      print('\n'.join(p['dependencies'] + p['optional-dependencies']['docker']))" > /opt/stormlab/requirements.txt \
+    && python3 -m venv /opt/stormlab/venv \
+    && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
+         /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse setuptools wheel -r /opt/stormlab/requirements.txt; \
+       else \
+         /opt/stormlab/venv/bin/pip install --quiet --no-cache-dir -c /opt/stormlab/src/constraints.txt setuptools wheel -r /opt/stormlab/requirements.txt; \
+       fi
+
 FROM ${BASE_IMAGE}
 
 # iptables: the docker chaos backend cuts a rack off from inside its own network namespace.
@@ -13,24 +30,11 @@ RUN if ! command -v iptables >/dev/null || ! command -v pgrep >/dev/null || ! co
       && rm -rf /var/lib/apt/lists/*; \
     fi
 
-# Python packages in their own layer, before the code: a code change does not reinstall them.
-# From docker/wheelhouse when it holds wheels (no network), else from PyPI. The list is
-# pyproject's dependencies and its docker extra.
-COPY docker/wheelhouse /wheelhouse
-COPY pyproject.toml constraints.txt /opt/stormlab/src/
-RUN python3 -c "import tomllib; p = tomllib.load(open('/opt/stormlab/src/pyproject.toml', 'rb'))['project']; \
-      print('\n'.join(p['dependencies'] + p['optional-dependencies']['docker']))" > /opt/stormlab/requirements.txt \
-    && python3 -m venv /opt/stormlab/venv \
-    && if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
-         /opt/stormlab/venv/bin/pip install --quiet --no-index --find-links /wheelhouse setuptools wheel -r /opt/stormlab/requirements.txt; \
-       else \
-         /opt/stormlab/venv/bin/pip install --quiet --no-cache-dir -c /opt/stormlab/src/constraints.txt setuptools wheel -r /opt/stormlab/requirements.txt; \
-       fi \
-    && rm -rf /wheelhouse /root/.cache
+COPY --from=deps /opt/stormlab/venv /opt/stormlab/venv
 
 # The code: installed without its dependencies (they are above) and without the network.
 COPY docker/healthz /usr/local/bin/healthz
-COPY README.md LICENSE /opt/stormlab/src/
+COPY pyproject.toml README.md LICENSE /opt/stormlab/src/
 COPY common /opt/stormlab/src/common
 COPY metadata_service /opt/stormlab/src/metadata_service
 COPY storage_node /opt/stormlab/src/storage_node

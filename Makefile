@@ -20,7 +20,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts]'
 	touch $(STAMP)
 
 # Lint, format check and types (ruff, mypy; configured in pyproject.toml).
@@ -31,7 +31,7 @@ check: $(STAMP)
 
 # After a deliberate upgrade: pin what the virtualenv now holds (run `make test check` first).
 constraints: $(STAMP)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,docker]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts,docker]'
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 test: $(STAMP)
@@ -71,7 +71,7 @@ soak: $(STAMP)
 # The same soak on the compose stack (`make up` first): fault shells in the containers, some of
 # them SIGKILLed (their orphans reverted by `chaos list`), a few services killed and restarted.
 soak-compose: $(STAMP)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,docker]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,charts,docker]'
 	STORMLAB_COMPOSE_PROJECT=$${COMPOSE_PROJECT_NAME:-stormlab} $(BIN)/stormlab soak --backend docker --leases $(LEASES) --holder-kills 0.05 $(ARGS)
 
 # The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm):
@@ -140,7 +140,7 @@ grafana-password:
 
 # End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
 e2e: $(STAMP)
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,docker]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,charts,docker]'
 	$(BIN)/pytest -p no:cacheprovider tests/e2e -s
 
 clean:

@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - installed with stormlab[docker]
 NOT_FOUND: type[Exception] = docker.errors.NotFound if docker is not None else LookupError
 
 PROJECT_LABEL = "com.docker.compose.project"
+STACK_LABEL = "com.docker.stack.namespace"  # a swarm stack's containers
 DEFAULT_PROJECT = "stormlab"
 
 
@@ -169,12 +170,22 @@ class Runner(Protocol):
 
 
 def rack_of(labels: dict[str, str]) -> int | None:
-    """The rack a container serves, from the labels compose gives it: the ``rack`` service's
-    replica number counts from 1 (the rack's own rule, ``STORMLAB_RACK=replica``)."""
+    """The rack a container serves, from the labels compose or swarm give it: the ``rack``
+    service's replica number on compose, its task slot on a swarm (``stormlab_rack.4.x``); both
+    count from 1, as the racks' own rule does (``STORMLAB_RACK=replica`` / ``slot:N``)."""
     number = labels.get("com.docker.compose.container-number", "")
-    if labels.get("com.docker.compose.service") == "rack" and number.isdigit() and int(number) >= 1:
+    if labels.get("com.docker.compose.service") != "rack":
+        task = labels.get("com.docker.swarm.task.name", "").split(".")
+        service = labels.get("com.docker.swarm.service.name", "")
+        number = task[1] if len(task) == 3 and service.endswith("_rack") and task[0] == service else ""
+    if number.isdigit() and int(number) >= 1:
         return int(number) - 1
     return None
+
+
+def project_of(labels: dict[str, str]) -> str | None:
+    """The compose project, or the swarm stack, a container belongs to."""
+    return labels.get(PROJECT_LABEL) or labels.get(STACK_LABEL)
 
 
 SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose services named as their targets
@@ -217,8 +228,8 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
 
 def check_ours(runner: Runner, containers: Iterable[str], project: str = DEFAULT_PROJECT) -> None:
     for container in set(containers):
-        if runner.labels(container).get(PROJECT_LABEL) != project:
-            raise NotOurs(f"{container} is not a container of the {project!r} compose project: refused")
+        if project_of(runner.labels(container)) != project:
+            raise NotOurs(f"{container} is not a container of the {project!r} compose project or stack: refused")
 
 
 def run(runner: Runner, commands: list[Exec], project: str = DEFAULT_PROJECT) -> None:
@@ -274,8 +285,13 @@ class SdkRunner:
         return "" if command.detach else result.output.decode(errors="replace")
 
     def _ours(self, service: str | None = None) -> list:
-        wanted = [f"{PROJECT_LABEL}={self.project}"] + ([f"com.docker.compose.service={service}"] if service else [])
-        return self.client.containers.list(filters={"label": wanted})
+        """The project's running containers (of one service): compose's, else a swarm stack's."""
+        compose = [f"{PROJECT_LABEL}={self.project}"] + ([f"com.docker.compose.service={service}"] if service else [])
+        found = self.client.containers.list(filters={"label": compose})
+        if not found:
+            stack = [f"{STACK_LABEL}={self.project}"] + ([f"com.docker.swarm.service.name={self.project}_{service}"] if service else [])
+            found = self.client.containers.list(filters={"label": stack})
+        return found
 
     def containers(self, service: str) -> list[str]:
         return sorted(c.name for c in self._ours(service))

@@ -19,9 +19,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import re
 import socket
+import struct
+import time
+import urllib.request
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import aiohttp
 
@@ -56,21 +61,82 @@ def rack_index(spec: str, hostname: str = "", dns_names: Iterable[str] = ()) -> 
     raise RackSpecError(f"STORMLAB_RACK={spec!r}: give a number, 'replica', 'slot:N' or 'ordinal'")
 
 
-def own_dns_names() -> list[str]:
-    """The names the network's DNS gives this container's address (Docker's embedded DNS answers
-    the reverse lookup with the container's name)."""
+def ptr_query(address: str, qid: int) -> bytes:
+    """A DNS query for the PTR record of an IPv4 address (pure)."""
+    name = ".".join(reversed(address.split("."))) + ".in-addr.arpa"
+    labels = b"".join(bytes([len(part)]) + part.encode() for part in name.split("."))
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack("!HH", 12, 1)
+
+
+def ptr_answers(data: bytes) -> list[str]:
+    """The names in a DNS answer's PTR records (pure; compressed names followed)."""
+
+    def name_at(offset: int, hops: int = 0) -> tuple[list[str], int]:
+        labels: list[str] = []
+        while True:
+            n = data[offset]
+            if n == 0:
+                return labels, offset + 1
+            if n & 0xC0 == 0xC0:
+                if hops > 16:
+                    raise ValueError("a DNS name that points in circles")
+                rest, _ = name_at(((n & 0x3F) << 8) | data[offset + 1], hops + 1)
+                return labels + rest, offset + 2
+            labels.append(data[offset + 1 : offset + 1 + n].decode(errors="replace"))
+            offset += 1 + n
+
+    _, _, questions, answers, _, _ = struct.unpack("!HHHHHH", data[:12])
+    offset, names = 12, []
+    for _ in range(questions):
+        offset = name_at(offset)[1] + 4
+    for _ in range(answers):
+        offset = name_at(offset)[1]
+        rtype, _, _, length = struct.unpack("!HHIH", data[offset : offset + 10])
+        offset += 10
+        if rtype == 12:
+            names.append(".".join(name_at(offset)[0]))
+        offset += length
+    return names
+
+
+def own_dns_names(resolv_conf: Path = Path("/etc/resolv.conf"), timeout_s: float = 2.0) -> list[str]:
+    """The names the network's DNS gives this container's address: Docker's embedded DNS answers
+    the reverse lookup with the container's name (asked directly: /etc/hosts, which the C
+    library reads first, only knows the container's id)."""
     try:
         address = socket.gethostbyname(socket.gethostname())
-        name, aliases, _ = socket.gethostbyaddr(address)
-    except OSError:
+        servers = [line.split()[1] for line in resolv_conf.read_text().splitlines() if line.startswith("nameserver ")]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(timeout_s)
+            s.sendto(ptr_query(address, random.randrange(65536)), (servers[0], 53))
+            return ptr_answers(s.recv(4096))
+    except (OSError, IndexError, ValueError, struct.error):
         return []
-    return [name, *aliases]
 
 
 def rack_from_env(environ: dict[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     spec = env.get("STORMLAB_RACK", "")
     return rack_index(spec, socket.gethostname(), own_dns_names() if spec.strip() == "replica" else ())
+
+
+def wait_until_up(url: str, limit_s: float = 600.0, every_s: float = 1.0) -> bool:
+    """Block until ``url`` answers 200 (at most ``limit_s``): for engines that start services in
+    no order (swarm, Kubernetes). A rack whose nodes started before the metadata service answered
+    would have all of them renew at once when it did, a herd at start-up that can hold the lab in
+    the storm with no blip at all (seen on a swarm). True once it answered."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            log.warning("%s did not answer within %gs; starting anyway", url, limit_s)
+            return False
+        time.sleep(every_s)
 
 
 class RackUrls:

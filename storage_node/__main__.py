@@ -1,11 +1,13 @@
 import os
 from pathlib import Path
 
-from common.racks import rack_from_env
+from common.racks import rack_from_env, wait_until_up
 from common.settings import LabSettings
 from common.web import serve
 from storage_node.app import create_app
 
+if os.environ.get("STORMLAB_WAIT_FOR"):  # an engine with no start-up order: the metadata service first
+    wait_until_up(os.environ["STORMLAB_WAIT_FOR"])
 serve(
     create_app(
         LabSettings.from_env(),

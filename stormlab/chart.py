@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from stormlab.story import Sample, rolling  # noqa: E402
+from stormlab.plotting import pyplot
+from stormlab.story import Sample, rolling
 
 
 def write_chart(samples: Sequence[Sample], times: dict, allowance_s: float, path: Path, summary: dict) -> Path:
+    plt = pyplot()
     origin = times["blip_start"]
     xs = [s.t - origin for s in samples]
     fig, (err, disq, lat) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)

@@ -15,10 +15,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from stormlab.plotting import pyplot
 
 PERCENT = {"percentunit"}
 
@@ -34,6 +31,7 @@ def legend(template: str, labels: dict) -> str:
 
 
 def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tuple[float, float] | None = None) -> Path:
+    plt = pyplot()
     panels = [p for p in dashboard["panels"] if p["type"] == "timeseries"]
     end = time.time()
     start = end - 60 * minutes

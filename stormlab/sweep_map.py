@@ -5,19 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from common.settings import LabSettings
+from stormlab.plotting import colormap, pyplot
+from stormlab.sweep_grid import POINT_2015, Grid, Point, Verdict
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
-
-from common.settings import LabSettings  # noqa: E402
-from stormlab.sweep_grid import POINT_2015, Grid, Point, Verdict  # noqa: E402
-
-STUCK = LinearSegmentedColormap.from_list("stuck", ["#eafaf1", "#f5b7b1", "#c0392b"])
+STUCK = ["#eafaf1", "#f5b7b1", "#c0392b"]  # recovered to stuck
 
 
 def draw(grid: Grid, base: LabSettings, model: dict[str, Verdict], live: dict[str, Verdict], path: Path) -> Path:
+    plt = pyplot()
     rows, cols = len(grid.blip_s), len(grid.panels)
     fig, axes = plt.subplots(rows, cols, figsize=(max(7.5, 2.1 * cols + 1.2), 2.0 * rows + 1.4), squeeze=False, sharex=True, sharey=True)
     xs, ys = list(grid.blip_racks), list(grid.gsis)
@@ -25,7 +21,7 @@ def draw(grid: Grid, base: LabSettings, model: dict[str, Verdict], live: dict[st
         for j, panel in enumerate(grid.panels):
             ax = axes[i][j]
             errors = [[_error(model, Point(panel, x, blip_s, y)) for x in xs] for y in ys]
-            ax.imshow(errors, cmap=STUCK, vmin=0, vmax=0.7, origin="lower", aspect="auto")
+            ax.imshow(errors, cmap=colormap("stuck", STUCK), vmin=0, vmax=0.7, origin="lower", aspect="auto")
             for a, x in enumerate(xs):
                 for b, y in enumerate(ys):
                     point = Point(panel, x, blip_s, y)

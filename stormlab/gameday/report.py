@@ -8,14 +8,10 @@ import html
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from common.settings import TIME_COMPRESSION  # noqa: E402
-from stormlab.gameday.moves import ROLES  # noqa: E402
-from stormlab.gameday.scoring import acted_as, records  # noqa: E402
+from common.settings import TIME_COMPRESSION
+from stormlab.gameday.moves import ROLES
+from stormlab.gameday.scoring import acted_as, records
+from stormlab.plotting import pyplot
 
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),
@@ -60,6 +56,7 @@ def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
 
 
 def draw(journal: dict[str, Any], out: Path) -> list[Path]:
+    plt = pyplot()
     samples = journal["samples"]
     ts = [s["t"] for s in samples]
     windows = fault_windows(journal)
@@ -132,6 +129,7 @@ def role_events(journal: dict[str, Any]) -> list[tuple[float, str, str, str]]:
 def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
     """The debrief: customers' errors on top, one lane per role below with its pages, acks,
     moves and posts."""
+    plt = pyplot()
     events = role_events(journal)
     if not events:
         return None

@@ -211,3 +211,25 @@ def test_the_image_installs_its_dependencies_before_the_code_and_runs_unprivileg
     assert {"common", "storage_node", "metadata_service", "services", "chaos", "stormlab", "docker/healthz"} <= set(code)
     assert steps[-1] == ["USER", "10001:10001"]  # numeric: runAsNonRoot can check it
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_the_swarm_stack_runs_the_same_lab_with_the_rack_from_the_task_slot():
+    stack = yaml.safe_load((ROOT / "deploy/swarm/stormlab-stack.yml").read_text())
+    assert stack["version"].startswith("3.")  # what `docker stack deploy` reads
+    services = stack["services"]
+    rack = services["rack"]
+    assert rack["environment"]["STORMLAB_RACK"] == "slot:{{.Task.Slot}}"
+    assert rack["deploy"]["replicas"] == "${STORMLAB_RACKS:-10}" == rack["environment"]["STORMLAB_RACKS"]
+    assert rack["environment"]["STORMLAB_WAIT_FOR"] == "http://metadata:8700/healthz"  # no start-up order on a swarm
+    assert rack["networks"]["default"]["aliases"] == ["racks"]
+    lab = compose()["services"]
+    for name in ("metadata", "rack", "loadgen", "queues", "scaling", "console", "metrics"):
+        assert services[name]["deploy"]["endpoint_mode"] == "dnsrr", name  # names give the tasks' own addresses
+        assert services[name]["command"] == lab[name]["command"], name
+        assert services[name]["healthcheck"]["test"] == lab[name]["healthcheck"]["test"], name
+    settings = {
+        k for k in lab["metadata"]["environment"] if k not in ("STORMLAB_TOKEN", "STORMLAB_GRAFANA_URL", "STORMLAB_GRAFANA_PASSWORD_FILE")
+    }
+    assert settings <= set(services["metadata"]["environment"])  # the same settings, switches and fixes
+    for source in stack["configs"].values():  # Prometheus and Grafana get this repository's files
+        assert (ROOT / "deploy/swarm" / source["file"]).resolve().is_file(), source

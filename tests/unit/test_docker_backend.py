@@ -191,7 +191,18 @@ def test_isolate_cuts_a_service_container_off_from_the_racks_and_services_are_ta
         ({"com.docker.compose.service": "loadgen", "com.docker.compose.container-number": "1"}, None),
         ({"com.docker.compose.service": "rack"}, None),
         ({}, None),
+        ({"com.docker.swarm.service.name": "stormlab_rack", "com.docker.swarm.task.name": "stormlab_rack.4.k2j3h4"}, 3),
+        ({"com.docker.swarm.service.name": "stormlab_rack", "com.docker.swarm.task.name": "stormlab_rack.0.k2j3h4"}, None),
+        ({"com.docker.swarm.service.name": "stormlab_loadgen", "com.docker.swarm.task.name": "stormlab_loadgen.1.x"}, None),
+        ({"com.docker.swarm.service.name": "stormlab_rack", "com.docker.swarm.task.name": "other_rack.4.x"}, None),
     ],
 )
-def test_a_racks_replica_number_is_its_rack_plus_one(labels, rack):
+def test_a_racks_replica_number_or_task_slot_is_its_rack_plus_one(labels, rack):
     assert db.rack_of(labels) == rack
+
+
+def test_a_swarm_stacks_containers_are_the_labs_too():
+    runner = FakeRunner({"stormlab_rack.1.x": {db.STACK_LABEL: "stormlab"}, "other_db.1.y": {db.STACK_LABEL: "payments"}})
+    db.check_ours(runner, ["stormlab_rack.1.x"])
+    with pytest.raises(db.NotOurs):
+        db.check_ours(runner, ["other_db.1.y"])

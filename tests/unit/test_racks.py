@@ -1,13 +1,15 @@
 """A rack's index on every engine, and the racks found behind one DNS name."""
 
+import asyncio
 import socket
+import struct
 
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.racks import RackSpecError, RackUrls, rack_index
+from common.racks import RackSpecError, RackUrls, ptr_answers, ptr_query, rack_index, wait_until_up
 
 
 @pytest.mark.parametrize(
@@ -110,3 +112,34 @@ async def test_racks_behind_one_name_are_asked_which_rack_they_serve():
     finally:
         for s in servers:
             await s.close()
+
+
+def test_the_reverse_lookup_asks_for_the_ptr_record_and_reads_compressed_answers():
+    query = ptr_query("172.18.0.2", qid=0x1234)
+    assert query[:2] == b"\x12\x34" and b"\x012\x010\x0218\x03172\x07in-addr\x04arpa\x00" in query
+    assert query.endswith(b"\x00\x0c\x00\x01")  # PTR, IN
+    # Docker's answer: the question, then one PTR whose owner name points back at it (0xc00c)
+    rdata = b"\x0edbg_metadata_1\x0bdbg_default\x00"
+    answer = b"\xc0\x0c" + struct.pack("!HHIH", 12, 1, 600, len(rdata)) + rdata
+    reply = struct.pack("!HHHHHH", 0x1234, 0x8180, 1, 1, 0, 0) + query[12:] + answer
+    assert ptr_answers(reply) == ["dbg_metadata_1.dbg_default"]
+    assert ptr_answers(struct.pack("!HHHHHH", 0x1234, 0x8183, 1, 0, 0, 0) + query[12:]) == []  # NXDOMAIN: no names
+
+
+async def test_a_rack_waits_for_its_peer_to_answer_before_it_starts():
+    answers = iter([503, 503, 200])
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({}, status=next(answers))
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        assert await asyncio.to_thread(wait_until_up, url, 10.0, 0.01) is True  # after two 503s
+        closed = f"http://127.0.0.1:{_free_port('127.0.0.1')}/healthz"
+        assert await asyncio.to_thread(wait_until_up, closed, 0.05, 0.01) is False  # gives up, starts anyway
+    finally:
+        await server.close()
