@@ -11,7 +11,7 @@ PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 ALERTMANAGER_PORT ?= 9093
 
-.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench sweep mitigations profile local-up local-status local-down clean \
+.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
 install: $(STAMP)
@@ -89,6 +89,16 @@ fuzz: $(STAMP)
 # the storm table from demo runs.
 bench: $(STAMP)
 	$(BIN)/stormlab bench $(ARGS)
+
+# CPU, memory and Prometheus series per process at 1,000 and 10,000 nodes, and what 100,000
+# need on a cluster: docs/sizing.md (~5 min).
+sizing: $(STAMP)
+	$(BIN)/stormlab sizing $(ARGS)
+
+# The Kubernetes base's ConfigMaps from prometheus/, alertmanager/ and grafana/ (a test fails
+# when they drift).
+k8s-config: $(STAMP)
+	$(BIN)/python -m stormlab.k8s_config
 
 # py-spy profiles of rack-00, the link proxy, the metadata service and loadgen at a fleet size
 # (default 10,000 nodes at speed 0.25); their top lines go into docs/benchmarks.md.

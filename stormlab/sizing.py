@@ -34,7 +34,15 @@ from stormlab import launcher, observe
 from stormlab.speed import first_guess
 
 DOC = Path("docs/sizing.md")
-KINDS = {"storage_node": "rack", "metadata_service": "metadata", "services.loadgen": "loadgen", "chaos.linkproxy": "linkproxy"}
+KINDS = {
+    "storage_node": "rack",
+    "metadata_service": "metadata",
+    "services.loadgen": "loadgen",
+    "chaos.linkproxy": "linkproxy",  # the local lab's network; a cluster has none
+    **{f"services.{name}": name for name in ("queues", "scaling", "console", "metrics")},
+}
+SPEEDS = (1.0, 0.5, 0.25, 0.1, 0.05)  # the speeds a plan may pick
+METADATA_BUSY = 0.5  # of its one core, in the baseline: the rest is the herd's
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -108,17 +116,21 @@ def plan_for(measured: dict[str, Any], target_nodes: int, nodes_per_rack: int) -
     rack_cpu = cpu_per_node * nodes_per_rack
     rack_mib = measured["empty_rack_mib"] + mib_per_node * nodes_per_rack
     meta_cpu = measured["kinds"]["metadata"]["cpu_cores"] / measured["speed"] * target_nodes / measured["nodes"]
-    others = sum(measured["series"][k] for k in measured["series"] if k != "rack")
+    # the metadata service is one process on one core: the fastest speed that leaves it half idle
+    speed = next((v for v in SPEEDS if meta_cpu * v <= METADATA_BUSY), SPEEDS[-1])
+    series = sum(n for kind, n in measured["series"].items() if kind not in ("rack", "linkproxy"))
     return {
         "nodes": target_nodes,
         "nodes_per_rack": nodes_per_rack,
         "racks": racks,
-        "rack_cpu_cores": round(rack_cpu, 3),
+        "speed": speed,
+        "rack_cpu_cores": round(rack_cpu * speed, 3),
         "rack_mib": round(rack_mib),
-        "racks_cpu_cores": round(rack_cpu * racks, 1),
+        "racks_cpu_cores": round(rack_cpu * speed * racks, 1),
         "racks_gib": round(rack_mib * racks / 1024, 1),
-        "metadata_cpu_cores": round(meta_cpu, 2),
-        "series": measured["series"]["rack"] * racks + others,
+        "metadata_cpu_cores_speed_1": round(meta_cpu, 2),
+        "metadata_cpu_cores": round(meta_cpu * speed, 2),
+        "series": measured["series"]["rack"] * racks + series,
     }
 
 
@@ -181,16 +193,18 @@ def markdown(figures: dict[str, Any]) -> str:
         "| what | how much |",
         "| --- | --- |",
         f"| rack pods (StatefulSet replicas, `racks` setting) | {plan['racks']} |",
-        f"| CPU per rack pod, baseline at speed 1 | {plan['rack_cpu_cores']} cores (request 2× that for the herd) |",
+        f"| speed (`STORMLAB_SPEED`) | {plan['speed']:g}: the metadata service is one process on one core, and at speed 1 "
+        f"its baseline alone would be {plan['metadata_cpu_cores_speed_1']} cores |",
+        f"| the metadata service's real CPU, baseline | {plan['metadata_cpu_cores']} cores of its one (the rest is for the herd) |",
+        f"| CPU per rack pod, baseline | {plan['rack_cpu_cores']} cores (request 2× that for the herd) |",
         f"| memory per rack pod | {plan['rack_mib']} MiB |",
         f"| all racks | {plan['racks_cpu_cores']} cores, {plan['racks_gib']} GiB |",
-        f"| the metadata service's real CPU, baseline at speed 1 | {plan['metadata_cpu_cores']} cores (its virtual CPU is the "
-        "`capacity_cores` setting; the real process serves every renewal and membership) |",
-        f"| Prometheus series (racks, metadata, loadgen, the link proxy's counterparts) | {plan['series']:,} |",
+        f"| Prometheus series (the racks', metadata's, loadgen's and the cascade's) | {plan['series']:,} (every 5 s: "
+        f"{plan['series'] / 5:,.0f} samples/s) |",
         "",
-        "Caveats, said plainly: the 100,000-node figures are arithmetic on measured per-node costs, not a run of 100,000 "
-        "nodes (one host here holds 10,000 at speed 0.25); at speed 1 a rack of 1,000 nodes is past this machine's herd "
-        "limit, so run such a fleet at speed 0.25 or with fewer nodes per rack and more racks.",
+        "Caveats, said plainly: the figures for the target are arithmetic on per-node costs measured here, not a run of that "
+        "many nodes (one host here holds 10,000 at speed 0.25). At full speed a fleet this size needs more than one "
+        "metadata process: cells (the `cells` setting) split it, but the Kubernetes and compose files run one cell today.",
         "",
     ]
     return "\n".join(lines)
@@ -210,7 +224,7 @@ async def measure(settings: LabSettings, directory: Path, say: Any) -> dict[str,
             after = read_processes(state["supervisor_pid"])
             kinds = per_kind(before, after, time.monotonic() - start)
             series = {}
-            for name, kind in (("rack-00", "rack"), ("metadata", "metadata"), ("loadgen", "loadgen"), ("linkproxy", "linkproxy")):
+            for name, kind in (("rack-00", "rack"), *((k, k) for k in KINDS.values() if k != "rack")):
                 url = state["components"].get(name, {}).get("url")
                 if url:
                     async with session.get(f"{url}/metrics") as resp:
