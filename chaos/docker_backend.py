@@ -189,13 +189,21 @@ def project_of(labels: dict[str, str]) -> str | None:
 
 
 SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose services named as their targets
+ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "pause", "kill", "isolate")  # what an engine's backend holds
+
+
+def not_on_engine(fault: str, engine: str) -> str:
+    """Why a fault the local lab's supervisor holds (a live deploy) is refused on an engine."""
+    return f"{fault} is held by the local lab's supervisor, which {engine} does not run: use `stormlab up` for it"
 
 
 def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
     """The commands for a checked fault request (``chaos/catalog.py``) on the compose project
     (rack N is replica N+1 of the ``rack`` service)."""
-    racks = runner.racks()
     f, duration = body["fault"], body["duration_s"]
+    if f not in ENGINE_FAULTS:
+        raise NotOurs(not_on_engine(f, "compose or a swarm"))
+    racks = runner.racks()
     if f in ("pause", "kill", "isolate"):
         if body["target"] in SERVICES:
             names = runner.containers(body["target"])

@@ -140,6 +140,8 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
     f, duration = body["fault"], body["duration_s"]
     now = time.time() if now is None else now
     by_rack = racks(pods)
+    if f not in db.ENGINE_FAULTS:
+        raise db.NotOurs(db.not_on_engine(f, "Kubernetes"))
     if f in ("latency", "loss"):
         raise db.NotOurs(f"{f} needs netem as root in the pod; the lab's pods run unprivileged: use the local lab or compose for it")
     if f in ("pause", "kill", "isolate"):

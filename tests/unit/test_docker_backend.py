@@ -5,6 +5,7 @@ import re
 import pytest
 
 from chaos import docker_backend as db
+from chaos.catalog import ChaosError
 
 
 class FakeRunner:
@@ -206,3 +207,8 @@ def test_a_swarm_stacks_containers_are_the_labs_too():
     db.check_ours(runner, ["stormlab_rack.1.x"])
     with pytest.raises(db.NotOurs):
         db.check_ours(runner, ["other_db.1.y"])
+
+
+def test_a_fault_only_the_local_supervisor_holds_is_refused_on_compose(capsys):
+    with pytest.raises(ChaosError, match="held by the local lab's supervisor"):
+        chaos(["deploy", "--retry-policy", "full-jitter", "--duration", "5m"], FakeCompose(), capsys)

@@ -235,6 +235,7 @@ def test_list_and_halt_cover_the_lease_jobs_and_the_shells_in_the_pods(api, caps
         (["loss", "--racks", "1", "--probability", "0.1", "--duration", "5s"], "netem as root"),
         (["kill", "--target", "rack-9", "--duration", "5s"], "not a pod of the lab"),
         (["blip", "--racks", "7", "--duration", "5s"], "the lab has 4 racks"),
+        (["deploy", "--retry-policy", "full-jitter", "--duration", "5m"], "held by the local lab's supervisor"),
         (["blip", "--racks", "2,9", "--duration", "5s"], "rack"),
     ],
 )
@@ -270,3 +271,14 @@ def test_pods_being_deleted_and_lease_pods_are_not_the_labs_targets():
     jobs = {"items": [{"metadata": {"name": "j", "labels": {kb.FAULT: "blip"}, "annotations": {kb.ENDS_AT: "12", kb.TARGETS: "rack-0"}}}]}
     assert kb.leases_in(jobs) == [kb.Lease("j", "blip", "rack-0", 12.0)]
     assert kb.leases_in({"items": [{"metadata": {"name": "j", "deletionTimestamp": "x"}}]}) == []
+
+
+def test_metadata_and_service_faults_go_to_their_holders_api_not_the_cluster(api, capsys, monkeypatch):
+    fake, runner = api
+    monkeypatch.setenv("STORMLAB_METADATA_URL", "http://metadata.example:8700")
+    monkeypatch.setenv("STORMLAB_QUEUES_URL", "http://queues.example:8704")
+    code, out = chaos(["pause-metadata", "--duration", "30s", "--dry-run"], runner, capsys)
+    assert code == 0 and out.startswith('POST http://metadata.example:8700/faults {"fault": "pause-metadata"')
+    code, out = chaos(["stale-cache", "--duration", "1m", "--dry-run"], runner, capsys)
+    assert code == 0 and out.startswith('POST http://queues.example:8704/faults {"fault": "stale-cache"')
+    assert fake.requests == []  # nothing asked of the Kubernetes API
