@@ -114,10 +114,21 @@ def own_dns_names(resolv_conf: Path = Path("/etc/resolv.conf"), timeout_s: float
         return []
 
 
-def rack_from_env(environ: dict[str, str] | None = None) -> int:
+def rack_from_env(racks: int, environ: dict[str, str] | None = None) -> int:
+    """This process's rack, which must be one of the lab's ``racks`` (a replica scaled past
+    STORMLAB_RACKS would serve nodes the metadata service never planned)."""
     env = os.environ if environ is None else environ
     spec = env.get("STORMLAB_RACK", "")
-    return rack_index(spec, socket.gethostname(), own_dns_names() if spec.strip() == "replica" else ())
+    index = rack_index(spec, socket.gethostname(), own_dns_names() if spec.strip() == "replica" else ())
+    return checked(index, racks)
+
+
+def checked(index: int, racks: int) -> int:
+    if index >= racks:
+        raise RackSpecError(
+            f"this is rack {index}, but the lab has {racks} racks (STORMLAB_RACKS): scale the racks and STORMLAB_RACKS together"
+        )
+    return index
 
 
 def wait_until_up(url: str, limit_s: float = 600.0, every_s: float = 1.0) -> bool:

@@ -6,15 +6,12 @@ from common.settings import LabSettings
 from common.web import serve
 from storage_node.app import create_app
 
+settings = LabSettings.from_env()
+rack = rack_from_env(settings.racks)
 if os.environ.get("STORMLAB_WAIT_FOR"):  # an engine with no start-up order: the metadata service first
     wait_until_up(os.environ["STORMLAB_WAIT_FOR"])
 serve(
-    create_app(
-        LabSettings.from_env(),
-        rack_from_env(),
-        os.environ["STORMLAB_LINK_URL"],
-        Path(os.environ.get("STORMLAB_DATA_DIR", "data")),
-    ),
+    create_app(settings, rack, os.environ["STORMLAB_LINK_URL"], Path(os.environ.get("STORMLAB_DATA_DIR", "data"))),
     os.environ.get("STORMLAB_HOST", "127.0.0.1"),
     int(os.environ["STORMLAB_PORT"]),
 )

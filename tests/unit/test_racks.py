@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.racks import RackSpecError, RackUrls, ptr_answers, ptr_query, rack_index, wait_until_up
+from common.racks import RackSpecError, RackUrls, checked, ptr_answers, ptr_query, rack_from_env, rack_index, wait_until_up
 
 
 @pytest.mark.parametrize(
@@ -143,3 +143,12 @@ async def test_a_rack_waits_for_its_peer_to_answer_before_it_starts():
         assert await asyncio.to_thread(wait_until_up, closed, 0.05, 0.01) is False  # gives up, starts anyway
     finally:
         await server.close()
+
+
+def test_a_replica_scaled_past_the_labs_racks_is_refused_with_what_to_do():
+    assert checked(9, 10) == 9
+    with pytest.raises(RackSpecError, match="scale the racks and STORMLAB_RACKS together"):
+        checked(10, 10)
+    assert rack_from_env(4, {"STORMLAB_RACK": "slot:4"}) == 3
+    with pytest.raises(RackSpecError, match="this is rack 4, but the lab has 4 racks"):
+        rack_from_env(4, {"STORMLAB_RACK": "slot:5"})
