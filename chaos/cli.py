@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from chaos import catalog, client, docker_cli, k8s_backend, k8s_cli
+from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
 from common.auth import ensure_token
 from common.errors import LabError, UsageError
@@ -136,23 +136,19 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     return state
 
 
-def engine_runner(kind: str, runner: Any) -> Any:
-    """The docker or k8s backend's runner (``runner`` when a test gives one), None locally."""
-    if kind == "docker":
-        return docker_cli.runner_for(runner)
-    return k8s_cli.runner_for(runner) if kind == "k8s" else None
+ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, held_rows, halt
 
 
 def run(args: argparse.Namespace, runner: Any = None) -> int:
-    kind = backend(args)
-    docker = kind in ("docker", "k8s")  # an engine: the holders are reached by their URLs
+    engine = ENGINES.get(backend(args))  # None: the local lab
+    docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
-        return manage(args.fault, lab_state(docker), engine_runner(kind, runner))
-    if docker and catalog.FAULTS[args.fault].holder not in ("metadata", *catalog.SERVICES):
-        runner = engine_runner(kind, runner)
+        return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None)
+    if engine and catalog.FAULTS[args.fault].holder not in ("metadata", *catalog.SERVICES):
+        runner = engine.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
         req = catalog.request(args.fault, values_from(args, racks_total), racks_total)
-        return (k8s_cli if kind == "k8s" else docker_cli).apply(req.body, runner, args.dry_run, args.wait)
+        return engine.apply(req.body, runner, args.dry_run, args.wait)
     state = lab_state(docker, args.fault)
     values = values_from(args, client.racks_total(state))
     if args.dry_run:
@@ -167,12 +163,7 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     return 0
 
 
-def engine(runner: Any) -> Any:
-    """The module that lists and halts on this runner's engine."""
-    return k8s_cli if isinstance(runner, k8s_backend.KubeRunner) else docker_cli
-
-
-def manage(what: str, state: dict[str, Any], runner: Any) -> int:
+def manage(what: str, state: dict[str, Any], engine: Any, runner: Any) -> int:
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
     rows, halted, failed = [], 0, []
@@ -188,13 +179,13 @@ def manage(what: str, state: dict[str, Any], runner: Any) -> int:
         for who, f in rows:
             extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
             print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
-        held = engine(runner).held_rows(runner) if runner is not None else []
+        held = engine.held_rows(runner) if engine else []
         for row in held:
             print(row)
         if not rows and not held:
             print("no active faults")
     else:
-        halted += engine(runner).halt(runner) if runner is not None else 0
+        halted += engine.halt(runner) if engine else 0
         print(f"halted {halted} fault(s)")
     for line in failed:
         print(f"stormlab: {line}", file=sys.stderr)

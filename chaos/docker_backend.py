@@ -192,6 +192,12 @@ SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose se
 ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "pause", "kill", "isolate")  # what an engine's backend holds
 
 
+def rack_named(target: str) -> int | None:
+    """The rack a ``--target`` names (``rack-3``, ``rack-03``), or None."""
+    match = re.fullmatch(r"rack-0*(\d+)", target)
+    return int(match.group(1)) if match else None
+
+
 def not_on_engine(fault: str, engine: str) -> str:
     """Why a fault the local lab's supervisor holds (a live deploy) is refused on an engine."""
     return f"{fault} is held by the local lab's supervisor, which {engine} does not run: use `stormlab up` for it"
@@ -208,8 +214,8 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
         if body["target"] in SERVICES:
             names = runner.containers(body["target"])
         else:
-            match = re.fullmatch(r"rack-0*(\d+)", body["target"])
-            names = [racks[int(match.group(1))]] if match and int(match.group(1)) in racks else []
+            rack = rack_named(body["target"])
+            names = [racks[rack]] if rack in racks else []
         if not names:
             raise NotOurs(
                 f"--target {body['target']!r} is not a container of the lab; targets: {', '.join(SERVICES)}, "

@@ -41,7 +41,6 @@ FAULT = "stormlab.dev/fault"
 ENDS_AT = "stormlab.dev/ends-at"
 TARGETS = "stormlab.dev/targets"
 DEFAULT_NAMESPACE = "stormlab"
-NETWORK_FAULTS = ("blip", "partition", "isolate")
 # The pod's service, seen from an exec in it: the oldest python process (with a shared process
 # namespace, PID 1 is the pod's pause container, never the service).
 SERVICE_PID = "p=$(pgrep -o python)"
@@ -146,9 +145,8 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
         raise db.NotOurs(f"{f} needs netem as root in the pod; the lab's pods run unprivileged: use the local lab or compose for it")
     if f in ("pause", "kill", "isolate"):
         target = body["target"]
-        chosen = [p for p in pods if p.component == target and target in db.SERVICES] or [
-            p for n, p in by_rack.items() if target in (f"rack-{n}", f"rack-{n:02d}")
-        ]
+        rack = db.rack_named(target)
+        chosen = [p for p in pods if p.component == target and target in db.SERVICES] or ([by_rack[rack]] if rack in by_rack else [])
         if not chosen:
             names = ", ".join([*db.SERVICES, *(f"rack-{n}" for n in sorted(by_rack))])
             raise db.NotOurs(f"--target {target!r} is not a pod of the lab; targets: {names}")
@@ -163,11 +161,9 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
     rack_pods = sorted(by_rack[r].name for r in body["racks"])
     if f == "isolate":
         selected, peers, direction, targets = {"matchLabels": {NAME: pod.component}}, _not_in(POD_NAME, rack_pods), "both", [pod.name]
-    elif f in ("blip", "partition"):
+    else:  # blip, partition: every other fault has been answered above
         direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[body.get("direction", "both")]
         selected, peers, targets = _in(POD_NAME, rack_pods), _not_in(NAME, ["metadata"]), rack_pods
-    else:
-        raise ValueError(f"{f} is not a k8s fault")
     image = next(p.image for p in pods if p.name in targets)
     policy = cut_off(f"stormlab-chaos-{f}-{int(now * 1000)}", namespace, f, selected, peers, direction)
     return Plan(f, targets, lease=lease_job(f, namespace, targets, duration, image, now), policies=[policy])

@@ -199,8 +199,9 @@ class RackUrls:
         self.learn(answers)
 
     async def keep_fresh(self, session: aiohttp.ClientSession, expected: int) -> None:
-        """Refresh every second until ``expected`` racks are known, then every REFRESH_S."""
-        while True:
+        """Refresh every second until ``expected`` racks are known, then every REFRESH_S (a fixed
+        list has nothing to refresh)."""
+        while self.dns is not None:
             await self.refresh(session)
             await asyncio.sleep(1.0 if len(self) < expected else REFRESH_S)
 

@@ -31,7 +31,7 @@ def calls(monkeypatch, tmp_path):
 
 def test_halt_halts_every_other_holder_and_says_which_did_not_answer(calls, capsys):
     with pytest.raises(LabError, match="1 holder"):
-        cli.manage("halt", STATE, None)
+        cli.manage("halt", STATE, None, None)
     out, err = capsys.readouterr()
     assert "halted 4 fault(s)" in out and "metadata" in err
     assert sorted(url for _, url in calls) == ["http://meta/faults", "http://proxy/faults", "http://sup/faults"]
@@ -39,6 +39,6 @@ def test_halt_halts_every_other_holder_and_says_which_did_not_answer(calls, caps
 
 def test_list_lists_every_other_holder(calls, capsys):
     with pytest.raises(LabError, match="listed"):
-        cli.manage("list", STATE, None)
+        cli.manage("list", STATE, None, None)
     out, _ = capsys.readouterr()
     assert out.count("blip on rack-0") == 2
