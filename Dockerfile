@@ -35,7 +35,7 @@ COPY --from=deps /opt/stormlab/venv /opt/stormlab/venv
 # The code: installed without its dependencies (they are above) and without the network.
 COPY docker/healthz /usr/local/bin/healthz
 COPY pyproject.toml README.md LICENSE /opt/stormlab/src/
-COPY common /opt/stormlab/src/common
+COPY stormcore /opt/stormlab/src/stormcore
 COPY metadata_service /opt/stormlab/src/metadata_service
 COPY storage_node /opt/stormlab/src/storage_node
 COPY chaos /opt/stormlab/src/chaos

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from chaos import catalog  # noqa: E402
-from common.auth import ensure_token, headers  # noqa: E402
-from common.settings import LabSettings  # noqa: E402
+from stormcore.auth import ensure_token, headers  # noqa: E402
+from stormcore.settings import LabSettings  # noqa: E402
 from stormlab import launcher, observe  # noqa: E402
 
 PROCESSES = ("rack-00", "linkproxy", "metadata", "loadgen")

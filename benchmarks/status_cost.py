@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from common.window import Window
+from stormcore.window import Window
 
 
 def per_call_ms(window: Window, now: float, within_s: float, calls: int = 50) -> float:

@@ -22,8 +22,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from common.labstate import running
-from common.settings import parse_duration
+from stormcore.labstate import running
+from stormcore.settings import parse_duration
 from stormlab import launcher, writecheck
 
 ROOT = Path(__file__).resolve().parents[1]

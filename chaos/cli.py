@@ -18,9 +18,9 @@ from typing import Any
 
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
-from common.auth import ensure_token
-from common.errors import LabError, UsageError
-from common.labstate import running, state_dir
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from chaos import catalog, journal
 from chaos.catalog import ChaosError
-from common.auth import headers
-from common.errors import LabError
-from common.fleet import cell_name
+from stormcore.auth import headers
+from stormcore.errors import LabError
+from stormcore.fleet import cell_name
 
 
 def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict[str, Any]:

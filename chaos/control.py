@@ -35,10 +35,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError
 from chaos.lease import max_duration_s as lease_max_duration_s
-from common import openapi
-from common.auth import grafana_auth
-from common.openapi import ERROR, Answer, Operation, obj
-from common.web import BadRequest, read_object
+from stormcore import openapi
+from stormcore.auth import grafana_auth
+from stormcore.openapi import ERROR, Answer, Operation, obj
+from stormcore.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)
 OUTCOMES = ("applied", "reverted", "halted")

@@ -12,8 +12,8 @@ import urllib.request
 
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
-from common.auth import grafana_auth
-from common.errors import LabError
+from stormcore.auth import grafana_auth
+from stormcore.errors import LabError
 
 
 class NotApplied(LabError):

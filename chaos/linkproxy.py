@@ -27,10 +27,10 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
-from common import openapi
-from common.auth import from_env, token_middleware
-from common.openapi import LAG_WINDOW, Answer, Operation
-from common.web import BadRequest, LoopLag, base_app, serve
+from stormcore import openapi
+from stormcore.auth import from_env, token_middleware
+from stormcore.openapi import LAG_WINDOW, Answer, Operation
+from stormcore.web import BadRequest, LoopLag, base_app, serve
 
 log = logging.getLogger(__name__)
 FAULTS = catalog.names("linkproxy")

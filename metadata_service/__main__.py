@@ -1,8 +1,8 @@
 import os
 
-from common.settings import LabSettings
-from common.web import serve
 from metadata_service.app import create_app
+from stormcore.settings import LabSettings
+from stormcore.web import serve
 
 serve(
     create_app(LabSettings.from_env(), cell=int(os.environ.get("STORMLAB_CELL", "0"))),

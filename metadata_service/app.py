@@ -24,17 +24,17 @@ from aiohttp import web
 
 from chaos import catalog
 from chaos.control import LeaseRunner, Recorder, add_fault_routes
-from common import openapi
-from common.auth import from_env, token_middleware
-from common.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
-from common.settings import LabSettings, SettingsError
-from common.web import BadRequest, LoopLag, base_app, json_error, number, read_object
-from common.wire import DEADLINE_HEADER, Membership, MetadataStatus, PartitionMap
 from metadata_service.admission import shed
 from metadata_service.faults import MetadataFaults
 from metadata_service.membership import MAX_GSIS, MembershipStore, TooManyGsis, UnknownTable
 from metadata_service.metrics import MetadataMetrics
 from metadata_service.service import MetadataService
+from stormcore import openapi
+from stormcore.auth import from_env, token_middleware
+from stormcore.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
+from stormcore.settings import LabSettings, SettingsError
+from stormcore.web import BadRequest, LoopLag, base_app, json_error, number, read_object
+from stormcore.wire import DEADLINE_HEADER, Membership, MetadataStatus, PartitionMap
 
 SERVICE = web.AppKey("service", MetadataService)
 LAG = web.AppKey("lag", LoopLag)

@@ -19,9 +19,9 @@ import asyncio
 from typing import Any
 
 from chaos.control import Handler, LeaseRunner, Plan
-from common.web import BadRequest
 from metadata_service.membership import MAX_GSIS
 from metadata_service.service import MetadataService
+from stormcore.web import BadRequest
 
 
 class MetadataFaults:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from common.fleet import cell_racks, holds_gsi_heavy, node_id, rack_of
-from common.settings import LabSettings
-from common.wire import Membership, MembershipEntry, PartitionMap, TableRoute
+from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, rack_of
+from stormcore.settings import LabSettings
+from stormcore.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 
 # Ordinary tables, among them the control-plane state of the services that cascaded in 2015,
 # with their share of the ordinary nodes' partitions (so of the customer traffic). metric-groups

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from common.metrics import MetricFactory
+from stormcore.metrics import MetricFactory
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 ENTRY_BUCKETS = (10, 20, 30, 40, 60, 80, 100, 120, 140, 160, 200, 300, 500, 1000)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-from common.fleet import cell_cores
-from common.settings import LabSettings
-from common.window import Window
 from metadata_service.admission import Admission
 from metadata_service.cpu_driver import CpuScheduler
 from metadata_service.membership import MembershipStore
 from metadata_service.metrics import MetadataMetrics
 from metadata_service.vcpu import VirtualCpu
+from stormcore.fleet import cell_cores
+from stormcore.settings import LabSettings
+from stormcore.window import Window
 
 
 class MetadataService:

@@ -14,15 +14,15 @@ from aiohttp import web
 
 from chaos import catalog
 from chaos.control import Handler, LeaseRunner, Plan, Recorder, add_fault_routes
-from common import openapi
-from common.auth import from_env, token_middleware
-from common.metrics import MetricFactory
-from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import BadRequest, LoopLag, base_app, serve
-from common.wire import HostReadings, Status
 from services.storage import Storage, keep_map_fresh
+from stormcore import openapi
+from stormcore.auth import from_env, token_middleware
+from stormcore.metrics import MetricFactory
+from stormcore.openapi import LAG_WINDOW, Answer, Operation, schema_of
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import BadRequest, LoopLag, base_app, serve
+from stormcore.wire import HostReadings, Status
 
 MAP_REFRESH_S = 5.0
 

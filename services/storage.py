@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from common.fleet import rack_of
-from common.racks import RackUrls
-from common.wire import PartitionMap, WireError
+from stormcore.fleet import rack_of
+from stormcore.racks import RackUrls
+from stormcore.wire import PartitionMap, WireError
 
 FAILURES = ("refused", "wrong_owner", "timeout", "error", "no_route")
 

@@ -1,10 +1,10 @@
 import os
 from pathlib import Path
 
-from common.racks import rack_from_env, wait_until_up
-from common.settings import LabSettings
-from common.web import serve
 from storage_node.app import create_app
+from stormcore.racks import rack_from_env, wait_until_up
+from stormcore.settings import LabSettings
+from stormcore.web import serve
 
 settings = LabSettings.from_env()
 rack = rack_from_env(settings.racks)

@@ -15,16 +15,16 @@ from pathlib import Path
 
 from aiohttp import web
 
-from common import openapi
-from common.auth import from_env, token_middleware
-from common.fleet import node_id
-from common.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
-from common.settings import LabSettings, SettingsError
-from common.web import BadRequest, LoopLag, base_app, json_error, read_object
-from common.wire import RackStatus
 from storage_node.metrics import RackMetrics
 from storage_node.rack import DEPLOYABLE, Node, Rack
 from storage_node.store import AsyncItemStore, QuotaExceeded
+from stormcore import openapi
+from stormcore.auth import from_env, token_middleware
+from stormcore.fleet import node_id
+from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
+from stormcore.settings import LabSettings, SettingsError
+from stormcore.web import BadRequest, LoopLag, base_app, json_error, read_object
+from stormcore.wire import RackStatus
 
 SETTINGS = web.AppKey("settings", LabSettings)
 RACK = web.AppKey("rack", Rack)

@@ -15,15 +15,15 @@ import random
 
 import aiohttp
 
-from common.fleet import node_id, startup_phases
-from common.settings import LabSettings
-from common.window import Window
-from common.wire import DEADLINE_HEADER, Membership, WireError
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal
 from storage_node.renewal import OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
+from stormcore.fleet import node_id, startup_phases
+from stormcore.settings import LabSettings
+from stormcore.window import Window
+from stormcore.wire import DEADLINE_HEADER, Membership, WireError
 
 log = logging.getLogger(__name__)
 Owned = frozenset[tuple[str, str | None, int]]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from common.settings import LabSettings
 from storage_node import retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
+from stormcore.settings import LabSettings
 
 OK = "ok"
 

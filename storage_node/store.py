@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common import sqlite
+from stormcore import sqlite
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS items (tbl TEXT NOT NULL, part INTEGER NOT NULL, key TEXT NOT NULL,"
@@ -59,7 +59,7 @@ class ItemStore:
 
 
 class AsyncItemStore:
-    """The store off the event loop (``common/sqlite.py``): a WAL checkpoint on the loop would
+    """The store off the event loop (``stormcore/sqlite.py``): a WAL checkpoint on the loop would
     stall every node's renewal timers in the rack and skew the storm."""
 
     def __init__(self, path: Path | str, quota_bytes: int = QUOTA_BYTES) -> None:

@@ -15,9 +15,6 @@ from pathlib import Path
 from aiohttp import web
 
 from chaos.linkproxy import create_app as proxy_app
-from common import openapi
-from common.racks import RackUrls
-from common.settings import LabSettings
 from metadata_service.app import create_app as metadata_app
 from services.console.app import create_app as console_app
 from services.loadgen.app import create_app as loadgen_app
@@ -25,6 +22,9 @@ from services.metrics.app import create_app as metrics_app
 from services.queues.app import create_app as queues_app
 from services.scaling.app import create_app as scaling_app
 from storage_node.app import create_app as rack_app
+from stormcore import openapi
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
 from stormlab.supervisor import Supervisor
 from stormlab.supervisor import create_app as supervisor_app
 

@@ -35,11 +35,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from common.auth import ensure_token, headers
-from common.errors import LabError, UsageError
-from common.fleet import node_id
-from common.settings import LabSettings
-from common.web import serve
+from stormcore.auth import ensure_token, headers
+from stormcore.errors import LabError, UsageError
+from stormcore.fleet import node_id
+from stormcore.settings import LabSettings
+from stormcore.web import serve
 from stormlab import launcher, observe
 from stormlab.speed import first_guess, parse_speed
 

@@ -12,9 +12,9 @@ from importlib.metadata import PackageNotFoundError, version
 import aiohttp
 
 from chaos import cli as chaos_cli
-from common.errors import LabError, UsageError
-from common.labstate import running
-from common.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running
+from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
 from stormlab import bench, demo, fuzz, launcher, mitigations, observe, sizing, soak, sweep, writecheck
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops

@@ -24,9 +24,9 @@ from pathlib import Path
 import aiohttp
 
 from chaos import catalog
-from common.auth import ensure_token, headers
-from common.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
-from common.settings import LabSettings, parse_duration
+from stormcore.auth import ensure_token, headers
+from stormcore.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
+from stormcore.settings import LabSettings, parse_duration
 from stormlab import launcher, observe
 from stormlab.chart import write_chart
 from stormlab.speed import Baseline, afford, first_guess, next_slower, parse_speed

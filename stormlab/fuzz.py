@@ -52,10 +52,10 @@ except ImportError:  # pragma: no cover
     schemathesis = None  # type: ignore[assignment]
 
 from chaos import client
-from common import fleet
-from common.auth import ensure_token, headers
-from common.errors import LabError, UsageError
-from common.labstate import running, state_dir
+from stormcore import fleet
+from stormcore.auth import ensure_token, headers
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
 
 TARGETS = ("metadata", "rack-00", "loadgen", "queues", "scaling", "console", "metrics", "linkproxy", "supervisor")
 NO_ANSWER = "no answer"

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.auth import ENV as TOKEN_ENV
-from common.auth import ensure_token
-from common.errors import LabError
-from common.fleet import cell_name, cell_of
-from common.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
-from common.settings import LabSettings
+from stormcore.auth import ENV as TOKEN_ENV
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError
+from stormcore.fleet import cell_name, cell_of
+from stormcore.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
+from stormcore.settings import LabSettings
 
 HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700

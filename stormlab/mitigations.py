@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from chaos import client
-from common.auth import ensure_token
-from common.errors import LabError, UsageError
-from common.labstate import running
-from common.settings import LabSettings, parse_duration
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running
+from stormcore.settings import LabSettings, parse_duration
 from stormlab import launcher, observe
 from stormlab.demo import Demo
 from stormlab.story import ratio_between

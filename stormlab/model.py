@@ -20,8 +20,6 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
-from common.settings import LabSettings
 from metadata_service.admission import Admission, shed
 from metadata_service.membership import MembershipStore
 from metadata_service.vcpu import VirtualCpu
@@ -29,6 +27,8 @@ from storage_node.link import RESTORED, LinkWatch
 from storage_node.refusal import Refusal
 from storage_node.renewal import OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
+from stormcore.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
+from stormcore.settings import LabSettings
 
 
 @dataclass

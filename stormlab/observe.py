@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from common.auth import ensure_token, headers
-from common.errors import LabError
-from common.settings import LabSettings
-from common.wire import (
+from stormcore.auth import ensure_token, headers
+from stormcore.errors import LabError
+from stormcore.settings import LabSettings
+from stormcore.wire import (
     ConsoleStatus,
     LoadgenStatus,
     MetadataStatus,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.errors import UsageError
+from stormcore.errors import UsageError
 
 try:
     import matplotlib

@@ -28,8 +28,8 @@ from typing import Any
 
 import aiohttp
 
-from common.errors import UsageError
-from common.settings import LabSettings
+from stormcore.errors import UsageError
+from stormcore.settings import LabSettings
 from stormlab import launcher, observe
 from stormlab.speed import first_guess
 

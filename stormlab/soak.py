@@ -47,9 +47,9 @@ from chaos import catalog, client, docker_cli
 from chaos import cli as chaos_cli
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
-from common.auth import ensure_token
-from common.errors import LabError, UsageError
-from common.labstate import running, state_dir
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
 from stormlab.gameday.docker_lab import compose_token
 
 KILLABLE = ("linkproxy", "metadata")  # holders the supervisor restarts (killing it would end the lab)

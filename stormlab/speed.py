@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from common.settings import SPEEDS, SettingsError
+from stormcore.settings import SPEEDS, SettingsError
 from stormlab.story import CPU_SATURATED, CPU_WAIT_BUDGET, HERD_LAG_BUDGET, LAB_CPU_BUDGET
 
 AUTO = "auto"

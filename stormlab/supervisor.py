@@ -31,10 +31,10 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
-from common import openapi
-from common.auth import from_env, headers, token_middleware
-from common.openapi import Answer, Operation
-from common.web import BadRequest, LoopLag, base_app, serve
+from stormcore import openapi
+from stormcore.auth import from_env, headers, token_middleware
+from stormcore.openapi import Answer, Operation
+from stormcore.web import BadRequest, LoopLag, base_app, serve
 
 PR_SET_PDEATHSIG = 1
 RESTART_DELAY_S = 1.0  # after a first crash; doubling with each quick crash after it ...

@@ -29,9 +29,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from common.errors import LabError, UsageError
-from common.labstate import running
-from common.settings import LabSettings, SettingsError, parse_duration
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running
+from stormcore.settings import LabSettings, SettingsError, parse_duration
 from stormlab import launcher
 from stormlab.demo import Demo
 from stormlab.sweep_grid import (

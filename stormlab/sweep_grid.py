@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from common.errors import UsageError
-from common.settings import LabSettings
+from stormcore.errors import UsageError
+from stormcore.settings import LabSettings
 from stormlab.model import ReferenceModel
 from stormlab.story import STORM_RATIO
 

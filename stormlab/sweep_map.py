@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 from stormlab.plotting import colormap, pyplot
 from stormlab.sweep_grid import POINT_2015, Grid, Point, Verdict
 

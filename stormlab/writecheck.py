@@ -31,12 +31,12 @@ from typing import Any
 import aiohttp
 
 from chaos import client
-from common.auth import ensure_token
-from common.errors import LabError, UsageError
-from common.labstate import running, state_dir
-from common.racks import RackUrls
-from common.settings import parse_duration
 from services.storage import Storage, StorageError, keep_map_fresh
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
+from stormcore.racks import RackUrls
+from stormcore.settings import parse_duration
 
 ACKED, REFUSED, UNKNOWN = "acknowledged", "refused", "indeterminate"
 TABLES = ("orders", "carts", "sessions", "catalog")

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 
 
 @pytest.fixture

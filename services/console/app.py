@@ -20,17 +20,17 @@ from typing import Any
 
 from aiohttp import web
 
-from common import openapi
-from common.metrics import MetricFactory
-from common.openapi import Answer, Operation
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import BadRequest, read_object
-from common.window import Window
-from common.wire import ConsoleStatus, HostReadings
 from services import dependent
 from services.dependent import Switch, fix_gauge
 from services.storage import Storage, StorageError
+from stormcore import openapi
+from stormcore.metrics import MetricFactory
+from stormcore.openapi import Answer, Operation
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import BadRequest, read_object
+from stormcore.window import Window
+from stormcore.wire import ConsoleStatus, HostReadings
 
 TABLE = "sessions"
 SHORT_TIMEOUT_S = 0.1

@@ -1,9 +1,9 @@
 import os
 
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import serve
 from services.loadgen.app import create_app
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import serve
 
 serve(
     create_app(LabSettings.from_env(), os.environ["STORMLAB_METADATA_URL"], RackUrls.from_env()),

@@ -16,15 +16,15 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from common import openapi
-from common.fleet import cell_of
-from common.openapi import LAG_WINDOW, Answer, Operation, schema_of
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import LoopLag, base_app
-from common.window import Window
-from common.wire import HostReadings, LoadgenStatus, PartitionMap
 from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
+from stormcore import openapi
+from stormcore.fleet import cell_of
+from stormcore.openapi import LAG_WINDOW, Answer, Operation, schema_of
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import LoopLag, base_app
+from stormcore.window import Window
+from stormcore.wire import HostReadings, LoadgenStatus, PartitionMap
 
 log = logging.getLogger(__name__)
 LAG = web.AppKey("lag", LoopLag)

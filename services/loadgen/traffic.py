@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from common.fleet import rack_of
-from common.wire import PartitionMap
+from stormcore.fleet import rack_of
+from stormcore.wire import PartitionMap
 
 OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "timeout", "error")
 FAILURES = frozenset({"refused", "wrong_owner", "timeout", "error"})

@@ -24,19 +24,19 @@ from typing import Any
 
 from aiohttp import web
 
-from common import openapi, sqlite
-from common.metrics import MetricFactory
-from common.openapi import ERROR, Answer, Operation, obj
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import BadRequest, json_error, read_object
-from common.window import Window
-from common.wire import HostReadings, MetricsStatus
 from services import dependent
 from services.cache import TtlCache
 from services.dependent import Switch, fix_gauge
 from services.scaling.app import GROUPS
 from services.storage import Storage, StorageError
+from stormcore import openapi, sqlite
+from stormcore.metrics import MetricFactory
+from stormcore.openapi import ERROR, Answer, Operation, obj
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import BadRequest, json_error, read_object
+from stormcore.window import Window
+from stormcore.wire import HostReadings, MetricsStatus
 
 NAMESPACES = ("AWS/EC2", "Custom/app")
 NAME = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")

@@ -21,19 +21,19 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from common import openapi
-from common.metrics import MetricFactory
-from common.openapi import ERROR, Answer, Operation
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import BadRequest, json_error, number, read_object
-from common.window import Window
-from common.wire import HostReadings, QueuesStatus
 from services import dependent
 from services.cache import TtlCache
 from services.dependent import Switch, fix_gauge
 from services.queues.messages import AsyncMessageStore
 from services.storage import Storage, StorageError
+from stormcore import openapi
+from stormcore.metrics import MetricFactory
+from stormcore.openapi import ERROR, Answer, Operation
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import BadRequest, json_error, number, read_object
+from stormcore.window import Window
+from stormcore.wire import HostReadings, QueuesStatus
 
 TABLE = "queue-metadata"
 QUEUES = tuple(f"q-{i}" for i in range(8))

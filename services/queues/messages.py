@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common import sqlite
+from stormcore import sqlite
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL)",)
 

@@ -24,18 +24,18 @@ from typing import Any
 
 from aiohttp import web
 
-from common import openapi
-from common.metrics import MetricFactory
-from common.openapi import ERROR, Answer, Operation
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.web import json_error, number, read_object
-from common.window import Window
-from common.wire import HostReadings, ScalingStatus
 from services import dependent
 from services.dependent import Switch, fix_gauge
 from services.scaling.backlog import Activity, Backlog
 from services.storage import Storage, StorageError
+from stormcore import openapi
+from stormcore.metrics import MetricFactory
+from stormcore.openapi import ERROR, Answer, Operation
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.web import json_error, number, read_object
+from stormcore.window import Window
+from stormcore.wire import HostReadings, ScalingStatus
 
 TABLE = "scaling-groups"
 GROUPS = tuple(f"g-{i}" for i in range(8))

@@ -13,9 +13,9 @@ from functools import partial
 from pathlib import Path
 
 from chaos import catalog
-from common.errors import LabError
-from common.labstate import running, state_dir
-from common.settings import SET_HELP, LabSettings, profile
+from stormcore.errors import LabError
+from stormcore.labstate import running, state_dir
+from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab import launcher
 from stormlab.alerts import Evaluator
 from stormlab.gameday import desk, report, scoring

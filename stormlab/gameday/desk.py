@@ -28,8 +28,8 @@ from typing import Any
 from aiohttp import web
 
 from chaos import journal
-from common.errors import LabError
-from common.web import BadRequest, json_error, json_errors, read_object
+from stormcore.errors import LabError
+from stormcore.web import BadRequest, json_error, json_errors, read_object
 
 PAGES = "pages.jsonl"
 DEFAULT_PORT = 8709

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos import catalog
-from common import auth
-from common.wire import RackStatus
+from stormcore import auth
+from stormcore.wire import RackStatus
 from stormlab import observe
 
 # The processes whose /status the stack publishes, with their default ports (compose's *_PORT).

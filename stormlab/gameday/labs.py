@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 
 from chaos import catalog, client, journal
-from common.errors import LabError, UsageError
-from common.settings import parse_duration
+from stormcore.errors import LabError, UsageError
+from stormcore.settings import parse_duration
 from stormlab import observe
 from stormlab.gameday.docker_lab import DockerStack
 from stormlab.gameday.ops import Ops

@@ -39,9 +39,9 @@ import aiohttp
 
 from chaos import catalog, client, journal
 from chaos.lease import max_duration_s
-from common.auth import ensure_token
-from common.errors import LabError, UsageError
-from common.labstate import running, state_dir
+from stormcore.auth import ensure_token
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
 from stormlab import observe
 from stormlab.gameday import desk
 from stormlab.gameday.docker_lab import DockerStack

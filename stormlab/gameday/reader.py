@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from chaos import catalog
-from common.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
+from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
 
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.

@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from common.settings import TIME_COMPRESSION
+from stormcore.settings import TIME_COMPRESSION
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scoring import acted_as, records
 from stormlab.plotting import pyplot

@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 
 from chaos import catalog
-from common.errors import UsageError
-from common.settings import LabSettings
+from stormcore.errors import UsageError
+from stormcore.settings import LabSettings
 from stormlab.gameday import moves
 
 FAULTS = tuple(catalog.FAULTS)

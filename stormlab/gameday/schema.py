@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from common.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
+from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.gameday.reader import ARG_KEYS, TOP_KEYS
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import catalog
-from common.settings import TIME_COMPRESSION
+from stormcore.settings import TIME_COMPRESSION
 from stormlab.gameday.moves import ROLES, owner
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
 from stormlab.story import Sample, host_fields, host_figures, invalid_reasons

@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from common.auth import ensure_token, headers
-from common.settings import LabSettings
+from stormcore.auth import ensure_token, headers
+from stormcore.settings import LabSettings
 from stormlab import launcher
 from stormlab.cli import main
 

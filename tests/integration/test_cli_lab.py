@@ -158,7 +158,7 @@ def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
 def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(small_lab, capsys):
     import asyncio
 
-    from common.labstate import running
+    from stormcore.labstate import running
     from stormlab import writecheck
 
     state = running()

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from chaos import journal
-from common.labstate import running
+from stormcore.labstate import running
 from stormlab.cli import main
 
 

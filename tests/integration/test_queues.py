@@ -8,8 +8,8 @@ import aiohttp
 import pytest
 
 from chaos import cli as chaos_cli
-from common.auth import ensure_token, headers
-from common.settings import LabSettings
+from stormcore.auth import ensure_token, headers
+from stormcore.settings import LabSettings
 from stormlab import launcher
 from tests.integration.lab import wait_serving
 

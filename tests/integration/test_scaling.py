@@ -7,8 +7,8 @@ import asyncio
 import aiohttp
 import pytest
 
-from common.auth import ensure_token, headers
-from common.settings import LabSettings
+from stormcore.auth import ensure_token, headers
+from stormcore.settings import LabSettings
 from stormlab import launcher
 from tests.integration.lab import wait_serving
 

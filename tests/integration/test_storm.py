@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 from stormlab import launcher, observe
 from stormlab.demo import Demo
 from stormlab.model import ReferenceModel, replay

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chaos import journal
-from common.labstate import running
+from stormcore.labstate import running
 from stormlab.cli import main
 from stormlab.gameday import desk
 

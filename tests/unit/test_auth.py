@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from common import auth
+from stormcore import auth
 
 
 @pytest.mark.parametrize("token", ["", "stormlab-training-token", "short", "CHANGEME"])

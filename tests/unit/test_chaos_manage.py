@@ -3,7 +3,7 @@
 import pytest
 
 from chaos import cli, client
-from common.errors import LabError
+from stormcore.errors import LabError
 
 STATE = {
     "settings": {"STORMLAB_RACKS": "10"},

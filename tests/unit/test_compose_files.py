@@ -131,7 +131,7 @@ def test_promtool_checks_the_config_and_tests_the_rules():
 def test_the_cascade_runs_on_compose_scraped_with_its_fixes_switchable():
     from dataclasses import fields
 
-    from common.settings import LabSettings
+    from stormcore.settings import LabSettings
     from stormlab.launcher import DEPENDENT
 
     services = compose()["services"]
@@ -162,7 +162,7 @@ def test_no_secret_is_committed_and_only_grafana_may_listen_beyond_this_host():
                 assert port.startswith("127.0.0.1:"), (name, port)
     assert not any("lifecycle" in arg for arg in services["prometheus"]["command"])
     secrets = services["secrets"]
-    assert secrets["command"] == ["python", "-m", "common.auth", "init", "/run/stormlab"] and secrets["restart"] == "no"
+    assert secrets["command"] == ["python", "-m", "stormcore.auth", "init", "/run/stormlab"] and secrets["restart"] == "no"
     for name, service in services.items():
         if name not in ("secrets", "prometheus"):  # everything else reads the generated secrets, read-only
             assert "secrets:/run/stormlab:ro" in service.get("volumes", []), name
@@ -208,7 +208,7 @@ def test_the_image_installs_its_dependencies_before_the_code_and_runs_unprivileg
     before = [w for w in steps[:install] if w[0] == "COPY"]
     assert {src for w in before for src in w[1:-1]} == {"docker/wheelhouse", "pyproject.toml", "constraints.txt"}, before
     code = [w[1] for w in steps[install:] if w[0] == "COPY"]
-    assert {"common", "storage_node", "metadata_service", "services", "chaos", "stormlab", "docker/healthz"} <= set(code)
+    assert {"stormcore", "storage_node", "metadata_service", "services", "chaos", "stormlab", "docker/healthz"} <= set(code)
     assert steps[-1] == ["USER", "10001:10001"]  # numeric: runAsNonRoot can check it
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
 

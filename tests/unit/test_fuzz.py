@@ -8,10 +8,10 @@ import pytest
 import schemathesis
 from aiohttp import web
 
-from common import openapi
-from common.auth import token_middleware
-from common.openapi import BOOLEAN, ERROR, Answer, Operation, obj
-from common.web import json_error, json_errors, read_object
+from stormcore import openapi
+from stormcore.auth import token_middleware
+from stormcore.openapi import BOOLEAN, ERROR, Answer, Operation, obj
+from stormcore.web import json_error, json_errors, read_object
 from stormlab.fuzz import fuzz_operation
 
 TOKEN = "a-test-token-long-enough"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from common.settings import parse_duration
+from stormcore.settings import parse_duration
 from stormlab.gameday import scoring
 from stormlab.gameday.engine import Runner
 from stormlab.gameday.moves import ACTIONS

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from common.errors import LabError
-from common.settings import LabSettings
+from stormcore.errors import LabError
+from stormcore.settings import LabSettings
 from stormlab.launcher import DEPENDENT, plan
 
 

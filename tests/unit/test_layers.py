@@ -3,7 +3,7 @@
   stormlab/                  the operator's side: CLI root, launcher, demo, game days, the model
   chaos/                     the fault tool: catalog, leases, backends, the chaos commands
   metadata_service/, storage_node/, services/   the emulated world
-  common/                    the ground floor every process imports, importing none of them
+  stormcore/                    the ground floor every process imports, importing none of them
 
 Read from the source (ast), so a new module is checked the day it is written.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("common", "metadata_service", "storage_node", "services", "chaos", "stormlab")
+PACKAGES = ("stormcore", "metadata_service", "storage_node", "services", "chaos", "stormlab")
 WORLD = ("metadata_service", "storage_node", "services")
 
 
@@ -132,7 +132,7 @@ def test_no_import_inside_a_function():
 
 
 def test_the_ground_floor_imports_nothing_above_it():
-    assert arrows(("common",), PACKAGES[1:]) == []
+    assert arrows(("stormcore",), PACKAGES[1:]) == []
 
 
 def test_the_emulated_world_never_imports_the_operators_tools():

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from common.fleet import rack_of
-from common.settings import LabSettings
 from metadata_service.membership import MembershipStore, TooManyGsis, UnknownTable
+from stormcore.fleet import rack_of
+from stormcore.settings import LabSettings
 
 
 @pytest.fixture(scope="module")

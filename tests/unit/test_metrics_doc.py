@@ -6,9 +6,6 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from chaos.linkproxy import LinkProxy
-from common.metrics import MetricFactory
-from common.settings import LabSettings
-from common.web import LoopLag
 from metadata_service.metrics import MetadataMetrics
 from services.console.app import Console
 from services.loadgen.app import Generator
@@ -16,6 +13,9 @@ from services.metrics.app import MetricsService
 from services.queues.app import QueueService
 from services.scaling.app import ScalingService
 from storage_node.metrics import RackMetrics
+from stormcore.metrics import MetricFactory
+from stormcore.settings import LabSettings
+from stormcore.web import LoopLag
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 ROW = re.compile(r"^\| `(stormlab_[a-z0-9_]+)` \| (counter|gauge|histogram) \|", re.M)

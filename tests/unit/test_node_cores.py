@@ -99,8 +99,8 @@ def test_schedule_skips_slots_missed_while_busy():
 
 
 def test_every_class_and_every_rack_renews_evenly_over_the_period():
-    from common.fleet import holds_gsi_heavy, startup_phases
-    from common.settings import LabSettings
+    from stormcore.fleet import holds_gsi_heavy, startup_phases
+    from stormcore.settings import LabSettings
 
     s = LabSettings()
     phases = startup_phases(s)

@@ -8,9 +8,9 @@ import schemathesis
 from aiohttp import web
 
 from chaos import catalog
-from common import openapi
-from common.openapi import schema_of
-from common.wire import MetadataStatus, RackStatus
+from stormcore import openapi
+from stormcore.openapi import schema_of
+from stormcore.wire import MetadataStatus, RackStatus
 from stormlab import apidoc
 
 TOKEN = "a-test-token-long-enough"

@@ -3,9 +3,9 @@ period starts from each node's next slot, in profile time whatever the lab's spe
 
 import pytest
 
-from common.settings import LabSettings, SettingsError
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Rack
+from stormcore.settings import LabSettings, SettingsError
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.racks import RackSpecError, RackUrls, checked, ptr_answers, ptr_query, rack_from_env, rack_index, wait_until_up
+from stormcore.racks import RackSpecError, RackUrls, checked, ptr_answers, ptr_query, rack_from_env, rack_index, wait_until_up
 
 
 @pytest.mark.parametrize(

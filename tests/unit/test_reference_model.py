@@ -6,7 +6,7 @@ schedule, the cost model, the allowance and the retry policy alone.
 
 import pytest
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 from stormlab.model import ReferenceModel, replay
 
 

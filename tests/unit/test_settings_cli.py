@@ -1,6 +1,6 @@
 import pytest
 
-from common.settings import LabSettings, SettingsError, parse_duration
+from stormcore.settings import LabSettings, SettingsError, parse_duration
 from stormlab.cli import main
 
 

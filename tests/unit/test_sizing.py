@@ -2,7 +2,7 @@
 
 import pytest
 
-from common.errors import UsageError
+from stormcore.errors import UsageError
 from stormlab import sizing
 from stormlab.sizing import Reading
 

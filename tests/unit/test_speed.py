@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.health import HostCpu, between, parse_proc_stat, parse_schedstat
-from common.settings import LabSettings, SettingsError
+from stormcore.health import HostCpu, between, parse_proc_stat, parse_schedstat
+from stormcore.settings import LabSettings, SettingsError
 from stormlab.speed import LADDER, Baseline, afford, first_guess, next_slower, parse_speed, rung_at_most
 
 

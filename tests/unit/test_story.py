@@ -62,7 +62,7 @@ def test_validity_uses_the_whole_run_lag_when_given():
 
 
 def test_window_quantile_within_a_span():
-    from common.window import Window
+    from stormcore.window import Window
 
     w = Window(span_s=100.0)
     for t in range(100):
@@ -77,7 +77,7 @@ def test_window_quantile_within_a_span():
     within=st.one_of(st.none(), st.floats(0.1, 200)),
 )
 def test_window_quantile_is_the_quantile_of_the_samples_in_its_span(samples, q, within):
-    from common.window import Window
+    from stormcore.window import Window
 
     window = Window(span_s=50.0)
     for t, v in sorted(samples):

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 from stormlab import cli
 from stormlab.sweep import run_live, run_model
 from stormlab.sweep_grid import (

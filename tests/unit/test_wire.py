@@ -2,11 +2,11 @@
 
 import pytest
 
-from common.racks import RackUrls
-from common.settings import LabSettings
-from common.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError, parse_object
 from metadata_service.membership import MembershipStore
 from services.loadgen.traffic import Routes
+from stormcore.racks import RackUrls
+from stormcore.settings import LabSettings
+from stormcore.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError, parse_object
 
 
 def test_a_membership_written_by_the_store_is_read_back_by_a_node():

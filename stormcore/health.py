@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.window import Window
+from stormcore.window import Window
 
 SCHEDSTAT = Path("/proc/self/schedstat")
 PROC_STAT = Path("/proc/stat")

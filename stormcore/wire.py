@@ -141,7 +141,7 @@ class PartitionMap:
 
 
 class HostReadings(TypedDict):
-    """What every process's status says about the host (``common.web.LoopLag.readings``)."""
+    """What every process's status says about the host (``stormcore.web.LoopLag.readings``)."""
 
     loop_lag_p99_s: float
     cpu_ratio: float | None
@@ -157,7 +157,7 @@ class Status:
 
     COMPONENT: ClassVar[str] = ""
     loop_lag_p99_s: float
-    # What the host gives this process over the same window (common.health; None off Linux).
+    # What the host gives this process over the same window (stormcore.health; None off Linux).
     cpu_ratio: float | None = field(default=None, kw_only=True)
     cpu_wait_s: float | None = field(default=None, kw_only=True)
     host_cores: int | None = field(default=None, kw_only=True)

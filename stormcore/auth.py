@@ -3,7 +3,7 @@
 The token comes from ``STORMLAB_TOKEN``, else from the file ``STORMLAB_TOKEN_FILE`` names.
 ``stormlab up`` generates one into ``.env`` in the state directory the first time and passes it
 to every component; on compose, a one-shot ``secrets`` service generates it (and Grafana's admin
-password) into a volume the first time the stack starts (``python -m common.auth init DIR``).
+password) into a volume the first time the stack starts (``python -m stormcore.auth init DIR``).
 A process refuses to start with a token anyone could guess: empty, short, or a published default.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from common.errors import LabError
-from common.web import json_error
+from stormcore.errors import LabError
+from stormcore.web import json_error
 
 ENV = "STORMLAB_TOKEN"
 FILE_ENV = "STORMLAB_TOKEN_FILE"
@@ -136,10 +136,10 @@ def grafana_auth() -> str | None:
     return None
 
 
-if __name__ == "__main__":  # `python -m common.auth init DIR`: the compose stack's secrets, once
+if __name__ == "__main__":  # `python -m stormcore.auth init DIR`: the compose stack's secrets, once
     import sys
 
     if len(sys.argv) != 3 or sys.argv[1] != "init":
-        sys.exit("usage: python -m common.auth init DIR")
+        sys.exit("usage: python -m stormcore.auth init DIR")
     made = init(Path(sys.argv[2]))
     print(f"secrets in {sys.argv[2]}: " + (f"generated {', '.join(made)}" if made else "already there"))

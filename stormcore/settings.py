@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from common.errors import UsageError
+from stormcore.errors import UsageError
 
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
@@ -28,7 +28,7 @@ CORES = (0.1, 100_000.0)  # the metadata service's virtual cores: at start-up, b
 
 SET_HELP = (
     "change one setting, e.g. fix_stale_cache=on or allowance_s=2s (repeatable; "
-    "`python -m common.settings` lists them all with their ranges)"
+    "`python -m stormcore.settings` lists them all with their ranges)"
 )
 
 
@@ -253,5 +253,5 @@ def describe() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # `python -m common.settings`: what `--set KEY=VALUE` accepts
+if __name__ == "__main__":  # `python -m stormcore.settings`: what `--set KEY=VALUE` accepts
     print(describe())

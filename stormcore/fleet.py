@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from common.settings import LabSettings
+from stormcore.settings import LabSettings
 
 _NODE = re.compile(r"^r(\d{2,})n(\d{3,})$")
 

@@ -15,11 +15,11 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
 
-from common import openapi
-from common.health import CpuSampler
-from common.openapi import Answer, Operation
-from common.window import Window
-from common.wire import HostReadings, WireError, parse_object
+from stormcore import openapi
+from stormcore.health import CpuSampler
+from stormcore.openapi import Answer, Operation
+from stormcore.window import Window
+from stormcore.wire import HostReadings, WireError, parse_object
 
 try:  # uvloop where the platform has it (not on Windows)
     import uvloop
@@ -174,7 +174,7 @@ def base_app(
 ) -> web.Application:
     """An app with JSON errors, ``/metrics`` (``refresh``, plain or async, runs before each scrape),
     ``/healthz`` and ``/openapi.json`` (the description of ``title``'s API: add routes with
-    :func:`common.openapi.add`)."""
+    :func:`stormcore.openapi.add`)."""
     app = web.Application(middlewares=[json_errors, *(middlewares or [])], client_max_size=MAX_BODY_BYTES)
     openapi.serve_description(app, title)
     text = Answer("Prometheus text exposition", {"type": "string"}, media="text/plain")
