@@ -98,7 +98,7 @@ sizing: $(STAMP)
 # The Kubernetes base's ConfigMaps from prometheus/, alertmanager/ and grafana/ (a test fails
 # when they drift).
 k8s-config: $(STAMP)
-	$(BIN)/python -m stormlab.k8s_config
+	$(BIN)/python -m stormlab.artefacts.k8s_config
 
 # py-spy profiles of rack-00, the link proxy, the metadata service and loadgen at a fleet size
 # (default 10,000 nodes at speed 0.25); their top lines go into docs/benchmarks.md.

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from stormcore.labstate import running
 from stormcore.settings import parse_duration
-from stormlab import launcher, writecheck
+from stormlab.engine import launcher
+from stormlab.runs import writecheck
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.lease import max_duration_s
 from stormcore.errors import UsageError
-from stormcore.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, parse_bool, parse_duration
+from stormcore.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, max_duration_s, parse_bool, parse_duration
 
 HOLDERS = {  # who applies each fault and arms its revert, in the local lab
     "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",

@@ -34,10 +34,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError
-from chaos.lease import max_duration_s as lease_max_duration_s
 from stormcore import openapi
 from stormcore.auth import grafana_auth
 from stormcore.openapi import ERROR, Answer, Operation, obj
+from stormcore.settings import max_duration_s as lease_max_duration_s
 from stormcore.web import BadRequest, read_object
 
 log = logging.getLogger(__name__)

@@ -8,16 +8,10 @@ moment the fault is applied, whatever happens to the command that asked for it.
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_MAX_DURATION_S = 600.0
-
-
-def max_duration_s() -> float:
-    """The longest lease allowed: ``STORMLAB_MAX_FAULT_S``, 600 s unless set."""
-    return float(os.environ.get("STORMLAB_MAX_FAULT_S", DEFAULT_MAX_DURATION_S))
+from stormcore.settings import DEFAULT_MAX_FAULT_S
 
 
 class LeaseError(ValueError):
@@ -42,7 +36,7 @@ class Lease:
 
 
 class LeaseBook:
-    def __init__(self, max_duration_s: float = DEFAULT_MAX_DURATION_S) -> None:
+    def __init__(self, max_duration_s: float = DEFAULT_MAX_FAULT_S) -> None:
         self.max_duration_s = max_duration_s
         self._leases: dict[int, Lease] = {}
         self._ids = itertools.count(1)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-SUPERVISOR_MODULE = "stormlab.supervisor"
+SUPERVISOR_MODULE = "stormlab.engine.supervisor"
 
 
 def state_dir() -> Path:

@@ -26,6 +26,14 @@ SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
 CORES = (0.1, 100_000.0)  # the metadata service's virtual cores: at start-up, by `capacity`, by the admin API
 
 
+DEFAULT_MAX_FAULT_S = 600.0
+
+
+def max_duration_s() -> float:
+    """The longest fault lease allowed: ``STORMLAB_MAX_FAULT_S``, 600 s unless set."""
+    return float(os.environ.get(ENV_PREFIX + "MAX_FAULT_S", DEFAULT_MAX_FAULT_S))
+
+
 SET_HELP = (
     "change one setting, e.g. fix_stale_cache=on or allowance_s=2s (repeatable; "
     "`python -m stormcore.settings` lists them all with their ranges)"

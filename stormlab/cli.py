@@ -15,10 +15,11 @@ from chaos import cli as chaos_cli
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
-from stormlab import bench, demo, fuzz, launcher, mitigations, observe, sizing, soak, sweep, writecheck
+from stormlab.engine import launcher, observe
+from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
-from stormlab.speed import first_guess, parse_speed
+from stormlab.runs import bench, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:

@@ -16,17 +16,16 @@ from chaos import catalog
 from stormcore.errors import LabError
 from stormcore.labstate import running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
-from stormlab import launcher
-from stormlab.alerts import Evaluator
-from stormlab.gameday import desk, report, scoring
-from stormlab.gameday.engine import Runner
+from stormlab.engine import launcher
+from stormlab.engine.speed import first_guess, parse_speed
+from stormlab.gameday import debrief, desk, leaderboard, report, scoring
+from stormlab.gameday.alerts import Evaluator
 from stormlab.gameday.labs import DockerLab, LocalLab
 from stormlab.gameday.moves import ACTIONS, fault_of, move_values
 from stormlab.gameday.reader import load
+from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
-from stormlab.speed import first_guess, parse_speed
 
-ROLE_FIGURES = ("time_to_ack_s", "time_to_detect_s", "moves", "failed_moves")  # each role's on the leaderboard
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
 
@@ -271,77 +270,25 @@ def desk_host(docker: bool) -> str:
 
 
 def finish(scenario: Scenario, journal: dict, args: argparse.Namespace, say: Say) -> int:
+    """Score the run, write its debrief, put it on the leaderboard, tell the room; the exit code."""
     out = args.out / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.file.stem}"
-    out.mkdir(parents=True, exist_ok=True)
-    comparison = scoring.compare(scenario, journal)
-    score = scoring.score(scenario, journal)
-    onset = score["onset_s"]
     period = scenario.settings.with_text(args.set).sped_up(args.speed).renewal_period_s  # the lab the runner started
-    journal |= {
-        "comparison": comparison,
-        "score": score,
-        "roles": scoring.roles(journal, onset),
-        "status_page": scoring.status_page(journal, onset),
-        "seed_timeline": scoring.seed_timeline(scenario, journal),
-        "validity": scoring.validity(journal, period),
-    }
-    (out / "journal.json").write_text(json.dumps(journal, indent=1))
-    pngs = report.draw(journal, out)
-    report.draw_roles(journal, out)
-    page = report.write_html(journal, comparison, score, pngs, out)
-    has_players = any(s.kind == "operator" for s in scenario.steps)
+    journal = scoring.scored(scenario, journal, period)
+    page = report.write(journal, out)
     board_path = args.leaderboard or state_dir() / "leaderboard.jsonl"
-    board = (
-        scoring.append_leaderboard(
-            board_path,
-            {
-                "at": time.time(),
-                "scenario": scenario.title,
-                "team": args.team,
-                "autopilot": args.autopilot,
-                "speed": args.speed,
-                **score,
-                "roles": {r: {k: c[k] for k in ROLE_FIGURES} for r, c in journal["roles"].items()},
-                "status_page": {k: journal["status_page"][k] for k in ("time_to_post_s", "impact_named")},
-            },
-        )
-        if has_players
-        else []
-    )
-    lines = [f"\n{scenario.title}: {journal['outcome'].upper()}"]
-    if not journal["validity"]["valid"]:
-        lines.append("  INVALID RUN: the host, not the model, shaped it; its figures are not the storm's")
-        lines += [f"    because {reason}" for reason in journal["validity"]["invalid_reasons"]]
-    then = [c["in_2015"] + (f" (at the lab's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
-    what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
-    for c, in_2015 in zip(comparison, then, strict=True):
-        lines.append(f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}")
-    lines.append("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in score.items()))
-    for role, card in journal["roles"].items():
-        lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))
-    posted = journal["status_page"]
-    lines.append(
-        f"  status page: {posted['posts']} post(s), first {posted['time_to_post_s']} s after the onset, "
-        f"impacted tables named: {', '.join(posted['tables_named']) or 'none'} "
-        f"(impacted: {', '.join(posted['impacted_tables'][:5]) or 'none'})"
-    )
-    if board:
-        team = f" for team {args.team}" if args.team else ""
-        lines.append(f"  leaderboard ({board_path}): #{_rank(board, score)} of {len(board)}{team}")
-    lines.append(f"  report: {page}\n  journal: {out / 'journal.json'}")
+    standing = None
+    if any(s.kind == "operator" for s in scenario.steps):  # only runs with players are ranked
+        board = leaderboard.append(board_path, leaderboard.entry(journal, args.team, args.autopilot, args.speed))
+        standing = (board_path, leaderboard.rank(board, journal["score"]), len(board))
     say(
         "done",
-        "\n".join(lines),
+        debrief.text(journal, standing, args.team, page, out / "journal.json"),
         outcome=journal["outcome"],
-        score=score,
+        score=journal["score"],
         roles=journal["roles"],
-        status_page=posted,
+        status_page=journal["status_page"],
         valid=journal["validity"]["valid"],
         report=str(page),
         journal=str(out / "journal.json"),
     )
     return {"passed": 0, "interrupted": EXIT_INTERRUPTED}.get(journal["outcome"], EXIT_FAILED)  # failed, deviated, aborted: 1
-
-
-def _rank(board: list[dict], score: dict) -> int:
-    return 1 + next(i for i, e in enumerate(board) if all(e.get(k) == v for k, v in score.items()))

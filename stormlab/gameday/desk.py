@@ -2,7 +2,7 @@
 
 Pages are Alertmanager's webhook bodies: on compose Alertmanager posts them to the desk the
 runner serves (``POST /alertmanager``, routed per role by the ``role`` label); without Docker the
-runner evaluates the same alerts itself (stormlab/alerts.py) and records the same bodies. Each
+runner evaluates the same alerts itself (stormlab/gameday/alerts.py) and records the same bodies. Each
 alert of a body becomes one line of ``pages.jsonl`` in the lab's state directory, where
 `stormlab ops ack` finds what a role may acknowledge.
 

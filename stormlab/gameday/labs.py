@@ -15,8 +15,8 @@ import aiohttp
 from chaos import catalog, client, journal
 from stormcore.errors import LabError, UsageError
 from stormcore.settings import parse_duration
-from stormlab import observe
-from stormlab.gameday.docker_lab import DockerStack
+from stormlab.engine import observe
+from stormlab.engine.compose import DockerStack
 from stormlab.gameday.ops import Ops
 
 KEPT = (

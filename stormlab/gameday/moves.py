@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos import catalog
-from chaos.lease import max_duration_s
+from stormcore.settings import max_duration_s
 
 ROLES = {
     "database": "DynamoDB's on-call: the metadata service (pause, capacity, readmission)",

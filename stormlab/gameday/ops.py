@@ -38,13 +38,13 @@ from typing import Any
 import aiohttp
 
 from chaos import catalog, client, journal
-from chaos.lease import max_duration_s
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
-from stormlab import observe
+from stormcore.settings import max_duration_s
+from stormlab.engine import observe
+from stormlab.engine.compose import DockerStack
 from stormlab.gameday import desk
-from stormlab.gameday.docker_lab import DockerStack
 from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, check_role, fault_of, move_values
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from chaos import catalog
 from stormcore.settings import TIME_COMPRESSION
+from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ROLES, owner
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
-from stormlab.story import Sample, host_fields, host_figures, invalid_reasons
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -99,13 +97,19 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def append_leaderboard(path: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """Add a run; returns the board, best first (recovered, then fewest error-minutes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        f.write(json.dumps(entry) + "\n")
-    board = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return sorted(board, key=lambda e: (not e["recovered"], e["customer_error_minutes"]))
+def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict[str, Any]:
+    """The journal with everything the debrief reads: the seed-vs-lab table, the score, each
+    role's card, the status page, the seed's timeline and the validity (``period_s``: the
+    renewal period of the lab that ran, wall-clock seconds)."""
+    onset = score(scenario, journal)["onset_s"]
+    return journal | {
+        "comparison": compare(scenario, journal),
+        "score": score(scenario, journal),
+        "roles": roles(journal, onset),
+        "status_page": status_page(journal, onset),
+        "seed_timeline": seed_timeline(scenario, journal),
+        "validity": validity(journal, period_s),
+    }
 
 
 def validity(journal: dict[str, Any], period_s: float) -> dict[str, Any]:
@@ -127,6 +131,25 @@ def acted_as(action: dict[str, Any]) -> str | None:
     if action.get("role"):
         return str(action["role"])
     return owner(action["fault"]) if action.get("fault") in catalog.FAULTS else None
+
+
+EVENT_NAMES = {"page": "page", "ack": "ack", "move": "move", "failed": "failed move", "post": "status post"}
+
+
+def role_events(journal: dict[str, Any]) -> list[tuple[float, str, str, str]]:
+    """(t, lane, mark, label): every page, ack, move and post, in the lane of its role."""
+    out = [(p["t"], p["role"], "page", p["alert"]) for p in journal.get("pages", []) if p["status"] == "firing"]
+    for a in journal["player_actions"]:
+        lane = acted_as(a) or "anyone"
+        if a["action"] == "ack":
+            out.append((a["t"], lane, "ack", str(a["args"].get("alert", ""))))
+        elif a["action"] == "post-status":
+            out.append((a["t"], lane, "post", str(a["args"].get("severity", ""))))
+        elif a.get("fault"):
+            out.append(
+                (a["t"], lane, "move" if a["ok"] else "failed", a["action"] + (f" {a['args'].get('fix')}" if a["args"].get("fix") else ""))
+            )
+    return sorted(out)
 
 
 def roles(journal: dict[str, Any], onset: float | None) -> dict[str, dict[str, Any]]:

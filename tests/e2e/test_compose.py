@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from stormlab.dashboard_png import draw
-from stormlab.gameday import docker_lab
+from stormlab.artefacts.dashboard_png import draw
+from stormlab.engine import compose
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.timeout(1500)
 
 
 def compose_cmd() -> list[str]:
-    cmd = docker_lab.compose_cmd()
+    cmd = compose.compose_cmd()
     if not shutil.which(cmd[0]):
         pytest.fail("neither `docker compose` nor `docker-compose` is installed")
     return cmd

@@ -15,8 +15,8 @@ import pytest
 
 from stormcore.auth import ensure_token, headers
 from stormcore.settings import LabSettings
-from stormlab import launcher
 from stormlab.cli import main
+from stormlab.engine import launcher
 
 SOAK_FAULTS = int(os.environ.get("STORMLAB_SOAK_FAULTS", "40"))
 

@@ -159,7 +159,7 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(s
     import asyncio
 
     from stormcore.labstate import running
-    from stormlab import writecheck
+    from stormlab.runs import writecheck
 
     state = running()
     killer = writecheck.rack_killer(state, every_s=5.0, seed=3)

@@ -8,7 +8,7 @@ import pytest
 
 from stormcore.auth import ensure_token, headers
 from stormcore.settings import LabSettings
-from stormlab import launcher
+from stormlab.engine import launcher
 from tests.integration.lab import wait_serving
 
 SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "activity_rate": 0}

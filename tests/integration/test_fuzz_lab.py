@@ -6,7 +6,7 @@ import json
 import pytest
 
 from stormlab.cli import main
-from stormlab.fuzz import TARGETS
+from stormlab.runs.fuzz import TARGETS
 
 CHEAP = ["--set", "cost_base_s=0.0001", "--set", "cost_per_entry_s=0.00001", "--set", "admin_cost_s=0.001"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from stormcore.auth import ensure_token, headers
 from stormcore.settings import LabSettings
-from stormlab import launcher
+from stormlab.engine import launcher
 from tests.integration.lab import wait_serving
 
 SMALL = {

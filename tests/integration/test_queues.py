@@ -10,7 +10,7 @@ import pytest
 from chaos import cli as chaos_cli
 from stormcore.auth import ensure_token, headers
 from stormcore.settings import LabSettings
-from stormlab import launcher
+from stormlab.engine import launcher
 from tests.integration.lab import wait_serving
 
 SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "queue_cache_ttl_s": 1.0}

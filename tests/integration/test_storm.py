@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from stormcore.settings import LabSettings
-from stormlab import launcher, observe
-from stormlab.demo import Demo
-from stormlab.model import ReferenceModel, replay
+from stormlab.engine import launcher, observe
+from stormlab.model.reference import ReferenceModel, replay
+from stormlab.runs.demo import Demo
 
 pytestmark = pytest.mark.slow
 SPEED = 2.0

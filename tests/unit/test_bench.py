@@ -3,7 +3,7 @@
 import argparse
 import json
 
-from stormlab.bench import Bench
+from stormlab.runs.bench import Bench
 
 
 def demo_file(tmp_path, name, nodes, speed, requested, plateau, valid, holds=True, reasons=(), tried=()):

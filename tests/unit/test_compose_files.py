@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stormlab import alerts
-from stormlab.gameday import desk
+from stormlab.gameday import alerts, desk
 from stormlab.gameday.moves import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +131,7 @@ def test_the_cascade_runs_on_compose_scraped_with_its_fixes_switchable():
     from dataclasses import fields
 
     from stormcore.settings import LabSettings
-    from stormlab.launcher import DEPENDENT
+    from stormlab.engine.launcher import DEPENDENT
 
     services = compose()["services"]
     jobs = {j["job_name"]: j for j in yaml.safe_load((ROOT / "prometheus/prometheus.yml").read_text())["scrape_configs"]}

@@ -157,7 +157,7 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
 
 def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
     from chaos import docker_cli
-    from stormlab.launcher import LabError
+    from stormlab.engine.launcher import LabError
 
     runner = FakeCompose()
     runner.holding = None  # a shell that never writes its fault file

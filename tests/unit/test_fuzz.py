@@ -12,7 +12,7 @@ from stormcore import openapi
 from stormcore.auth import token_middleware
 from stormcore.openapi import BOOLEAN, ERROR, Answer, Operation, obj
 from stormcore.web import json_error, json_errors, read_object
-from stormlab.fuzz import fuzz_operation
+from stormlab.runs.fuzz import fuzz_operation
 
 TOKEN = "a-test-token-long-enough"
 OK = Answer("fine", obj(ok=BOOLEAN))

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from stormcore.settings import parse_duration
-from stormlab.gameday import scoring
-from stormlab.gameday.engine import Runner
+from stormlab.gameday import report_html, scoring
 from stormlab.gameday.moves import ACTIONS
 from stormlab.gameday.reader import load
+from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import schedule
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,9 +203,7 @@ def test_the_journal_records_the_seeded_fault_schedule():
     assert faults(3) != faults(4)
 
 
-def test_the_report_takes_moves_with_empty_messages_and_any_text(tmp_path):
-    from stormlab.gameday import report
-
+def test_the_report_takes_moves_with_empty_messages_and_any_text():
     clock, lab = toy()
     scenario = flagship()
     _, journal = run(scenario, lab, clock)
@@ -214,14 +212,11 @@ def test_the_report_takes_moves_with_empty_messages_and_any_text(tmp_path):
         {"t": 2.0, "action": "note", "args": {"text": "<b>"}, "message": "  \n", "ok": True},
         {"t": 3.0, "action": "note", "args": {"text": "x"}, "message": "<script>", "ok": True},
     ]
-    page = report.write_html(journal, scoring.compare(scenario, journal), scoring.score(scenario, journal), [], tmp_path)
-    text = page.read_text()
+    text = report_html.page(scoring.scored(scenario, journal, period_s=10.0), [], None)
     assert text.count("(no message)") == 2 and "&lt;script&gt;" in text and "<script>" not in text
 
 
-def test_a_game_day_judged_invalid_says_so_in_its_report(tmp_path):
-    from stormlab.gameday import report
-
+def test_a_game_day_judged_invalid_says_so_in_its_report():
     clock, lab = toy()
     scenario = flagship()
     _, journal = run(scenario, lab, clock)
@@ -233,5 +228,5 @@ def test_a_game_day_judged_invalid_says_so_in_its_report(tmp_path):
     journal["validity"] = scoring.validity(journal, period_s=10.0)
     (reason,) = journal["validity"]["invalid_reasons"]
     assert reason.startswith("at the herd") and "rack-07" in reason and "300 ms" in reason
-    text = report.write_html(journal, scoring.compare(scenario, journal), scoring.score(scenario, journal), [], tmp_path).read_text()
+    text = report_html.page(scoring.scored(scenario, journal, period_s=10.0), [], None)
     assert "INVALID RUN" in text and "rack-07" in text

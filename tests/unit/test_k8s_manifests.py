@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stormlab import k8s_config
+from stormlab.artefacts import k8s_config
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = sorted(p.name for p in (ROOT / "deploy/k8s/overlays").iterdir() if p.is_dir())

@@ -6,7 +6,7 @@ import pytest
 
 from stormcore.errors import LabError
 from stormcore.settings import LabSettings
-from stormlab.launcher import DEPENDENT, plan
+from stormlab.engine.launcher import DEPENDENT, plan
 
 
 def test_the_services_reach_each_rack_through_their_own_proxy_port(tmp_path):

@@ -1,14 +1,22 @@
 """The house: imports point down only, and nothing hides an import inside a function.
 
-  stormlab/                  the operator's side: CLI root, launcher, demo, game days, the model
+  stormlab/                  the operator's side, in rooms (below, top first):
+    cli.py                     the `stormlab` command
+    runs/, gameday/            what starts and measures labs (demo, bench, soak, sweep, ...);
+                               game days (the runner, its desk, ops, scoring, alerts, reports)
+    artefacts/                 what is drawn and generated (charts, the map, API and k8s docs)
+    model/                     the reference model and the sweep's grid, in virtual time
+    engine/                    what runs a lab: launcher, supervisor, observation, speed, compose
   chaos/                     the fault tool: catalog, leases, backends, the chaos commands
   metadata_service/, storage_node/, services/   the emulated world
-  stormcore/                    the ground floor every process imports, importing none of them
+  stormcore/                 the ground floor every process imports, importing none of them
 
-Read from the source (ast), so a new module is checked the day it is written.
+A module that calls itself pure does no I/O. Read from the source (ast), so a new module is
+checked the day it is written.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -137,6 +145,74 @@ def test_the_ground_floor_imports_nothing_above_it():
 
 def test_the_emulated_world_never_imports_the_operators_tools():
     assert arrows(WORLD + ("chaos",), ("stormlab",)) == []
+
+
+# The operator's rooms, each above the ones it may import; rooms on one floor never meet.
+ROOMS = {"stormlab.cli": 5, "stormlab.runs": 4, "stormlab.gameday": 4, "stormlab.artefacts": 3, "stormlab.model": 2, "stormlab.engine": 1}
+
+
+def room(module: str) -> str | None:
+    return next((r for r in ROOMS if module == r or module.startswith(r + ".")), None)
+
+
+def test_every_module_of_the_operators_side_is_in_a_room():
+    corridor = [m for m in MODULES if top(m) == "stormlab" and m != "stormlab" and room(m) is None]
+    assert corridor == []
+
+
+def test_a_room_imports_only_rooms_below_it():
+    upward = sorted(
+        f"{m} -> {d}"
+        for m, deps in GRAPH.items()
+        if room(m)
+        for d in deps
+        if room(d) and room(d) != room(m) and ROOMS[room(d)] >= ROOMS[room(m)]  # type: ignore[index]
+    )
+    assert upward == []
+
+
+def test_the_rooms_are_found_by_their_folder_names():
+    for what in ("stormlab.runs.soak", "stormlab.runs.sweep", "stormlab.engine.launcher", "stormlab.gameday.runner"):
+        assert what in MODULES
+
+
+PURE_CLAIM = re.compile(r"\(pure\b|\bpure\)|\bpure[:,]|^Pure\b|(?<=\. )Pure\b|Pure data", re.M)
+IO_MODULES = {"aiohttp", "asyncio", "socket", "subprocess", "urllib", "csv", "sqlite3", "shutil", "tempfile", "docker", "kubernetes",
+              "http", "requests", "os", "time", "threading", "signal"}  # fmt: skip
+IO_CALLS = {"open", "print", "input"}
+IO_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "unlink", "iterdir", "glob", "monotonic", "sleep", "urlopen",
+              "getenv"}  # fmt: skip
+
+
+def io_used(tree: ast.Module) -> set[str]:
+    """The I/O a module's code does: modules for it imported, files, the clock, printing (its
+    ``__main__`` block aside: that is the module's command, not its logic)."""
+    found: set[str] = set()
+    body = [n for n in tree.body if not (isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))]
+    for node in (n for top_node in body for n in ast.walk(top_node)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names} & IO_MODULES
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level and node.module.split(".")[0] in IO_MODULES:
+            found.add(node.module)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_CALLS:
+            found.add(f"{node.func.id}()")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IO_METHODS:
+            found.add(f".{node.func.attr}()")
+    return found
+
+
+def test_a_module_that_says_it_is_pure_does_no_io():
+    claims = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+    claims = {name: tree for name, tree in claims.items() if PURE_CLAIM.search(ast.get_docstring(tree) or "")}
+    assert len(claims) > 15  # the cores, the wire types, the catalog, the model's grid, the scoring ...
+    assert {name: sorted(used) for name, tree in claims.items() if (used := io_used(tree))} == {}
+
+
+def test_the_io_finder_finds_io():
+    tree = ast.parse(
+        "import os\nfrom pathlib import Path\n\ndef f(p):\n    print(p.read_text())\n\nif __name__ == '__main__':\n    open('x')\n"
+    )
+    assert io_used(tree) == {"os", "print()", ".read_text()"}
 
 
 def test_metadata_service_and_storage_node_meet_only_through_the_wire_types():

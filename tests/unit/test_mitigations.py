@@ -5,8 +5,8 @@ import csv
 import pytest
 
 from stormlab import cli
-from stormlab.mitigations import COLUMNS, ROWS, markdown, read_rows
-from stormlab.sweep_grid import PANELS
+from stormlab.model.grid import PANELS
+from stormlab.runs.mitigations import COLUMNS, ROWS, markdown, read_rows
 
 
 def test_every_panel_of_the_sweep_and_both_live_deploys_are_rows():

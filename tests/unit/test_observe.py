@@ -1,6 +1,6 @@
 """What `status` reads from the processes' statuses about the host, and how it judges the last 10 s."""
 
-from stormlab.observe import host_readings, now_invalid
+from stormlab.engine.observe import host_readings, now_invalid
 
 
 def test_the_worst_of_each_reading_and_whose_it_is():
@@ -29,7 +29,7 @@ def test_status_judges_the_last_10_s_on_the_same_budgets():
 
 
 def test_status_shows_the_speed_the_lab_s_times_in_profile_time_and_the_verdict():
-    from stormlab.observe import render, summarize
+    from stormlab.engine.observe import render, summarize
 
     snap = summarize(
         endpoints={"metadata": "http://127.0.0.1:8700"},

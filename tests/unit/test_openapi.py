@@ -11,7 +11,7 @@ from chaos import catalog
 from stormcore import openapi
 from stormcore.openapi import schema_of
 from stormcore.wire import MetadataStatus, RackStatus
-from stormlab import apidoc
+from stormlab.artefacts import apidoc
 
 TOKEN = "a-test-token-long-enough"
 
@@ -68,4 +68,4 @@ def test_fault_bodies_follow_the_catalog():
 
 def test_docs_list_every_operation():
     doc = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
-    assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.apidoc prints the table"
+    assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.artefacts.apidoc prints the table"

@@ -7,7 +7,7 @@ schedule, the cost model, the allowance and the retry policy alone.
 import pytest
 
 from stormcore.settings import LabSettings
-from stormlab.model import ReferenceModel, replay
+from stormlab.model.reference import ReferenceModel, replay
 
 
 def test_healthy_fleet_stays_healthy_for_fifteen_minutes():

@@ -3,8 +3,8 @@
 import pytest
 
 from stormcore.errors import UsageError
-from stormlab import sizing
-from stormlab.sizing import Reading
+from stormlab.runs import sizing
+from stormlab.runs.sizing import Reading
 
 FLEET = {
     "nodes": 10_000,

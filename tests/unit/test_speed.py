@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from stormcore.health import HostCpu, between, parse_proc_stat, parse_schedstat
 from stormcore.settings import LabSettings, SettingsError
-from stormlab.speed import LADDER, Baseline, afford, first_guess, next_slower, parse_speed, rung_at_most
+from stormlab.engine.speed import LADDER, Baseline, afford, first_guess, next_slower, parse_speed, rung_at_most
 
 
 def test_slow_motion_lengthens_every_duration_and_lowers_every_rate():

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stormlab.story import Sample, ratio_between, rolling, summarize
+from stormlab.engine.story import Sample, ratio_between, rolling, summarize
 
 
 def run_of(error_at, seconds=300, rate=200, disq=lambda t: 0):

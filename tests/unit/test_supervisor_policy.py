@@ -1,7 +1,7 @@
 """The supervisor's restart and log policy: a crashing child backs off, its log does not grow
 without end."""
 
-from stormlab.supervisor import RESTART_MAX_DELAY_S, restart_delay, rotate
+from stormlab.engine.supervisor import RESTART_MAX_DELAY_S, restart_delay, rotate
 
 
 def test_a_child_that_keeps_crashing_is_restarted_less_and_less_often():

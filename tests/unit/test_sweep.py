@@ -6,8 +6,8 @@ import pytest
 
 from stormcore.settings import LabSettings
 from stormlab import cli
-from stormlab.sweep import run_live, run_model
-from stormlab.sweep_grid import (
+from stormlab.artefacts.blocks import replace_block
+from stormlab.model.grid import (
     AWS_FIXES,
     PANELS,
     PHASES,
@@ -19,10 +19,9 @@ from stormlab.sweep_grid import (
     judge_model,
     live_sample,
     markdown,
-    read_results,
-    replace_block,
     summarize,
 )
+from stormlab.runs.sweep import read_results, run_live, run_model
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
 AT_2015 = Point(**POINT_2015)

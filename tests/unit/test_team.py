@@ -13,11 +13,10 @@ from prometheus_client import CollectorRegistry, Gauge
 from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
-from stormlab import alerts
 from stormlab.cli import main
-from stormlab.gameday import desk, moves, scoring
-from stormlab.gameday.engine import Runner
+from stormlab.gameday import alerts, desk, moves, scoring
 from stormlab.gameday.reader import load
+from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import ScenarioError, schedule
 from tests.unit.test_gameday_engine import ToyLab, VirtualClock, flagship
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_prometheus_rule_file_is_written_from_the_one_definition():
     assert (ROOT / "prometheus/rules/alerts.yml").read_text() == alerts.rules_yaml(), (
-        "run: python -m stormlab.alerts > prometheus/rules/alerts.yml"
+        "run: python -m stormlab.gameday.alerts > prometheus/rules/alerts.yml"
     )
 
 

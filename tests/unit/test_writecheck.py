@@ -1,6 +1,6 @@
 """The write checker's verdict: what the client was told against what the lab holds."""
 
-from stormlab.writecheck import ACKED, REFUSED, UNKNOWN, Ledger, verdict
+from stormlab.runs.writecheck import ACKED, REFUSED, UNKNOWN, Ledger, verdict
 
 
 def ledger_of(**outcomes):

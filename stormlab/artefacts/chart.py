@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from stormlab.plotting import pyplot
-from stormlab.story import Sample, rolling
+from stormlab.artefacts.plotting import pyplot
+from stormlab.engine.story import Sample, rolling
 
 
 def write_chart(samples: Sequence[Sample], times: dict, allowance_s: float, path: Path, summary: dict) -> Path:

@@ -1,7 +1,7 @@
 """A PNG of a Grafana dashboard's time-series panels, drawn from Prometheus's own answers.
 
 Grafana is not always there (CI reaches no registry, a laptop may run only Prometheus); the
-dashboard JSON still says what to draw. ``python -m stormlab.dashboard_png DASHBOARD.json OUT.png
+dashboard JSON still says what to draw. ``python -m stormlab.artefacts.dashboard_png DASHBOARD.json OUT.png
 --prometheus http://127.0.0.1:9090 --minutes 10 [--shade START,END]``.
 """
 
@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from stormlab.plotting import pyplot
+from stormlab.artefacts.plotting import pyplot
 
 PERCENT = {"percentunit"}
 

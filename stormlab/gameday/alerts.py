@@ -1,5 +1,5 @@
 """The lab's alerts, each defined once: Prometheus's rule file is written from this table
-(`python -m stormlab.alerts > prometheus/rules/alerts.yml`, a test keeps the two the same), and
+(`python -m stormlab.gameday.alerts > prometheus/rules/alerts.yml`, a test keeps the two the same), and
 a game day without Docker evaluates the same conditions itself on its samples.
 
 An alert with a ``role`` pages that on-call role (Alertmanager routes on the ``role`` label; the
@@ -231,7 +231,7 @@ PAGING = tuple(a for a in ALERTS if a.role)
 def rules_yaml() -> str:
     """prometheus/rules/alerts.yml."""
     lines = [
-        "# Written by `python -m stormlab.alerts` from stormlab/alerts.py (edit it there; a test",
+        "# Written by `python -m stormlab.gameday.alerts` from stormlab/gameday/alerts.py (edit it there; a test",
         "# keeps this file the same). The role label routes a page to its on-call (alertmanager/).",
         "groups:",
         "  - name: stormlab-alerts",

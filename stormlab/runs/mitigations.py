@@ -31,10 +31,11 @@ from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings, parse_duration
-from stormlab import launcher, observe
-from stormlab.demo import Demo
-from stormlab.story import ratio_between
-from stormlab.sweep_grid import PANELS, POINT_2015, SETTLE_S, Point, replace_block
+from stormlab.artefacts.blocks import replace_block
+from stormlab.engine import launcher, observe
+from stormlab.engine.story import ratio_between
+from stormlab.model.grid import PANELS, POINT_2015, SETTLE_S, Point
+from stormlab.runs.demo import Demo
 
 DEPLOY_AFTER_S = 30.0  # profile seconds after the blip ends: the storm is on its plateau by then
 DEPLOY_STEPS, DEPLOY_EVERY_S = 5, 10.0

@@ -1,6 +1,6 @@
 """Starts the lab's components, restarts any that dies, holds process faults, stops all on SIGTERM.
 
-Run by ``stormlab up`` as ``python -m stormlab.supervisor STATE_DIR``; it reads ``plan.json``,
+Run by ``stormlab up`` as ``python -m stormlab.engine.supervisor STATE_DIR``; it reads ``plan.json``,
 keeps ``state.json`` (pids and URLs) current for ``status`` and ``down``, and serves a control
 API on its own port:
 

@@ -27,7 +27,7 @@ from stormcore.wire import (
     Status,
     WireError,
 )
-from stormlab.story import Sample, host_fields, invalid_reasons
+from stormlab.engine.story import Sample, host_fields, invalid_reasons
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 

@@ -7,7 +7,7 @@ storm form and hold (or heal), then prints a summary and writes a PNG chart and 
 At ``--speed X`` the whole profile runs X times faster (below 1: slow motion); every time the
 demo prints (seconds from the blip, onset, recovery, renewal latency) is in profile time, and
 the event-loop lag (the host's) in wall-clock milliseconds. ``--speed auto`` picks the speed
-(stormlab.speed): a baseline that cannot carry the herd restarts the lab slower, and an
+(stormlab.engine.speed): a baseline that cannot carry the herd restarts the lab slower, and an
 INVALID run is run again slower; the summary says which speeds were tried and why.
 """
 
@@ -27,10 +27,10 @@ from chaos import catalog
 from stormcore.auth import ensure_token, headers
 from stormcore.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
 from stormcore.settings import LabSettings, parse_duration
-from stormlab import launcher, observe
-from stormlab.chart import write_chart
-from stormlab.speed import Baseline, afford, first_guess, next_slower, parse_speed
-from stormlab.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
+from stormlab.artefacts.chart import write_chart
+from stormlab.engine import launcher, observe
+from stormlab.engine.speed import Baseline, afford, first_guess, next_slower, parse_speed
+from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """The table of every process's HTTP operations in docs/api.md, from the descriptions the processes
-serve at ``/openapi.json`` (``python -m stormlab.apidoc`` prints it; a test keeps the two the same).
+serve at ``/openapi.json`` (``python -m stormlab.artefacts.apidoc`` prints it; a test keeps the two the same).
 
 The apps are built, not started: nothing listens and nothing is written but a scratch directory.
 """
@@ -25,8 +25,8 @@ from storage_node.app import create_app as rack_app
 from stormcore import openapi
 from stormcore.racks import RackUrls
 from stormcore.settings import LabSettings
-from stormlab.supervisor import Supervisor
-from stormlab.supervisor import create_app as supervisor_app
+from stormlab.engine.supervisor import Supervisor
+from stormlab.engine.supervisor import create_app as supervisor_app
 
 SETTINGS = LabSettings(racks=2, nodes_per_rack=5, customer_rate=0)
 TOKEN = "a-token-for-building-the-apps"

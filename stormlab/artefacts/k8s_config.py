@@ -1,6 +1,6 @@
 """The Kubernetes base's ConfigMaps, from the repository's own Prometheus, Alertmanager and
 Grafana files (``deploy/k8s/base/config.yaml``; kustomize may not read files above its
-directory, so they are written there). ``python -m stormlab.k8s_config`` (``make k8s-config``)
+directory, so they are written there). ``python -m stormlab.artefacts.k8s_config`` (``make k8s-config``)
 writes it; a test fails when it no longer matches the files."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "deploy/k8s/base/config.yaml"
 MAPS = {  # ConfigMap -> {key: file}
     "prometheus-config": {

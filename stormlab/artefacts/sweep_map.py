@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stormcore.settings import LabSettings
-from stormlab.plotting import colormap, pyplot
-from stormlab.sweep_grid import POINT_2015, Grid, Point, Verdict
+from stormlab.artefacts.plotting import colormap, pyplot
+from stormlab.model.grid import POINT_2015, Grid, Point, Verdict
 
 STUCK = ["#eafaf1", "#f5b7b1", "#c0392b"]  # recovered to stuck
 

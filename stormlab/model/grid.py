@@ -1,23 +1,19 @@
-"""The sweep's grid, pure: points, panels (the 2015 settings and each fix), the verdict of one
-point in the reference model, results as CSV rows, the live sample, the agreement and the table.
-`stormlab sweep` (stormlab/sweep.py) runs it; stormlab/sweep_map.py draws it."""
+"""The sweep's grid (pure, no I/O): points, panels (the 2015 settings and each fix), the verdict of
+one point in the reference model, the live sample, the agreement and the summary table.
+`stormlab sweep` (stormlab/runs/sweep.py) runs it and keeps its results on disk;
+stormlab/artefacts/sweep_map.py draws it."""
 
 from __future__ import annotations
 
-import csv
 import itertools
 import random
-import re
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from stormcore.errors import UsageError
 from stormcore.settings import LabSettings
-from stormlab.model import ReferenceModel
-from stormlab.story import STORM_RATIO
+from stormlab.engine.story import STORM_RATIO
+from stormlab.model.reference import ReferenceModel
 
 # The panels: the 2015 settings and each fix, as changes to the base settings (functions of it, so
 # a scaled-down fleet keeps its proportions). AWS's four announced fixes come first.
@@ -81,7 +77,7 @@ class Verdict:
     peak_error: float
     recovered_after_s: float | None  # blip end -> first reading under 1% (profile seconds)
     valid: bool = True  # live only: the host did not shape the run
-    seconds: float = 0.0  # what the point cost to run (wall clock)
+    seconds: float = 0.0  # what the point cost to run (wall clock; set by whoever ran it)
 
 
 @dataclass(frozen=True)
@@ -101,7 +97,6 @@ class Grid:
 
 def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
     """One point in the reference model: the demo's story in virtual time (profile seconds)."""
-    started = time.monotonic()
     s = point.settings(base).profile_time()
     model = ReferenceModel(s)
     blip_at = 1.5 * s.renewal_period_s + SETTLE_S + point.phase * s.renewal_period_s / PHASES  # memberships, the baseline
@@ -121,50 +116,7 @@ def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdic
         end_error,
         max(r for _, r in readings),
         next((ts - blip_end for ts, r in readings if ts >= blip_end and r < 0.01), None),
-        seconds=time.monotonic() - started,
     )
-
-
-# -- results on disk: one CSV row per point, appended as it comes ------------------------------
-
-COLUMNS = [f.name for f in fields(Point)] + [f.name for f in fields(Verdict)]
-
-
-def read_results(path: Path) -> dict[str, Verdict]:
-    if not path.exists():
-        return {}
-    out = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            try:
-                out[row["key"]] = Verdict(
-                    row["key"],
-                    row["stuck"] == "True",
-                    float(row["end_error"]),
-                    float(row["peak_error"]),
-                    float(row["recovered_after_s"]) if row["recovered_after_s"] else None,
-                    row["valid"] == "True",
-                    float(row["seconds"]),
-                )
-            except (KeyError, ValueError, TypeError):
-                continue  # a row cut short when a sweep was stopped: that point runs again
-    return out
-
-
-def append_result(path: Path, point: Point, verdict: Verdict) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with path.open("rb") as f:
-            f.seek(-1, 2)
-            cut = f.read(1) != b"\n"  # the last row was cut short when a sweep was stopped: it ends here
-        if cut:
-            with path.open("a") as f:
-                f.write("\n")
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
-        if new:
-            w.writeheader()
-        w.writerow({**asdict(point), **{k: ("" if v is None else v) for k, v in asdict(verdict).items()}})
 
 
 def live_sample(base: LabSettings, points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
@@ -246,12 +198,3 @@ def markdown(summary: dict[str, Any]) -> str:
             + "."
         )
     return "\n".join(rows)
-
-
-def replace_block(path: Path, marker: str, text: str) -> None:
-    """Put ``text`` between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``."""
-    doc = path.read_text()
-    pattern = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
-    if not pattern.search(doc):
-        raise UsageError(f"{path} has no <!-- {marker} --> … <!-- /{marker} --> block")
-    path.write_text(pattern.sub(lambda m: m.group(1) + text.rstrip() + "\n" + m.group(2), doc))

@@ -50,7 +50,7 @@ from chaos.catalog import ChaosError
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
-from stormlab.gameday.docker_lab import compose_token
+from stormlab.engine.compose import compose_token
 
 KILLABLE = ("linkproxy", "metadata")  # holders the supervisor restarts (killing it would end the lab)
 

@@ -30,8 +30,8 @@ import aiohttp
 
 from stormcore.errors import UsageError
 from stormcore.settings import LabSettings
-from stormlab import launcher, observe
-from stormlab.speed import first_guess
+from stormlab.engine import launcher, observe
+from stormlab.engine.speed import first_guess
 
 DOC = Path("docs/sizing.md")
 KINDS = {

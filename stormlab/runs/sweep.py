@@ -19,37 +19,78 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import csv
+import dataclasses
 import io
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings, SettingsError, parse_duration
-from stormlab import launcher
-from stormlab.demo import Demo
-from stormlab.sweep_grid import (
+from stormlab.artefacts.blocks import replace_block
+from stormlab.artefacts.sweep_map import draw
+from stormlab.engine import launcher
+from stormlab.model.grid import (
     PANELS,
     SETTLE_S,
     Grid,
     Point,
     Verdict,
     agreement,
-    append_result,
     judge_model,
     live_sample,
     markdown,
-    read_results,
-    replace_block,
     summarize,
 )
-from stormlab.sweep_map import draw
+from stormlab.runs.demo import Demo
+
+# -- results on disk: one CSV row per point, appended as it comes ------------------------------
+
+COLUMNS = [f.name for f in fields(Point)] + [f.name for f in fields(Verdict)]
+
+
+def read_results(path: Path) -> dict[str, Verdict]:
+    if not path.exists():
+        return {}
+    out = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                out[row["key"]] = Verdict(
+                    row["key"],
+                    row["stuck"] == "True",
+                    float(row["end_error"]),
+                    float(row["peak_error"]),
+                    float(row["recovered_after_s"]) if row["recovered_after_s"] else None,
+                    row["valid"] == "True",
+                    float(row["seconds"]),
+                )
+            except (KeyError, ValueError, TypeError):
+                continue  # a row cut short when a sweep was stopped: that point runs again
+    return out
+
+
+def append_result(path: Path, point: Point, verdict: Verdict) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with path.open("rb") as f:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"  # the last row was cut short when a sweep was stopped: it ends here
+        if cut:
+            with path.open("a") as f:
+                f.write("\n")
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        if new:
+            w.writeheader()
+        w.writerow({**asdict(point), **{k: ("" if v is None else v) for k, v in asdict(verdict).items()}})
 
 
 def parse_list(text: str, kind: Callable[[str], Any], what: str) -> tuple:
@@ -86,6 +127,13 @@ def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: flo
 # -- the sweep ----------------------------------------------------------------------------------
 
 
+def timed_judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
+    """The model's verdict on one point, with what it cost (run in a worker process)."""
+    started = time.monotonic()
+    verdict = judge_model(base, point, watch_periods)
+    return dataclasses.replace(verdict, seconds=time.monotonic() - started)
+
+
 def run_model(
     base: LabSettings, points: Sequence[Point], path: Path, watch_periods: float, jobs: int, say: Callable[[str], None]
 ) -> dict[str, Verdict]:
@@ -97,7 +145,7 @@ def run_model(
         return done
     started, last_said = time.monotonic(), 0.0
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(judge_model, base, p, watch_periods): p for p in todo}
+        futures = {pool.submit(timed_judge_model, base, p, watch_periods): p for p in todo}
         for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
             point, verdict = futures[future], future.result()
             append_result(path, point, verdict)

@@ -17,7 +17,7 @@ from typing import Any
 from chaos import catalog
 from stormcore import auth
 from stormcore.wire import RackStatus
-from stormlab import observe
+from stormlab.engine import observe
 
 # The processes whose /status the stack publishes, with their default ports (compose's *_PORT).
 PUBLISHED = {"metadata": 8700, "loadgen": 8702, "queues": 8704, "scaling": 8705, "console": 8706, "metrics": 8707}

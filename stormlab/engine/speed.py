@@ -14,9 +14,10 @@ they grow with it.
    (:func:`afford`): if the herd would break a budget, the lab is restarted slower;
 3. after the run, the validity check: an INVALID run is run again at the next slower speed.
 
-So the speed a run reports is one it was judged valid at, or the run says INVALID. Pure: the
-runs themselves are the demo's (``up`` and ``scenario run`` take the first guess only; their
-``status`` and report then say whether it held).
+So the speed a run reports is one it was judged valid at, or the run says INVALID. The
+decisions here take the readings as arguments (the first guess asks the host for its cores
+unless told); the runs themselves are the demo's (``up`` and ``scenario run`` take the first
+guess only; their ``status`` and report then say whether it held).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 from dataclasses import dataclass
 
 from stormcore.settings import SPEEDS, SettingsError
-from stormlab.story import CPU_SATURATED, CPU_WAIT_BUDGET, HERD_LAG_BUDGET, LAB_CPU_BUDGET
+from stormlab.engine.story import CPU_SATURATED, CPU_WAIT_BUDGET, HERD_LAG_BUDGET, LAB_CPU_BUDGET
 
 AUTO = "auto"
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625)  # the speeds auto tries, fastest first

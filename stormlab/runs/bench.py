@@ -40,8 +40,8 @@ from stormcore.errors import LabError, UsageError
 from stormcore.fleet import node_id
 from stormcore.settings import LabSettings
 from stormcore.web import serve
-from stormlab import launcher, observe
-from stormlab.speed import first_guess, parse_speed
+from stormlab.engine import launcher, observe
+from stormlab.engine.speed import first_guess, parse_speed
 
 DOC = Path("docs/benchmarks.md")
 
@@ -130,7 +130,7 @@ class Bench:
                     raise RuntimeError(f"the membership of {node} was refused: {resp.status} {body[:200]!r}")
             port = launcher._free_ports(1)[0]
             bare = subprocess.Popen(
-                [sys.executable, "-c", f"from stormlab.bench import serve_bare; serve_bare({port}, {body!r})"],
+                [sys.executable, "-c", f"from stormlab.runs.bench import serve_bare; serve_bare({port}, {body!r})"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
