@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from chaos import catalog  # noqa: E402
 from stormcore.auth import ensure_token, headers  # noqa: E402
-from stormcore.settings import LabSettings  # noqa: E402
+from stormcore.settings import LabSettings, Pace  # noqa: E402
 from stormlab import launcher, observe  # noqa: E402
 
 PROCESSES = ("rack-00", "linkproxy", "metadata", "loadgen")
@@ -71,7 +71,7 @@ async def serving(state: dict) -> None:
 
 async def blip(state: dict, directory: Path, speed: float) -> None:
     proxy = state["components"]["linkproxy"]["url"]
-    body = catalog.request("blip", {"racks": [0, 1, 2], "duration": 5.0 / speed}).body
+    body = catalog.request("blip", {"racks": [0, 1, 2], "duration": Pace(speed).wall(5.0)}).body
     auth = headers(ensure_token(directory))
     async with aiohttp.ClientSession() as session, session.post(f"{proxy}/faults", json=body, headers=auth) as resp:
         resp.raise_for_status()

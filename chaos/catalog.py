@@ -14,24 +14,19 @@ Changing a fault's range is a one-line change here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormcore import roster
 from stormcore.errors import UsageError
 from stormcore.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, max_duration_s, parse_bool, parse_duration
 
 HOLDERS = {  # who applies each fault and arms its revert, in the local lab
-    "linkproxy": "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
     "supervisor": "the supervisor (the parent of every lab process)",
-    "metadata": "the metadata service itself",
-    "queues": "the queue service itself",
-    "scaling": "the scaling service itself",
-    "metrics": "the metrics service itself",
-    "console": "the console itself",
+    **{p.name: p.what if p.kind == roster.LINKPROXY else f"{p.what.split(':')[0]} itself" for p in roster.ROSTER if p.holds_faults},
 }
-SERVICES = ("queues", "scaling", "metrics", "console")  # the cascade's services, beside the database
+SERVICES = roster.CASCADE  # the cascade's services, beside the database
 DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "duration",
     "number",
@@ -42,7 +37,7 @@ DURATION, NUMBER, INTEGER, FLAG, CHOICE, RACKS, TABLES, TARGET = (
     "tables",
     "target",
 )
-TARGET_NAME = re.compile(r"^(metadata|queues|scaling|metrics|console|rack-\d{1,4})$")
+TARGET_NAME = roster.TARGET_NAME
 
 
 class ChaosError(UsageError):
@@ -147,7 +142,7 @@ class Arg:
                 raise ChaosError(f"{self.key} must be a list of distinct table names")
             return value
         if not isinstance(value, str) or not TARGET_NAME.match(value):
-            raise ChaosError(f"{self.key} must name a process: metadata, rack-NN, queues, scaling, metrics or console, got {value!r}")
+            raise ChaosError(f"{self.key} must name a process: {roster.targets_text()}, got {value!r}")
         return value
 
 
@@ -287,7 +282,7 @@ DURATION_ARG = Arg(
     "duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
 )
 RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
-TARGET_ARG = Arg("target", TARGET, "the process: metadata, rack-NN, queues, scaling, metrics or console", required=True)
+TARGET_ARG = Arg("target", TARGET, f"the process: {roster.targets_text()}", required=True)
 
 
 def _staged_lease_s(body: dict[str, Any]) -> float:

@@ -18,6 +18,7 @@ from typing import Any
 
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
+from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
@@ -119,7 +120,7 @@ def backend(args: argparse.Namespace) -> str:
 def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     """Who holds what: the local lab's state file, or on compose the metadata service's URL."""
     if docker:  # the processes that hold their own faults, by STORMLAB_<NAME>_URL
-        urls = {name: os.environ.get(f"STORMLAB_{name.upper()}_URL", "") for name in ("metadata", *catalog.SERVICES)}
+        urls = {name: os.environ.get(f"STORMLAB_{name.upper()}_URL", "") for name in ENGINE_HOLDERS}
         holder = catalog.FAULTS[fault].holder if fault in catalog.FAULTS else None
         if holder in urls and not urls[holder]:
             raise ChaosError(
@@ -137,6 +138,7 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
 
 
 ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, held_rows, halt
+ENGINE_HOLDERS = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.engines)  # reached by URL on an engine
 
 
 def run(args: argparse.Namespace, runner: Any = None) -> int:
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
         return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None)
-    if engine and catalog.FAULTS[args.fault].holder not in ("metadata", *catalog.SERVICES):
+    if engine and catalog.FAULTS[args.fault].holder not in ENGINE_HOLDERS:
         runner = engine.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
         req = catalog.request(args.fault, values_from(args, racks_total), racks_total)

@@ -17,6 +17,7 @@ from typing import Any
 
 from chaos import catalog, journal
 from chaos.catalog import ChaosError
+from stormcore import roster
 from stormcore.auth import headers
 from stormcore.errors import LabError
 from stormcore.fleet import cell_name
@@ -54,11 +55,9 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
     """Each fault-holding process of the lab and its URL."""
     comps = state.get("components", {})
     found = {
-        "linkproxy": comps.get("linkproxy", {}).get("url"),
         "supervisor": state.get("supervisor_url"),
-        "metadata": comps.get("metadata", {}).get("url"),
+        **{p.name: comps.get(p.name, {}).get("url") for p in roster.ROSTER if p.holds_faults},
         **{name: c.get("url") for name, c in comps.items() if name.startswith("metadata-")},  # the other cells
-        **{service: comps.get(service, {}).get("url") for service in catalog.SERVICES},
     }
     return {who: url for who, url in found.items() if url}
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from stormcore import roster
+
 try:  # the Docker SDK is optional: only the docker backend needs it
     import docker.errors  # (without the SDK, `docker` may name this repository's docker/ folder)
 
@@ -188,7 +190,7 @@ def project_of(labels: dict[str, str]) -> str | None:
     return labels.get(PROJECT_LABEL) or labels.get(STACK_LABEL)
 
 
-SERVICES = ("metadata", "queues", "scaling", "metrics", "console")  # compose services named as their targets
+SERVICES = roster.NAMED_TARGETS  # compose services named as their targets (the racks: one scaled service)
 ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "pause", "kill", "isolate")  # what an engine's backend holds
 
 

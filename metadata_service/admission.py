@@ -1,8 +1,11 @@
-"""Who may renew now: the pause AWS used at 5:06 AM, and a staged readmission (pure).
+"""The metadata service's door (pure): who may renew now, and what a renewal costs.
 
-A pause turns every membership request away (cheaply, at the front door). Resuming all at
-once re-creates the herd; a staged resume readmits the fleet in ``groups`` steps, one every
-``every_s`` seconds, each node in a fixed group.
+A pause (AWS's, 5:06 AM) turns every membership request away, cheaply, at the front door.
+Resuming all at once re-creates the herd; a staged resume readmits the fleet in ``groups``
+steps, one every ``every_s`` seconds, each node in a fixed group. Past the pause, server-side
+admission control may turn a request away too (``shed``). :func:`door` is the whole rule, and
+:func:`membership_work_s` the cost model: the live service and the reference model both call
+them, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from typing import Any
+
+from stormcore.settings import LabSettings
+from stormcore.wire import OVERLOADED, PAUSED
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,25 @@ def shed(inflight: int, cores: float, work_s: float, deadline_s: float, limit: i
     (processor sharing, at most a core each), could not finish within ``deadline_s``: work that
     would only be abandoned is never started."""
     if limit and inflight >= limit:
-        return "overloaded"
+        return OVERLOADED
     if deadline_aware and work_s / min(1.0, cores / (inflight + 1)) > deadline_s:
-        return "overloaded"
+        return OVERLOADED
     return None
+
+
+def membership_work_s(settings: LabSettings, entries: int) -> float:
+    """What answering a membership of ``entries`` costs the virtual CPU, in core-seconds."""
+    return settings.cost_base_s + settings.cost_per_entry_s * entries
+
+
+def door(
+    admission: Admission, node: str, now: float, work_s: float, inflight: int, cores: float, deadline_s: float, settings: LabSettings
+) -> str | None:
+    """Whether a renewal comes in: ``paused`` (an operator's pause, or a staged readmission that
+    has not reached this node), ``overloaded`` (admission control), or None (it is served)."""
+    if not admission.admits(node, now):
+        return PAUSED
+    return shed(inflight, cores, work_s, deadline_s, settings.admission_limit, settings.admission_deadline)
 
 
 class Admission:

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from chaos import catalog
 from chaos.control import LeaseRunner, Recorder, add_fault_routes
-from metadata_service.admission import shed
+from metadata_service.admission import door, membership_work_s
 from metadata_service.faults import MetadataFaults
 from metadata_service.membership import MAX_GSIS, MembershipStore, TooManyGsis, UnknownTable
 from metadata_service.metrics import MetadataMetrics
@@ -34,9 +34,13 @@ from stormcore.auth import from_env, token_middleware
 from stormcore.openapi import ERROR, INTEGER, LAG_WINDOW, NUMBER, STRING, Answer, Operation, obj, schema_of
 from stormcore.settings import LabSettings, SettingsError
 from stormcore.web import BadRequest, LoopLag, base_app, json_error, number, read_object
-from stormcore.wire import DEADLINE_HEADER, Membership, MetadataStatus, PartitionMap
+from stormcore.wire import DEADLINE_HEADER, OVERLOADED, PAUSED, REFUSAL_HEADER, Membership, MetadataStatus, PartitionMap
 
 SERVICE = web.AppKey("service", MetadataService)
+REFUSED = {
+    PAUSED: "membership requests are paused by an operator",
+    OVERLOADED: "turned away by admission control: the service is past its limit or the renewal's deadline",
+}
 LAG = web.AppKey("lag", LoopLag)
 
 
@@ -129,15 +133,16 @@ async def membership(request: web.Request) -> web.Response:
     if not service.store.has_node(node):
         service.metrics.requests.labels("membership", "rejected").inc()
         return json_error(404, "unknown_node", f"no storage node {node!r} in this cell")
-    if not service.admission.admits(node, service.now()):
-        service.metrics.requests.labels("membership", "paused").inc()
-        return json_error(503, "paused", "membership requests are paused by an operator")
-    entries = service.store.entries(node)
-    s = service.settings
-    work = s.cost_base_s + s.cost_per_entry_s * entries
-    if shed(service.cpu.inflight, service.cpu.cores, work, _deadline(request, s.allowance_s), s.admission_limit, s.admission_deadline):
-        service.metrics.requests.labels("membership", "overloaded").inc()
-        return json_error(503, "overloaded", "turned away by admission control: the service is past its limit or the renewal's deadline")
+    entries, s = service.store.entries(node), service.settings
+    work = membership_work_s(s, entries)
+    refused = door(
+        service.admission, node, service.now(), work, service.cpu.inflight, service.cpu.cores, _deadline(request, s.allowance_s), s
+    )
+    if refused is not None:
+        service.metrics.requests.labels("membership", refused).inc()
+        answer = json_error(503, refused, REFUSED[refused])
+        answer.headers[REFUSAL_HEADER] = refused
+        return answer
     await service.on_cpu("membership", work)
     service.metrics.entries.observe(entries)
     return web.Response(body=service.store.membership(node), content_type="application/json")

@@ -23,7 +23,7 @@ from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import node_id, startup_phases
 from stormcore.settings import LabSettings
 from stormcore.window import Window
-from stormcore.wire import DEADLINE_HEADER, Membership, WireError
+from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER, REFUSALS, Membership, WireError
 
 log = logging.getLogger(__name__)
 Owned = frozenset[tuple[str, str | None, int]]
@@ -86,8 +86,9 @@ class Node:
                 if resp.status == 200:
                     self._accept(body)
                     reason = OK
-                elif resp.status == 503:
-                    reason = "overloaded" if b'"overloaded"' in body else "paused"
+                elif resp.status == 503:  # turned away at the door: the header says why
+                    refusal = resp.headers.get(REFUSAL_HEADER, "")
+                    reason = refusal if refusal in REFUSALS else "error"
         except TimeoutError:
             reason = "timeout"
         except (aiohttp.ClientError, OSError):
@@ -142,7 +143,11 @@ class Rack:
     def deployed(self) -> dict[str, object]:
         """The deployable settings in force, in profile time (as people give them)."""
         s = self.settings
-        return {"retry_policy": s.retry_policy, "allowance_s": s.allowance_s * s.speed, "renewal_period_s": s.renewal_period_s * s.speed}
+        return {
+            "retry_policy": s.retry_policy,
+            "allowance_s": s.pace.profile(s.allowance_s),
+            "renewal_period_s": s.pace.profile(s.renewal_period_s),
+        }
 
     def deploy(self, changes: dict[str, object]) -> dict[str, object]:
         """A live deploy to every node of the rack (profile-time values, as `stormlab ops deploy`
@@ -151,7 +156,7 @@ class Rack:
         force before. Raises SettingsError (nothing changed) for a value out of range."""
         before = self.deployed()
         s = self.settings
-        scaled = {k: (float(v) / s.speed if k.endswith("_s") else v) for k, v in changes.items()}  # type: ignore[arg-type]
+        scaled = {k: (s.pace.wall(float(v)) if k.endswith("_s") else v) for k, v in changes.items()}  # type: ignore[arg-type]
         new = s.replace(**scaled)
         self.settings, self.policy = new, rack_policy(new)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)

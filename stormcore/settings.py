@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, overload
 
 from stormcore.errors import UsageError
 
@@ -42,6 +42,41 @@ SET_HELP = (
 
 class SettingsError(UsageError):
     """A setting has a value the lab cannot run with (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Profile time against the wall clock at a run's speed: the one conversion between them.
+
+    At speed X a profile second lasts 1/X wall seconds, and whatever happens per second (requests,
+    CPU work) happens X times as often per wall second. Every duration a person or a scenario
+    gives is profile time; every clock a process reads is the wall's."""
+
+    speed: float = 1.0
+
+    @overload
+    def wall(self, profile_s: float) -> float: ...
+    @overload
+    def wall(self, profile_s: None) -> None: ...
+    def wall(self, profile_s: float | None) -> float | None:
+        """A profile duration, in wall seconds."""
+        return None if profile_s is None else profile_s / self.speed
+
+    @overload
+    def profile(self, wall_s: float) -> float: ...
+    @overload
+    def profile(self, wall_s: None) -> None: ...
+    def profile(self, wall_s: float | None) -> float | None:
+        """A wall duration, in profile seconds."""
+        return None if wall_s is None else wall_s * self.speed
+
+    def per_wall(self, per_profile_s: float) -> float:
+        """A rate (or CPU cores) at speed 1, as it runs at this speed."""
+        return per_profile_s * self.speed
+
+    def per_profile(self, per_wall_s: float) -> float:
+        """A rate (or CPU cores) measured at this speed, as it would be at speed 1."""
+        return per_wall_s / self.speed
 
 
 def setting(default: Any, doc: str, lo: float | None = None, hi: float | None = None, choices: tuple[str, ...] = ()) -> Any:
@@ -135,6 +170,11 @@ class LabSettings:
     @property
     def nodes_total(self) -> int:
         return self.racks * self.nodes_per_rack
+
+    @property
+    def pace(self) -> Pace:
+        """These settings' profile time against the wall clock."""
+        return Pace(self.speed)
 
     def sped_up(self, factor: float) -> LabSettings:
         """The same profile with time running ``factor`` times faster: every duration and every
@@ -236,12 +276,12 @@ def parse_value(f: dataclasses.Field[Any], raw: str) -> Any:
 
 def _scaled(settings: LabSettings, factor: float) -> dict[str, float]:
     """Durations and costs (``*_s``) divided by ``factor``, rates (``*_rate``) multiplied."""
-    out = {}
+    pace, out = Pace(factor), {}
     for f in fields(settings):
         if f.name.endswith("_s"):
-            out[f.name] = getattr(settings, f.name) / factor
+            out[f.name] = pace.wall(getattr(settings, f.name))
         elif f.name.endswith("_rate"):
-            out[f.name] = getattr(settings, f.name) * factor
+            out[f.name] = pace.per_wall(getattr(settings, f.name))
     return out
 
 

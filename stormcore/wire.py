@@ -23,6 +23,10 @@ T = TypeVar("T", bound="Status")
 
 # A renewal's deadline (the rack's allowance, seconds), for deadline-aware shedding at the service.
 DEADLINE_HEADER = "X-Stormlab-Deadline-S"
+# Why the metadata service turned a renewal away at its door (a 503): one of REFUSALS.
+REFUSAL_HEADER = "X-Stormlab-Refusal"
+PAUSED, OVERLOADED = "paused", "overloaded"  # an operator's pause (or a staged readmission), admission control
+REFUSALS = (PAUSED, OVERLOADED)
 
 
 class WireError(ValueError):

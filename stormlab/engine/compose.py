@@ -14,13 +14,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from chaos import catalog
-from stormcore import auth
+from stormcore import auth, roster
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
 
 # The processes whose /status the stack publishes, with their default ports (compose's *_PORT).
-PUBLISHED = {"metadata": 8700, "loadgen": 8702, "queues": 8704, "scaling": 8705, "console": 8706, "metrics": 8707}
+PUBLISHED = {p.name: p.published_port for p in roster.SINGLE if p.engines}
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +52,7 @@ def docker_state(directory: Path) -> dict[str, Any]:
     services = {name: {"url": f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', port)}"} for name, port in PUBLISHED.items()}
     return {
         "directory": str(directory),
-        "components": {**{k: v for k, v in services.items() if k in catalog.SERVICES}, "metadata": {"url": url}},
+        "components": {**{k: v for k, v in services.items() if k in roster.CASCADE}, "metadata": {"url": url}},
         "supervisor_url": None,
         "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
     }

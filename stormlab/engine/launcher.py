@@ -11,29 +11,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stormcore import roster
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError
 from stormcore.fleet import cell_name, cell_of
 from stormcore.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
+from stormcore.roster import rack_name
 from stormcore.settings import LabSettings
+from stormlab.engine.ports import DEFAULT_BASE_PORT, HOST, PortPlan, port_plan
 
-HOST = "127.0.0.1"
-DEFAULT_BASE_PORT = 8700
-# The services beside the database, whose control planes live in the lab's tables (ports base+4…).
-DEPENDENT = tuple((name, f"services.{name}") for name in ("queues", "scaling", "console", "metrics"))
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
 
@@ -50,116 +47,71 @@ class Component:
         return f"http://{HOST}:{self.port}"
 
 
-_HANDED_OUT: set[int] = set()  # ports this process chose for a lab: never chosen twice
+@dataclass(frozen=True)
+class LabPlan:
+    components: list[Component]
+    supervisor_port: int
 
 
-def _ephemeral_low() -> int:
-    """The lowest port the kernel hands to outgoing connections (Linux; 32768 elsewhere)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` free ports below the ephemeral range: between choosing a port and its process binding
-    it, the lab's own outgoing connections (which take ephemeral ports) cannot take it first."""
-    low, high = 10_000, _ephemeral_low() - 1
-    if high - low < 4 * n:  # an unusual range: let the kernel choose
-        return _kernel_ports(n)
-    start, found = random.randrange(low, high), []
-    for offset in range(high - low):
-        port = low + (start - low + offset) % (high - low)
-        if port not in _HANDED_OUT and _port_free(port):  # not bound yet does not mean not promised
-            found.append(port)
-            if len(found) == n:
-                _HANDED_OUT.update(found)
-                return found
-    raise LabError(f"not {n} free ports between {low} and {high}")
-
-
-def _kernel_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def plan(settings: LabSettings, base_port: int, data_dir: Path) -> list[Component]:
-    """Every process of the lab with its port and environment."""
-    n, d, extra = settings.racks, len(DEPENDENT), settings.cells - 1
-    if base_port == 0:
-        ports = _free_ports(3 + 2 * n + d + d * n + extra)
-    else:
-        if not 1024 <= base_port <= 65535 - 500:
-            raise LabError("base port must be 0 (pick free ports) or between 1024 and 65035")
-        ports = (
-            [base_port, base_port + 1, base_port + 2]
-            + [base_port + 10 + r for r in range(n)]
-            + [base_port + 100 + r for r in range(n)]
-            + [base_port + 4 + i for i in range(d)]
-            + [base_port + 200 + 64 * i + r for i in range(d) for r in range(n)]  # each service's path to each rack
-            + [base_port + 80 + c for c in range(1, settings.cells)]  # the other cells' metadata services
-            + [base_port + 3]
-        )
-        busy = [p for p in ports if not _port_free(p)]
-        if busy:
-            raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")
-    meta, proxy, loadgen, links, racks = ports[0], ports[1], ports[2], ports[3 : 3 + n], ports[3 + n : 3 + 2 * n]
-    dependent_ports = ports[3 + 2 * n : 3 + 2 * n + d]
-    # The cascade's services reach each rack through the link proxy (the isolate fault acts there).
-    paths = {name: ports[3 + 2 * n + d + i * n : 3 + 2 * n + d + (i + 1) * n] for i, (name, _) in enumerate(DEPENDENT)}
-    cell_ports = [meta, *ports[3 + 2 * n + d + d * n : 3 + 2 * n + d + d * n + extra]]
+def plan(settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequence[str] | None = None) -> LabPlan:
+    """Every process of the lab (the roster's), with its port and environment. ``cascade``: the
+    dependent services to run (None: every one of them)."""
+    cascade = roster.CASCADE if cascade is None else tuple(s for s in roster.CASCADE if s in cascade)
+    ports = port_plan(settings, base_port, cascade)
+    metadata = [ports.single["metadata"], *ports.cells]
+    customers = {"STORMLAB_METADATA_URL": f"http://{HOST}:{metadata[0]}", "STORMLAB_RACK_URLS": _urls(ports.racks)}
+    comps: list[Component] = []
+    for process in roster.ROSTER:
+        if process.kind == roster.METADATA:
+            comps += [Component(cell_name(c), process.module, port, {"STORMLAB_CELL": str(c)}) for c, port in enumerate(metadata)]
+        elif process.kind == roster.LINKPROXY:
+            comps.append(Component(process.name, process.module, ports.single[process.name], _link_env(settings, ports, metadata)))
+        elif process.kind == roster.RACK:
+            comps += [
+                Component(
+                    rack_name(r),
+                    process.module,
+                    port,
+                    {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{link}", "STORMLAB_DATA_DIR": str(data_dir)},
+                )  # fmt: skip
+                for r, (port, link) in enumerate(zip(ports.racks, ports.links, strict=True))
+            ]
+        elif process.kind == roster.CUSTOMERS:
+            comps.append(Component(process.name, process.module, ports.single[process.name], customers))
+        elif process.name in cascade:  # the cascade's services reach each rack through the link proxy (isolate acts there)
+            env = {**customers, "STORMLAB_RACK_URLS": _urls(ports.paths[process.name]), "STORMLAB_DATA_DIR": str(data_dir / process.name)}
+            comps.append(Component(process.name, process.module, ports.single[process.name], env))
     common = settings.to_env()
-    rack_urls = ",".join(f"http://{HOST}:{p}" for p in racks)
-    comps = [
-        *(Component(cell_name(c), "metadata_service", p, {"STORMLAB_CELL": str(c)}) for c, p in enumerate(cell_ports)),
-        Component(
-            "linkproxy",
-            "chaos.linkproxy",
-            proxy,
-            {
-                "STORMLAB_METADATA_PORT": str(meta),
-                "STORMLAB_LINK_PORTS": json.dumps({r: p for r, p in enumerate(links)}),
-                "STORMLAB_CELL_PORTS": json.dumps({r: cell_ports[cell_of(r, settings)] for r in range(n)}),
-                "STORMLAB_PATH_PORTS": json.dumps({name: {r: [p, racks[r]] for r, p in enumerate(ps)} for name, ps in paths.items()}),
-            },
-        ),
-    ]
-    comps += [
-        Component(
-            f"rack-{r:02d}",
-            "storage_node",
-            racks[r],
-            {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{links[r]}", "STORMLAB_DATA_DIR": str(data_dir)},
-        )
-        for r in range(n)
-    ]
-    customers = {"STORMLAB_METADATA_URL": f"http://{HOST}:{meta}", "STORMLAB_RACK_URLS": rack_urls}
-    comps.append(Component("loadgen", "services.loadgen", loadgen, customers))
-    for (name, module), port in zip(DEPENDENT, dependent_ports, strict=True):
-        env = {**customers, "STORMLAB_RACK_URLS": ",".join(f"http://{HOST}:{p}" for p in paths[name])}
-        comps.append(Component(name, module, port, {**env, "STORMLAB_DATA_DIR": str(data_dir / name)}))
-    return [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps]
+    return LabPlan(
+        [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps],
+        ports.single["supervisor"],
+    )
 
 
-def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float = 60.0, directory: Path | None = None) -> dict:
+def _urls(ports: list[int]) -> str:
+    return ",".join(f"http://{HOST}:{p}" for p in ports)
+
+
+def _link_env(settings: LabSettings, ports: PortPlan, metadata: list[int]) -> dict[str, str]:
+    """The link proxy's ports: each rack's link to its cell's metadata service, each service's path to each rack."""
+    n = settings.racks
+    return {
+        "STORMLAB_METADATA_PORT": str(metadata[0]),
+        "STORMLAB_LINK_PORTS": json.dumps(dict(enumerate(ports.links))),
+        "STORMLAB_CELL_PORTS": json.dumps({r: metadata[cell_of(r, settings)] for r in range(n)}),
+        "STORMLAB_PATH_PORTS": json.dumps({name: {r: [p, ports.racks[r]] for r, p in enumerate(ps)} for name, ps in ports.paths.items()}),
+    }
+
+
+def up(
+    settings: LabSettings,
+    base_port: int = DEFAULT_BASE_PORT,
+    wait_s: float = 60.0,
+    directory: Path | None = None,
+    cascade: Sequence[str] | None = None,
+) -> dict:
+    """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: all) and
+    return its state once every process answers /healthz."""
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
@@ -167,8 +119,8 @@ def up(settings: LabSettings, base_port: int = DEFAULT_BASE_PORT, wait_s: float 
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
     data_dir = directory / "data"
-    components = plan(settings, base_port, data_dir)
-    sup_port = base_port + 3 if base_port else _free_ports(1)[0]
+    laid_out = plan(settings, base_port, data_dir, cascade)
+    components, sup_port = laid_out.components, laid_out.supervisor_port
     (directory / "plan.json").write_text(
         json.dumps(
             {

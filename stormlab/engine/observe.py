@@ -13,17 +13,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from stormcore import roster
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError
-from stormcore.settings import LabSettings
+from stormcore.settings import LabSettings, Pace
 from stormcore.wire import (
-    ConsoleStatus,
-    LoadgenStatus,
-    MetadataStatus,
-    MetricsStatus,
-    QueuesStatus,
     RackStatus,
-    ScalingStatus,
     Status,
     WireError,
 )
@@ -167,14 +162,7 @@ PICKED: dict[str, dict[str, str]] = {
         "metric_gaps_total": "gaps_total",
     },
 }
-STATUS_TYPES: dict[str, type[Status]] = {
-    "loadgen": LoadgenStatus,
-    "metadata": MetadataStatus,
-    "queues": QueuesStatus,
-    "scaling": ScalingStatus,
-    "console": ConsoleStatus,
-    "metrics": MetricsStatus,
-}
+STATUS_TYPES: dict[str, type[Status]] = {p.name: p.status for p in roster.SINGLE if p.status is not None}
 
 
 def summarize(
@@ -233,10 +221,10 @@ def render(snap: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "  n/a" if x is None else f"{100 * x:5.1f}%"
 
-    speed = snap.get("speed") or 1.0
+    pace = Pace(snap.get("speed") or 1.0)
 
     def sec(x: float | None) -> str:  # the lab's times, in profile time
-        return "n/a" if x is None else f"{x * speed:.3f}s"
+        return "n/a" if x is None else f"{pace.profile(x):.3f}s"
 
     def wall(x: float | None) -> str:  # the host's
         return "n/a" if x is None else f"{1000 * x:.1f}ms"
@@ -259,7 +247,7 @@ def render(snap: dict[str, Any]) -> str:
         f"{pct(snap['cpu_ratio'])} of a core ({snap['cpu_by'] or 'n/a'}), the lab {snap['lab_cpu_cores'] or 0:.2f} of "
         f"{snap['host_cores'] or '?'} cores, longest wait for a core {wall(snap['cpu_wait_s'])} a run, "
         f"host busy {pct(snap['host_cpu_ratio'])}, steal {pct(snap['host_steal_ratio'])} (last 10 s)",
-        f"speed:      {speed:g}x (the lab's times above in profile time; the host's in wall-clock ms)",
+        f"speed:      {pace.speed:g}x (the lab's times above in profile time; the host's in wall-clock ms)",
         f"validity:   {valid}",
     ]
     if snap.get("queue_error_ratio") is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from stormcore.settings import Pace
 from stormlab.gameday.scenario import probe_value
 
 
@@ -293,7 +294,7 @@ class Evaluator:
                     self.notify(webhook("resolved", [{**self.firing.pop(alert.name), "status": "resolved", "endsAt": _iso(wall)}]))
                 continue
             start = self.since.setdefault(alert.name, t)
-            if alert.name not in self.firing and t - start >= alert.for_s / self.speed:
+            if alert.name not in self.firing and t - start >= Pace(self.speed).wall(alert.for_s):
                 labels = {"alertname": alert.name, "severity": alert.severity, "role": alert.role or "lab"}
                 table = _worst_table(sample) if alert.name == "TableSLOBurn" else None
                 if table:

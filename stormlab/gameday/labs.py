@@ -14,7 +14,7 @@ import aiohttp
 
 from chaos import catalog, client, journal
 from stormcore.errors import LabError, UsageError
-from stormcore.settings import parse_duration
+from stormcore.settings import Pace, parse_duration
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
 from stormlab.gameday.ops import Ops
@@ -62,8 +62,8 @@ KEPT = (
 
 def scaled(args: dict[str, Any], speed: float) -> dict[str, Any]:
     """A step's arguments with every duration divided by ``speed`` (in seconds)."""
-    timed = catalog.timed_keys()
-    return {k: parse_duration(v) / speed if k in timed else v for k, v in args.items()}
+    timed, pace = catalog.timed_keys(), Pace(speed)
+    return {k: pace.wall(parse_duration(v)) if k in timed else v for k, v in args.items()}
 
 
 class _Lab:
@@ -74,7 +74,7 @@ class _Lab:
         """A scenario's action through `ops`, its times divided by ``speed``."""
         kwargs = scaled(args, speed)
         if action == "set-capacity" and "timeout" not in kwargs:
-            kwargs["timeout"] = 2.0 / speed
+            kwargs["timeout"] = Pace(speed).wall(2.0)
         entry = await self.ops.run(action, kwargs)
         lines = entry["message"].splitlines()
         if action == "status":  # the diagnosis, not the whole screen

@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos import catalog
+from stormcore import roster
 from stormcore.settings import max_duration_s
 
-ROLES = {
-    "database": "DynamoDB's on-call: the metadata service (pause, capacity, readmission)",
-    "queues": "SQS's on-call: the queue service",
-    "scaling": "Auto Scaling's on-call: the scaling service",
-    "metrics": "CloudWatch's on-call: the metrics service",
-    "console": "the Console's on-call: logins",
-}
+ROLES = roster.ROLES
 SEVERITIES = ("investigating", "degraded", "partial-outage", "major-outage", "resolved")
 
 
@@ -72,8 +67,7 @@ def fault_of(action: Action, args: dict[str, Any]) -> str | None:
 
 def owner(fault: str) -> str:
     """The on-call role whose service holds this lease."""
-    holder = catalog.FAULTS[fault].holder
-    return "database" if holder in ("metadata", "supervisor", "linkproxy") else holder
+    return roster.role_of(catalog.FAULTS[fault].holder)
 
 
 def owner_of(action: Action, args: dict[str, Any]) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from stormcore.settings import Pace
 from stormlab.gameday.scenario import Check, Planned, Scenario, Step, probe_value
 
 
@@ -53,7 +54,9 @@ class Runner:
         progress_every_s: float = 5.0,
     ) -> None:
         self.scenario, self.plan, self.lab, self.clock = scenario, plan, lab, clock
-        self.autopilot, self.speed, self.tick_s, self.echo = autopilot, speed, tick_s / speed, echo
+        self.autopilot, self.speed, self.echo = autopilot, speed, echo
+        self.pace = Pace(speed)
+        self.tick_s = self.pace.wall(tick_s)
         self.observers, self.progress, self.progress_every_s = observers, progress, progress_every_s
         self.t0 = 0.0
         self.samples: list[dict[str, Any]] = []
@@ -88,12 +91,12 @@ class Runner:
                 self._stop_since.pop(i, None)
                 continue
             since = self._stop_since.setdefault(i, sample["t"])
-            if sample["t"] - since >= check.for_s / self.speed:
+            if sample["t"] - since >= self.pace.wall(check.for_s):
                 raise Aborted(f"stop condition {check.describe()} held (value {_fmt(value)})")
 
     def tell_progress(self, sample: dict[str, Any]) -> None:
         """Every few seconds: which step, what it waits for, the value now and the time left."""
-        if self.progress is None or not self.waiting or sample["t"] - self._last_progress < self.progress_every_s / self.speed:
+        if self.progress is None or not self.waiting or sample["t"] - self._last_progress < self.pace.wall(self.progress_every_s):
             return
         self._last_progress = sample["t"]
         w = self.waiting
@@ -161,7 +164,7 @@ class Runner:
     async def steady_after(self, check: Check) -> dict[str, Any]:
         """The steady state again once the method has run (chaostoolkit's second look), allowed
         ``steady_state_within`` to come back."""
-        within = self.scenario.steady_state_within_s / self.speed
+        within = self.pace.wall(self.scenario.steady_state_within_s)
         result = await self.expect(check, within_s=within, step="steady state after the run")
         record = {"name": f"steady state after the run: {check.describe()}", "kind": "steady-after", "at_s": round(self.elapsed(), 3)}
         self.echo(f"[{self.elapsed():7.1f}s] {'ok' if result['passed'] else 'DEVIATED':6} {record['name']}: {result['detail']}")
@@ -174,7 +177,7 @@ class Runner:
             while self.elapsed() < planned.at_s:
                 await self.tick()
         elif step.after_s:
-            await self.wait(step.after_s / self.speed, step.name)
+            await self.wait(self.pace.wall(step.after_s), step.name)
         record = await self.do(step, planned.args)
         self.steps.append(record)
         mark = "ok" if record["passed"] else "FAILED"
@@ -192,8 +195,8 @@ class Runner:
         if step.kind in ("fault", "action"):
             record |= await self.move(step, args)
         elif step.kind == "wait":
-            await self.wait(step.wait_s / self.speed, step.name)
-            record |= {"passed": True, "detail": f"waited {step.wait_s / self.speed:g}s"}
+            await self.wait(self.pace.wall(step.wait_s), step.name)
+            record |= {"passed": True, "detail": f"waited {self.pace.wall(step.wait_s):g}s"}
         elif step.kind == "expect" and step.check:
             record |= await self.expect(step.check, step=step.name)
         else:
@@ -216,8 +219,8 @@ class Runner:
     async def expect(self, check: Check, within_s: float | None = None, step: str = "") -> dict[str, Any]:
         """Wait until the check holds (for ``for`` seconds in a row), at most ``within``."""
         start = self.elapsed()
-        deadline = start + (check.within_s / self.speed if within_s is None else within_s)
-        hold = check.for_s / self.speed
+        deadline = start + (self.pace.wall(check.within_s) if within_s is None else within_s)
+        hold = self.pace.wall(check.for_s)
         self.waiting = {"step": step, "for": check.describe(), "check": check, "until": deadline}
         since: float | None = None
         values: list[float] = []
@@ -250,7 +253,7 @@ class Runner:
     async def operator(self, step: Step) -> dict[str, Any]:
         assert step.check is not None, "the reader gives every operator step its recovery check"
         start = self.elapsed()
-        limit = step.time_limit_s / self.speed
+        limit = self.pace.wall(step.time_limit_s)
         if self.autopilot:
             self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook")
             auto = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from chaos import catalog
 from stormcore.errors import UsageError
-from stormcore.settings import LabSettings
+from stormcore.settings import LabSettings, Pace
 from stormlab.gameday import moves
 
 FAULTS = tuple(catalog.FAULTS)
@@ -168,5 +168,5 @@ def schedule(scenario: Scenario, seed: int, speed: float = 1.0) -> list[Planned]
             args["racks"] = ",".join(str(r) for r in sorted(rng.sample(range(scenario.settings.racks), count)))
             if count == 1:
                 args["racks"] += ","  # one named rack, not a count
-        plan.append(Planned(step, None if at is None else max(0.0, at) / speed, args))
+        plan.append(Planned(step, None if at is None else Pace(speed).wall(max(0.0, at)), args))
     return plan

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from metadata_service.admission import membership_work_s
 from stormcore.settings import LabSettings
 from stormlab.engine.story import STORM_RATIO
 from stormlab.model.reference import ReferenceModel
@@ -59,7 +60,7 @@ class Point:
         failure: the lab is down before any trigger)."""
         s = self.settings(base)
         biggest = s.big_base_entries * (1 + (s.big_gsis if s.gsi_growth else 0))
-        return s.cost_base_s + s.cost_per_entry_s * biggest >= s.allowance_s
+        return membership_work_s(s, biggest) >= s.allowance_s
 
     def is_2015(self) -> bool:
         return asdict(self) == POINT_2015 | {"phase": 0}

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from metadata_service.admission import Admission, shed
+from metadata_service.admission import Admission, door, membership_work_s
 from metadata_service.membership import MembershipStore
 from metadata_service.vcpu import VirtualCpu
 from storage_node.link import RESTORED, LinkWatch
@@ -189,14 +189,9 @@ class ReferenceModel:
         if cut is not None:  # black-holed; when the link heals the connection is reset
             self._at(min(self.now + self.s.allowance_s, cut[1]), "lost", node, job)
             return
-        cell = self.cells[node.cell]
-        if not cell.admission.admits(node.id, self.now):  # turned away at the door, for free
-            node.attempt = None
-            self._decide(node, Attempt(self.now, self.now, "paused"))
-            return
-        work, s = self.s.cost_base_s + self.s.cost_per_entry_s * node.entries, self.s
-        refused = shed(cell.cpu.inflight, cell.cpu.cores, work, s.allowance_s, s.admission_limit, s.admission_deadline)
-        if refused:  # server-side admission control: turned away at the door, for free
+        cell, work = self.cells[node.cell], membership_work_s(self.s, node.entries)
+        refused = door(cell.admission, node.id, self.now, work, cell.cpu.inflight, cell.cpu.cores, self.s.allowance_s, self.s)
+        if refused:  # a pause or admission control: turned away at the door, for free
             node.attempt = None
             self._decide(node, Attempt(self.now, self.now, refused))
             return

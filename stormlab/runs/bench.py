@@ -41,6 +41,7 @@ from stormcore.fleet import node_id
 from stormcore.settings import LabSettings
 from stormcore.web import serve
 from stormlab.engine import launcher, observe
+from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
 
 DOC = Path("docs/benchmarks.md")
@@ -128,7 +129,7 @@ class Bench:
                 body = await resp.read()
                 if resp.status != 200:
                     raise RuntimeError(f"the membership of {node} was refused: {resp.status} {body[:200]!r}")
-            port = launcher._free_ports(1)[0]
+            port = free_port()
             bare = subprocess.Popen(
                 [sys.executable, "-c", f"from stormlab.runs.bench import serve_bare; serve_bare({port}, {body!r})"],
                 stdout=subprocess.DEVNULL,
@@ -223,7 +224,7 @@ class Bench:
                 snap = await observe.snapshot(session, state, lag_window_s=settings.renewal_period_s * 2)
                 row["lab_cpu_cores"] = round(snap["lab_cpu_cores"] or 0.0, 3)
                 # at speed 1: the work per second scales with the speed
-                row["cpu_cores_per_1000_nodes"] = round(1000 * (snap["lab_cpu_cores"] or 0.0) / nodes / speed, 3)
+                row["cpu_cores_per_1000_nodes"] = round(1000 * settings.pace.per_profile(snap["lab_cpu_cores"] or 0.0) / nodes, 3)
                 row["loop_lag_p99_ms"] = round(1000 * (snap["loop_lag_p99_s"] or 0.0), 1)
                 rack = state["components"]["rack-00"]["url"]
                 times, size = [], 0

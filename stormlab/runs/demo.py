@@ -61,7 +61,7 @@ class Demo:
         against the herd (raise :class:`Slower` before the blip if it cannot carry it)."""
         self.state, self.out, self.auto = state, out, auto
         self.settings = LabSettings.from_env(state["settings"])
-        self.speed = self.settings.speed
+        self.speed, self.pace = self.settings.speed, self.settings.pace
         self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
         self.racks = catalog.RACKS_ARG.parse(blip_racks, self.settings.racks)
         self.samples: list[Sample] = []
@@ -75,10 +75,10 @@ class Demo:
 
     def now(self) -> float:
         """Profile seconds since the demo began."""
-        return (time.monotonic() - self.t0) * self.speed
+        return self.pace.profile(time.monotonic() - self.t0)
 
     def profile_s(self, wall_s: float | None) -> float | None:
-        return None if wall_s is None else wall_s * self.speed
+        return self.pace.profile(wall_s)
 
     async def sample(self, session: aiohttp.ClientSession) -> dict:
         snap = await observe.snapshot(session, self.state)
@@ -152,13 +152,13 @@ class Demo:
             proxy = self.state["components"]["linkproxy"]["url"]
             blip_start = self.now()
             auth = headers(ensure_token(Path(self.state["directory"])))
-            body = catalog.request("blip", {"racks": racks, "duration": blip / self.speed}).body
+            body = catalog.request("blip", {"racks": racks, "duration": self.pace.wall(blip)}).body
             async with session.post(f"{proxy}/faults", json=body, headers=auth) as resp:
                 resp.raise_for_status()
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
-            run_window = (self.now() - settle_start) / self.speed
+            run_window = self.pace.wall(self.now() - settle_start)
             run_lag = (await observe.snapshot(session, self.state, lag_window_s=run_window))["loop_lag_p99_s"]
         outside = sum(
             1 for n, node in after.items() if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks
@@ -170,7 +170,7 @@ class Demo:
         summary["blip_racks"] = racks
         if self.settings.cells > 1:
             blipped = {cell_of(r, self.settings) for r in racks}
-            since = blip_start + LOADGEN_WINDOW_S * self.speed  # loadgen's window, in profile seconds
+            since = blip_start + self.pace.profile(LOADGEN_WINDOW_S)  # loadgen's window, in profile seconds
             summary |= cell_figures(self.cell_readings, blipped, since, period)
         summary["settings"] = {k.removeprefix("STORMLAB_").lower(): v for k, v in self.state["settings"].items()}
         return {**summary, "_times": {"settle_start": settle_start, "blip_start": blip_start, "blip_end": blip_start + blip}}

@@ -52,12 +52,12 @@ except ImportError:  # pragma: no cover
     schemathesis = None  # type: ignore[assignment]
 
 from chaos import client
-from stormcore import fleet
+from stormcore import fleet, roster
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
 
-TARGETS = ("metadata", "rack-00", "loadgen", "queues", "scaling", "console", "metrics", "linkproxy", "supervisor")
+TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
 NO_ANSWER = "no answer"
 SERVER_ERROR = "server error: 500"
 

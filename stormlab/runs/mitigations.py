@@ -30,7 +30,7 @@ from chaos import client
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import LabSettings, parse_duration
+from stormcore.settings import LabSettings, Pace, parse_duration
 from stormlab.artefacts.blocks import replace_block
 from stormlab.engine import launcher, observe
 from stormlab.engine.story import ratio_between
@@ -62,8 +62,9 @@ def deploy_later(state: dict[str, Any], row: Row, speed: float) -> None:
     """Wait for the demo's blip (the link proxy holds it), then deploy ``row``'s change rack by rack."""
     if not observe.wait_for_link_fault(state, 300):
         return
-    time.sleep((POINT_2015["blip_s"] + DEPLOY_AFTER_S) / speed)
-    values = dict(row.deploy) | {"staged": DEPLOY_STEPS, "every": f"{DEPLOY_EVERY_S / speed:g}s", "duration": f"{600 / speed:g}s"}
+    pace = Pace(speed)
+    time.sleep(pace.wall(POINT_2015["blip_s"] + DEPLOY_AFTER_S))
+    values = dict(row.deploy) | {"staged": DEPLOY_STEPS, "every": f"{pace.wall(DEPLOY_EVERY_S):g}s", "duration": f"{pace.wall(600):g}s"}
     directory = Path(state["directory"])
     client.apply(state, "deploy", values, ensure_token(directory), journal_dir=directory, via="mitigations")
 
@@ -89,7 +90,7 @@ def measure(base: LabSettings, row: Row, speed: float, watch_s: float, out: io.T
         if beside:
             beside.start()
         r = asyncio.run(demo.run())
-        wasted = wasted_core_s(state) * speed
+        wasted = Pace(speed).profile(wasted_core_s(state))  # core-seconds of profile time
     finally:
         launcher.down()
     times, end = r["_times"], demo.samples[-1].t
@@ -168,7 +169,10 @@ def run(args: argparse.Namespace) -> int:
         if name in done:
             _say(f"{n}/{len(names)} {name}: already in {path}")
             continue
-        _say(f"{n}/{len(names)} {name}: a lab of {nodes} nodes at speed {args.speed:g} (~{(watch_s + 60) / args.speed / 60:.0f} min) …")
+        _say(
+            f"{n}/{len(names)} {name}: a lab of {nodes} nodes at speed {args.speed:g} "
+            f"(~{Pace(args.speed).wall(watch_s + 60) / 60:.0f} min) …"
+        )
         result = measure(base, known[name], args.speed, watch_s, io.StringIO())
         new = not path.exists()
         with path.open("a", newline="") as f:

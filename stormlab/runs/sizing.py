@@ -28,19 +28,14 @@ from typing import Any
 
 import aiohttp
 
+from stormcore import roster
 from stormcore.errors import UsageError
-from stormcore.settings import LabSettings
+from stormcore.settings import LabSettings, Pace
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess
 
 DOC = Path("docs/sizing.md")
-KINDS = {
-    "storage_node": "rack",
-    "metadata_service": "metadata",
-    "services.loadgen": "loadgen",
-    "chaos.linkproxy": "linkproxy",  # the local lab's network; a cluster has none
-    **{f"services.{name}": name for name in ("queues", "scaling", "console", "metrics")},
-}
+KINDS = roster.module_kinds()  # python -m MODULE -> the kind of process (the link proxy: the local lab's network only)
 SPEEDS = (1.0, 0.5, 0.25, 0.1, 0.05)  # the speeds a plan may pick
 METADATA_BUSY = 0.5  # of its one core, in the baseline: the rest is the herd's
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -111,11 +106,12 @@ def plan_for(measured: dict[str, Any], target_nodes: int, nodes_per_rack: int) -
     rack = measured["kinds"]["rack"]
     per_rack_nodes = measured["nodes_per_rack"]
     racks = math.ceil(target_nodes / nodes_per_rack)
-    cpu_per_node = rack["cpu_cores"] / measured["speed"] / per_rack_nodes
+    measured_at = Pace(measured["speed"])
+    cpu_per_node = measured_at.per_profile(rack["cpu_cores"]) / per_rack_nodes
     mib_per_node = max(0.0, rack["rss_mib"] - measured["empty_rack_mib"]) / per_rack_nodes
     rack_cpu = cpu_per_node * nodes_per_rack
     rack_mib = measured["empty_rack_mib"] + mib_per_node * nodes_per_rack
-    meta_cpu = measured["kinds"]["metadata"]["cpu_cores"] / measured["speed"] * target_nodes / measured["nodes"]
+    meta_cpu = measured_at.per_profile(measured["kinds"]["metadata"]["cpu_cores"]) * target_nodes / measured["nodes"]
     # the metadata service is one process on one core: the fastest speed that leaves it half idle
     speed = next((v for v in SPEEDS if meta_cpu * v <= METADATA_BUSY), SPEEDS[-1])
     series = sum(n for kind, n in measured["series"].items() if kind not in ("rack", "linkproxy"))
@@ -124,12 +120,12 @@ def plan_for(measured: dict[str, Any], target_nodes: int, nodes_per_rack: int) -
         "nodes_per_rack": nodes_per_rack,
         "racks": racks,
         "speed": speed,
-        "rack_cpu_cores": round(rack_cpu * speed, 3),
+        "rack_cpu_cores": round(Pace(speed).per_wall(rack_cpu), 3),
         "rack_mib": round(rack_mib),
-        "racks_cpu_cores": round(rack_cpu * speed * racks, 1),
+        "racks_cpu_cores": round(Pace(speed).per_wall(rack_cpu) * racks, 1),
         "racks_gib": round(rack_mib * racks / 1024, 1),
         "metadata_cpu_cores_speed_1": round(meta_cpu, 2),
-        "metadata_cpu_cores": round(meta_cpu * speed, 2),
+        "metadata_cpu_cores": round(Pace(speed).per_wall(meta_cpu), 2),
         "series": measured["series"]["rack"] * racks + series,
     }
 

@@ -47,12 +47,15 @@ from chaos import catalog, client, docker_cli
 from chaos import cli as chaos_cli
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
+from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
 from stormlab.engine.compose import compose_token
 
-KILLABLE = ("linkproxy", "metadata")  # holders the supervisor restarts (killing it would end the lab)
+# holders the supervisor restarts and that hold faults for the whole lab (the services hold only their fixes; killing the
+# supervisor would end the lab)
+KILLABLE = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.kind != roster.DEPENDENT)
 
 
 def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[str, dict[str, Any]]:
@@ -278,7 +281,7 @@ def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str
     state = chaos_cli.lab_state(True)
     meta_url = state["components"]["metadata"]["url"]
     rng = random.Random(seed)
-    targets = ["metadata", *catalog.SERVICES, *(f"rack-{r}" for r in range(racks))]
+    targets = [*roster.NAMED_TARGETS, *(f"rack-{r}" for r in range(racks))]
     rules_before = {c: container_rules(runner, c) for c in containers}
     host_before, meta_before = docker_host_rules(), client.call("GET", f"{meta_url}/status", token)
     counts = {"requested": 0, "applied": 0, "refused": 0, "services_killed": 0, "holders_killed": 0, "orphans_reverted_by_list": 0}

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from stormcore import roster
 from stormlab.artefacts.dashboard_png import draw
 from stormlab.engine import compose
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
-CASCADE = ["queues", "scaling", "console", "metrics"]
-LAB = ["metadata", "rack", "loadgen", *CASCADE, "prometheus", "alertmanager"]  # rack: one service, 10 replicas
+CASCADE = list(roster.CASCADE)
+LAB = [*roster.ENGINE_SERVICES, "prometheus", "alertmanager"]  # rack: one service, 10 replicas
 RACKS = 10
 REPORTS = ROOT / "reports"
 

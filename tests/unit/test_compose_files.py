@@ -4,11 +4,14 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
 
+from stormcore import roster
+from stormcore.settings import LabSettings
 from stormlab.gameday import alerts, desk
 from stormlab.gameday.moves import ROLES
 
@@ -77,10 +80,21 @@ def test_the_racks_are_one_service_scaled_to_the_fleet_size():
     assert rack["scale"] == "${STORMLAB_RACKS:-10}" == rack["environment"]["STORMLAB_RACKS"]  # one number sizes both
     assert rack["environment"]["STORMLAB_RACK"] == "replica"  # each replica's rack from its compose name
     assert rack["networks"]["default"]["aliases"] == ["racks"]
-    for name in ("loadgen", "queues", "scaling", "console", "metrics"):
+    for name in ("loadgen", *roster.CASCADE):
         assert services[name]["environment"]["STORMLAB_RACKS_DNS"] == "racks:8800", name  # found by DNS
         assert "STORMLAB_RACK_URLS" not in services[name]["environment"], name
     assert services["loadgen"]["depends_on"]["rack"] == {"condition": "service_healthy"}
+
+
+def test_every_process_of_the_roster_runs_on_compose_and_the_swarm_as_its_module():
+    lab = compose()["services"]
+    stack = yaml.safe_load((ROOT / "deploy/swarm/stormlab-stack.yml").read_text())["services"]
+    for process in roster.ROSTER:
+        if process.engines:
+            assert lab[process.name]["command"] == ["python", "-m", process.module], process.name
+            assert stack[process.name]["command"] == ["python", "-m", process.module], process.name
+        else:  # the local lab's network: compose's is Docker's
+            assert process.name not in lab and process.name not in stack
 
 
 def test_images_are_pinned_in_dot_env():
@@ -128,18 +142,13 @@ def test_promtool_checks_the_config_and_tests_the_rules():
 
 
 def test_the_cascade_runs_on_compose_scraped_with_its_fixes_switchable():
-    from dataclasses import fields
-
-    from stormcore.settings import LabSettings
-    from stormlab.engine.launcher import DEPENDENT
-
     services = compose()["services"]
     jobs = {j["job_name"]: j for j in yaml.safe_load((ROOT / "prometheus/prometheus.yml").read_text())["scrape_configs"]}
     switches = {f"STORMLAB_{f.name.upper()}" for f in fields(LabSettings) if f.name.startswith("fix_") or f.name == "scaling_workers"}
     assert len(switches) == 5
-    for name, module in DEPENDENT:
+    for name in roster.CASCADE:
         service = services[name]
-        assert service["command"] == ["python", "-m", module]
+        assert service["command"] == ["python", "-m", roster.BY_NAME[name].module]
         port = service["environment"]["STORMLAB_PORT"]
         assert jobs[name]["static_configs"] == [{"targets": [f"{name}:{port}"]}]
         assert switches <= set(service["environment"]), name
@@ -222,7 +231,7 @@ def test_the_swarm_stack_runs_the_same_lab_with_the_rack_from_the_task_slot():
     assert rack["environment"]["STORMLAB_WAIT_FOR"] == "http://metadata:8700/healthz"  # no start-up order on a swarm
     assert rack["networks"]["default"]["aliases"] == ["racks"]
     lab = compose()["services"]
-    for name in ("metadata", "rack", "loadgen", "queues", "scaling", "console", "metrics"):
+    for name in roster.ENGINE_SERVICES:
         assert services[name]["deploy"]["endpoint_mode"] == "dnsrr", name  # names give the tasks' own addresses
         assert services[name]["command"] == lab[name]["command"], name
         assert services[name]["healthcheck"]["test"] == lab[name]["healthcheck"]["test"], name

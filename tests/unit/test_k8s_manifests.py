@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stormcore import roster
 from stormlab.artefacts import k8s_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,14 @@ def objects(overlay: str, kind: str) -> dict[str, dict]:
 
 def pod_specs(overlay: str) -> dict[str, dict]:
     return {name: d["spec"]["template"]["spec"] for kind in ("Deployment", "StatefulSet") for name, d in objects(overlay, kind).items()}
+
+
+def test_every_process_of_the_roster_is_a_workload_running_its_module():
+    pods = pod_specs("dynamodb-2015")
+    for process in roster.ROSTER:
+        if process.engines:
+            (container,) = [c for c in pods[process.name]["containers"] if c["name"] == process.name]
+            assert container["command"][-2:] == ["-m", process.module], process.name
 
 
 def test_there_are_overlays_for_a_classroom_the_2015_profile_and_100k_nodes():

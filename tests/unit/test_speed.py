@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stormcore.health import HostCpu, between, parse_proc_stat, parse_schedstat
-from stormcore.settings import LabSettings, SettingsError
+from stormcore.settings import LabSettings, Pace, SettingsError
 from stormlab.engine.speed import LADDER, Baseline, afford, first_guess, next_slower, parse_speed, rung_at_most
 
 
@@ -92,3 +92,12 @@ def test_proc_readings():
     assert between(0.0, 1.0, (None, None), (None, None)) is None
     bare = between(1.0, 0.3, (None, None), (None, None))
     assert bare is not None and bare.wait is None and bare.host_busy is None
+
+
+def test_one_pace_converts_profile_and_wall_time_both_ways():
+    slow, fast = Pace(0.25), LabSettings().sped_up(2).pace
+    assert slow.wall(5.0) == 20.0 and slow.profile(20.0) == 5.0  # slow motion: a profile second lasts four wall seconds
+    assert fast.wall(10.0) == 5.0 and fast.profile(None) is None
+    assert fast.per_wall(200.0) == 400.0 and fast.per_profile(0.5) == 0.25  # rates and CPU scale the other way
+    s = LabSettings().sped_up(2)
+    assert s.renewal_period_s == fast.wall(10.0) and s.customer_rate == fast.per_wall(200.0)  # sped_up is that conversion

@@ -1,0 +1,94 @@
+"""The lab's processes, named once (pure): every list of them is derived from this roster.
+
+A process here is one kind of lab process: its name (its component name in the local lab, its
+fault target, its compose service and the on-call role that owns its moves), the module it runs
+as (``python -m MODULE``), its port (an offset from the local lab's base port; on compose the
+published port is 8700 plus it), its /status type, and what it does in the lab. The racks are
+one process kind run many times (``rack-00``, ``rack-01``, …), the metadata service once per
+cell (``metadata``, ``metadata-1``, …).
+
+Adding a process to the lab is one entry here: the launcher starts it, the chaos catalog knows
+it as a target and a holder, the fuzzer sends it requests, sizing counts it, the compose reader
+publishes it, and tests check that the compose, swarm and Kubernetes files run it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stormcore.wire import ConsoleStatus, LoadgenStatus, MetadataStatus, MetricsStatus, QueuesStatus, RackStatus, ScalingStatus, Status
+
+METADATA, LINKPROXY, RACK, CUSTOMERS, DEPENDENT = "metadata", "linkproxy", "rack", "customers", "dependent"
+COMPOSE_BASE_PORT = 8700  # compose publishes a process's port at this plus its offset
+
+
+@dataclass(frozen=True)
+class Process:
+    name: str
+    module: str
+    kind: str  # metadata, linkproxy, rack, customers, or dependent (the cascade's services)
+    port: int  # offset from the base port (the racks and the cells have ranges of their own)
+    status: type[Status] | None  # its /status document
+    what: str  # one line: what it is in the lab
+    target: bool = True  # the supervisor may pause or kill it (`--target NAME`)
+    holds_faults: bool = False  # it holds leases of its own (/faults)
+    engines: bool = True  # it runs on compose, swarm and Kubernetes too (the link proxy is the local lab's network)
+    role: str | None = None  # the on-call role that owns its moves in a team's game day
+    oncall: str = ""  # who that is, in 2015's words
+
+    @property
+    def published_port(self) -> int:
+        return COMPOSE_BASE_PORT + self.port
+
+
+ROSTER: tuple[Process, ...] = (
+    Process("metadata", "metadata_service", METADATA, 0, MetadataStatus, "the metadata service: memberships, the virtual CPU, the door",
+            holds_faults=True, role="database", oncall="DynamoDB's on-call: the metadata service (pause, capacity, readmission)"),
+    Process("linkproxy", "chaos.linkproxy", LINKPROXY, 1, None,
+            "the link proxy (every rack's path to the metadata service, every service's path to each rack)",
+            target=False, holds_faults=True, engines=False),
+    Process("rack", "storage_node", RACK, 10, RackStatus, "a rack: many virtual storage nodes renewing their memberships"),
+    Process("loadgen", "services.loadgen", CUSTOMERS, 2, LoadgenStatus, "the customers: reads and writes routed by the partition map",
+            target=False),
+    Process("queues", "services.queues", DEPENDENT, 4, QueuesStatus, "the queue service (SQS): queue metadata in the lab's tables",
+            holds_faults=True, role="queues", oncall="SQS's on-call: the queue service"),
+    Process("scaling", "services.scaling", DEPENDENT, 5, ScalingStatus, "the scaling service (Auto Scaling): groups and activities",
+            holds_faults=True, role="scaling", oncall="Auto Scaling's on-call: the scaling service"),
+    Process("metrics", "services.metrics", DEPENDENT, 7, MetricsStatus, "the metrics service (CloudWatch): datapoints enriched by group",
+            holds_faults=True, role="metrics", oncall="CloudWatch's on-call: the metrics service"),
+    Process("console", "services.console", DEPENDENT, 6, ConsoleStatus, "the console: a login with one non-critical lookup",
+            holds_faults=True, role="console", oncall="the Console's on-call: logins"),
+)  # fmt: skip
+SUPERVISOR_PORT = 3  # the local lab's supervisor: the parent of every process, the holder of process faults
+BY_NAME = {p.name: p for p in ROSTER}
+
+# Derived lists, each read where it is needed.
+CASCADE: tuple[str, ...] = tuple(p.name for p in ROSTER if p.kind == DEPENDENT)  # the services beside the database
+SINGLE: tuple[Process, ...] = tuple(p for p in ROSTER if p.kind != RACK)  # one process each (the metadata service: one per cell)
+NAMED_TARGETS: tuple[str, ...] = tuple(p.name for p in ROSTER if p.target and p.kind != RACK)  # a `--target` by its name
+ENGINE_SERVICES: tuple[str, ...] = tuple(p.name for p in ROSTER if p.engines)  # compose services (the racks: one scaled service)
+ROLES: dict[str, str] = {p.role: p.oncall for p in ROSTER if p.role}  # a team's on-call roles
+TARGET_NAME = re.compile(rf"^({'|'.join(NAMED_TARGETS)}|rack-\d{{1,4}})$")
+
+
+def targets_text() -> str:
+    """The processes a `--target` may name, as people read them."""
+    names = [n if n != "metadata" else "metadata, rack-NN" for n in NAMED_TARGETS]
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def module_kinds() -> dict[str, str]:
+    """Each process's module -> its name (``storage_node`` -> ``rack``): who a command line is."""
+    return {p.module: p.name for p in ROSTER}
+
+
+def rack_name(index: int) -> str:
+    return f"rack-{index:02d}"
+
+
+def role_of(holder: str) -> str:
+    """The on-call role whose service holds a lease (the database's: the metadata service, the
+    supervisor and the link proxy, which act on the storage fleet)."""
+    process = BY_NAME.get(holder)
+    return process.role if process is not None and process.role else ROSTER[0].role or "database"
