@@ -15,10 +15,10 @@ parameters, which must be ignored. Each answer is checked:
 - its status, content type, headers and body are those the description lists for it;
 - a request the description calls invalid is refused (4xx), not carried out.
 
-Between operations every fault is halted, the metadata service resumed and given its cores
-back, and every process must answer ``/healthz`` again; at the end every process must run,
-none stopped, no lease held. Prints a table (operation, requests, answers by status,
-findings) and, with ``--json``, the figures; exit 1 on any finding.
+Between operations every fault is halted (every change to the lab is a lease, so the metadata
+service takes renewals on its cores again) and every process must answer ``/healthz`` again; at
+the end every process must run, none stopped, no lease held. Prints a table (operation,
+requests, answers by status, findings) and, with ``--json``, the figures; exit 1 on any finding.
 """
 
 from __future__ import annotations
@@ -218,15 +218,16 @@ class Lab:
         return comps | {"supervisor": state["supervisor_url"]}
 
     def restore(self, cores: float, limit_s: float = 60.0) -> None:
-        """Every fault halted, the fleet readmitted with its cores, every process answering."""
+        """Every fault halted (so the fleet readmitted with its cores), every process answering."""
         deadline = time.monotonic() + limit_s
         while True:
             try:
                 urls = self.urls()
                 for url in client.holders(running() or self.state).values():
                     client.call("DELETE", f"{url}/faults", self.token, timeout=10)
-                client.call("POST", f"{urls['metadata']}/admin/resume", self.token, {}, timeout=10)
-                client.call("POST", f"{urls['metadata']}/admin/capacity", self.token, {"cores": cores, "break_glass": True}, timeout=10)
+                meta = client.call("GET", f"{urls['metadata']}/status", self.token, timeout=10)
+                if meta["paused"] or meta["cores"] != cores:  # every change is a lease: halted, each is undone
+                    raise LabError(f"the metadata service is {'paused' if meta['paused'] else 'running'} on {meta['cores']} cores")
                 for url in urls.values():
                     client.call("GET", f"{url}/healthz", self.token, timeout=5)
                 for name, url in urls.items():  # the nodes renewed again: a rack answers as it does in a healthy lab

@@ -14,17 +14,19 @@ from tests.conftest import eventually
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
+LEASE = b'"fault": "capacity", "duration_s": 5'
 BAD_BODIES = [
     (b"{not json", 400),
     (b"[1, 2]", 400),
     (b'"cores"', 400),
-    (b'{"cores": "many"}', 400),
-    (b'{"cores": true}', 400),
-    (b'{"cores": -1}', 400),
-    (b'{"cores": 1e12}', 400),
-    (b'{"cores": null}', 400),
-    (b"{}", 400),
-    (b'{"cores": ' + b"9" * 70_000 + b"}", 413),
+    (b"{" + LEASE + b', "cores": "many"}', 400),
+    (b"{" + LEASE + b', "cores": true}', 400),
+    (b"{" + LEASE + b', "cores": -1}', 400),
+    (b"{" + LEASE + b', "cores": 1e12}', 400),
+    (b"{" + LEASE + b', "cores": null}', 400),
+    (b"{" + LEASE + b"}", 400),
+    (b'{"fault": "capacity", "cores": 80}', 400),  # a lease without a duration
+    (b"{" + LEASE + b', "cores": ' + b"9" * 70_000 + b"}", 413),
 ]
 
 
@@ -42,16 +44,23 @@ async def metadata(aiohttp_client, tiny_settings):
 
 @pytest.mark.parametrize("body,status", BAD_BODIES)
 async def test_capacity_rejects_bad_bodies_and_changes_nothing(metadata, body, status):
-    resp = await metadata.post("/admin/capacity", data=body, headers={"Content-Type": "application/json"})
+    resp = await metadata.post("/faults", data=body, headers={"Content-Type": "application/json"})
     await assert_json_error(resp, status)
     status_now = await (await metadata.get("/status")).json()
     assert status_now["cores"] == 40.0
     assert (await metadata.get("/healthz")).status == 200
 
 
-@pytest.mark.parametrize("body", [b'{"add": 0}', b'{"add": -3}', b'{"add": 1.5}', b'{"add": 999}', b'{"add": "2"}', b"{{"])
+GROWTH = b'"fault": "gsi-growth", "duration_s": 5'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{" + GROWTH + b', "factor": 0}', b"{" + GROWTH + b', "factor": -3}', b"{" + GROWTH + b', "factor": 99}',
+     b"{" + GROWTH + b', "factor": "2"}', b"{" + GROWTH + b', "tables": ["nope"]}', b"{" + GROWTH + b', "tables": []}', b"{{"],
+)  # fmt: skip
 async def test_gsi_growth_rejects_bad_bodies(metadata, body):
-    resp = await metadata.post("/admin/tables/catalog/gsis", data=body)
+    resp = await metadata.post("/faults", data=body)
     await assert_json_error(resp, 400)
     assert (await (await metadata.get("/status")).json())["membership_version"] == 1
 
@@ -59,21 +68,30 @@ async def test_gsi_growth_rejects_bad_bodies(metadata, body):
 async def test_metadata_unknown_things_are_404_json(metadata):
     await assert_json_error(await metadata.get("/membership/r99n999"), 404)
     await assert_json_error(await metadata.get("/membership/not-a-node"), 404)
-    await assert_json_error(await metadata.post("/admin/tables/nope/gsis", json={"add": 1}), 404)
     await assert_json_error(await metadata.get("/no/such/route"), 404)
-    await assert_json_error(await metadata.delete("/admin/pause"), 405)
+    await assert_json_error(await metadata.post("/admin/pause"), 404)  # every change is a lease on /faults
+    await assert_json_error(await metadata.put("/faults"), 405)
 
 
-async def test_metadata_answers_membership_and_admin(metadata):
+async def lease(metadata, **body):
+    resp = await metadata.post("/faults", json={"duration_s": 30, **body})
+    assert resp.status == 201, await resp.text()
+
+
+async def test_metadata_answers_membership_and_its_leases(metadata):
     resp = await metadata.get("/membership/r00n000")
     assert resp.status == 200 and len((await resp.json())["entries"]) == 138
-    grown = await (await metadata.post("/admin/tables/catalog/gsis", json={"add": 1})).json()
-    assert grown["gsis"] == 3 and grown["version"] == 2
-    assert (await (await metadata.post("/admin/capacity", json={"cores": 80})).json())["cores"] == 80
-    assert (await (await metadata.post("/admin/pause")).json())["paused"] is True
-    await assert_json_error(await metadata.get("/membership/r00n000"), 503)
-    await metadata.post("/admin/resume")
+    await lease(metadata, fault="gsi-growth", tables=["catalog"], factor=2)
+    assert (await (await metadata.get("/status")).json())["membership_version"] > 1  # the memberships grew
+    await lease(metadata, fault="capacity", cores=80, break_glass=True)
+    assert (await (await metadata.get("/status")).json())["cores"] == 80
+    await lease(metadata, fault="pause-metadata")
+    paused = await metadata.get("/membership/r00n000")
+    await assert_json_error(paused, 503)
+    assert paused.headers["X-Stormlab-Refusal"] == "paused"  # why, in a header: the racks read it, not the body
+    assert (await (await metadata.delete("/faults")).json())["halted"] == 3
     assert (await metadata.get("/membership/r00n000")).status == 200
+    assert (await (await metadata.get("/status")).json())["cores"] == 40
 
 
 @pytest.fixture
@@ -119,7 +137,7 @@ async def test_rack_item_api_validates_and_round_trips(lab):
 
 async def test_disqualified_node_refuses_with_503_and_a_reason(lab):
     meta, rack = lab
-    assert (await meta.post("/admin/pause")).status == 200
+    await lease(meta, fault="pause-metadata")
 
     async def refused():
         return (await (await rack.get("/status")).json())["nodes_disqualified"] == 20
@@ -127,7 +145,9 @@ async def test_disqualified_node_refuses_with_503_and_a_reason(lab):
     await eventually(refused)
     body = await assert_json_error(await rack.get(item("r00n005", "orders", 0)), 503)
     assert body["error"] == "disqualified" and "paused" in body["message"]
-    assert (await meta.post("/admin/resume")).status == 200
+    renewals = await (await rack.get("/metrics")).text()
+    assert 'stormlab_renewals_total{attempt="retry",outcome="paused",rack="0"}' in renewals  # the header's reason, counted
+    assert (await meta.delete("/faults")).status == 200
 
     async def back():
         return (await (await rack.get("/status")).json())["nodes_serving"] == 20
@@ -202,7 +222,7 @@ async def test_partition_map_is_only_sent_again_when_it_changed(metadata):
     etag = first.headers["ETag"]
     assert first.status == 200 and (await first.json())["version"] == 1
     assert (await metadata.get("/partition-map", headers={"If-None-Match": etag})).status == 304
-    await metadata.post("/admin/tables/catalog/gsis", json={"add": 1})
+    await lease(metadata, fault="gsi-growth", tables=["catalog"], factor=2)
     again = await metadata.get("/partition-map", headers={"If-None-Match": etag})
     assert again.status == 200 and again.headers["ETag"] != etag
 
