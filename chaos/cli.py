@@ -18,10 +18,11 @@ from typing import Any
 
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
+from chaos.flags import add_fault_args
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
-from stormcore.labstate import running, state_dir
+from stormcore.labstate import backend, running, state_dir
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -44,32 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     faults = parser.add_subparsers(dest="fault", required=True, metavar="FAULT")
     for fault in catalog.FAULTS.values():
         p = faults.add_parser(fault.name, help=fault.help, description=describe(fault), formatter_class=FORMATTER)
-        for arg in fault.args:
-            if arg.kind == catalog.FLAG:
-                p.add_argument(arg.flag, action="store_true", default=None, help=arg.describe())
-            else:
-                p.add_argument(arg.flag, required=arg.required, metavar=arg.key.upper(), help=arg.describe())
+        add_fault_args(p, fault)
         if any(a.kind == catalog.RACKS for a in fault.args):
             p.add_argument("--fraction", type=float, help="instead of --racks: this fraction of the racks")
         if fault.name == "partition":
             p.add_argument("--between", nargs=2, metavar=("A", "B"), help="instead of --racks: racks:1,2 and metadata")
             p.add_argument("--one-way", action="store_true", help="with --between: drop only traffic from A to B")
-        if fault.holder == "metadata":
-            p.add_argument("--cell", type=_cell, help="with --cells: which cell's metadata service (default 0, the first)")
         p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
         p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
     faults.add_parser("list", help="active faults and their time left")
     faults.add_parser("halt", help="revert every fault now")
-
-
-def _cell(text: str) -> int:
-    try:
-        cell = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a cell is a number from 0, got {text!r}") from None
-    if cell < 0:
-        raise argparse.ArgumentTypeError(f"a cell is a number from 0, got {cell}")
-    return cell
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -108,15 +93,6 @@ def values_from(args: argparse.Namespace, racks_total: int) -> dict[str, Any]:
     return values
 
 
-def backend(args: argparse.Namespace) -> str:
-    chosen = args.backend or os.environ.get("STORMLAB_BACKEND", "auto")
-    if chosen == "auto":
-        if os.environ.get("STORMLAB_K8S_NAMESPACE"):
-            return "k8s"
-        return "docker" if os.environ.get("STORMLAB_COMPOSE_PROJECT") else "local"
-    return chosen
-
-
 def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     """Who holds what: the local lab's state file, or on compose the metadata service's URL."""
     if docker:  # the processes that hold their own faults, by STORMLAB_<NAME>_URL
@@ -142,7 +118,7 @@ ENGINE_HOLDERS = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.eng
 
 
 def run(args: argparse.Namespace, runner: Any = None) -> int:
-    engine = ENGINES.get(backend(args))  # None: the local lab
+    engine = ENGINES.get(backend(args.backend))  # None: the local lab
     docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
         return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from chaos import catalog
 from stormcore.errors import LabError
-from stormcore.labstate import running, state_dir
+from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import launcher
 from stormlab.engine.speed import first_guess, parse_speed
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--backend",
         choices=("local", "docker"),
         help="local processes (started if none is up), or the compose stack already up on this host "
-        "(default: STORMLAB_BACKEND, else local)",
+        "(default: STORMLAB_BACKEND, else detected: the compose stack if STORMLAB_COMPOSE_PROJECT is set, else local)",
     )
     r.add_argument(
         "--speed",
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     args.speed = requested if requested is not None else first_guess(scenario.settings.with_text(args.set).nodes_total)
     if requested is None:
         say("speed", f"speed auto: {args.speed:g} for this host's {os.cpu_count()} cores (the report says whether the run stayed valid)")
-    docker = (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker"
+    docker = backend(args.backend, ("local", "docker")) == "docker"
     if scenario.promql() and not docker:
         raise ScenarioError(f"{args.file}: its promql probes need the compose stack's Prometheus: --backend docker")
     seed = scenario.settings.seed if args.seed is None else args.seed

@@ -38,9 +38,10 @@ from typing import Any
 import aiohttp
 
 from chaos import catalog, client, journal
+from chaos.flags import add_fault_args
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
-from stormcore.labstate import running, state_dir
+from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
@@ -155,7 +156,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ops.add_argument(
         "--backend",
         choices=("local", "docker"),
-        help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else local)",
+        help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else detected: "
+        "the compose stack if STORMLAB_COMPOSE_PROJECT is set, else the local lab)",
     )
     ops.add_argument(
         "--as",
@@ -187,19 +189,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 choices=action.fixes,
                 help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
             )
-        for key in action.keys:
-            if key == "cell":
-                p.add_argument("--cell", type=int, help="with --cells: which cell's metadata service (default 0, the first)")
-                continue
-            arg = next((a for a in fault.args if a.key == key), None) if fault else None
-            if arg is None:
-                continue
-            if key in ("cores", "workers"):
-                p.add_argument(key, help=arg.describe())
-            elif arg.kind == catalog.FLAG:
-                p.add_argument(arg.flag, action="store_true", default=None, help=arg.describe())
-            else:
-                p.add_argument(arg.flag, metavar=key.upper(), help=arg.describe())
+        if fault:  # the lease's arguments, as `stormlab chaos` takes them (the move fills in a missing duration)
+            add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False)
         if action.name == "note":
             p.add_argument("text", nargs="+")
         if action.name == "ack":
@@ -219,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         kwargs = {"alert": args.alert}
     elif args.action == "post-status":
         kwargs = {"severity": args.severity, "text": " ".join(args.text)}
-    if (args.backend or os.environ.get("STORMLAB_BACKEND", "local")) == "docker":
+    if backend(args.backend, ("local", "docker")) == "docker":
         stack = DockerStack(state_dir())
         ops = Ops(stack.state, docker=stack)
     else:

@@ -50,7 +50,7 @@ from chaos.catalog import ChaosError
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
-from stormcore.labstate import running, state_dir
+from stormcore.labstate import backend, running, state_dir
 from stormlab.engine.compose import compose_token
 
 # holders the supervisor restarts and that hold faults for the whole lab (the services hold only their fixes; killing the
@@ -353,14 +353,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed for the faults, their arguments and the holder kills")
     p.add_argument("--holder-kills", type=float, default=0.01, help="chance per lease of SIGKILLing a holder (default 0.01)")
     p.add_argument(
-        "--backend", choices=("local", "docker"), default="local", help="the local lab, or the compose stack (STORMLAB_COMPOSE_PROJECT)"
+        "--backend",
+        choices=("local", "docker"),
+        help="the local lab, or the compose stack (default: STORMLAB_BACKEND, else detected: the compose stack if "
+        "STORMLAB_COMPOSE_PROJECT is set, else the local lab)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.leases <= 100_000 or not 0 <= args.holder_kills <= 1:
         raise UsageError("--leases must be 1-100000 and --holder-kills 0-1")
-    run_soak = docker_soak if args.backend == "docker" else soak
+    run_soak = docker_soak if backend(args.backend, ("local", "docker")) == "docker" else soak
     result = run_soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, flush=True))
     print(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1
