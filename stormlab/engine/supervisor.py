@@ -255,6 +255,28 @@ class Supervisor:
         (self.directory / "state.json").unlink(missing_ok=True)
 
 
+_COMPONENT = {
+    "type": "object",
+    "required": ["pid", "running", "paused", "held_down", "restarts"],
+    "properties": {
+        "pid": {"type": "integer"},
+        "running": {"type": "boolean"},
+        "paused": {"type": "boolean"},
+        "held_down": {"type": "boolean"},
+        "restarts": {"type": "integer", "minimum": 0},
+    },
+}
+STATUS_SCHEMA = {  # the supervisor's /status
+    "type": "object",
+    "required": ["component", "components", "faults"],
+    "properties": {
+        "component": {"const": "supervisor"},
+        "components": {"type": "object", "additionalProperties": _COMPONENT},
+        "faults": {"type": "array", "items": LEASE_SCHEMA},
+    },
+}
+
+
 def create_app(sup: Supervisor) -> web.Application:
     registry = CollectorRegistry()
     app = base_app("stormlab supervisor", registry, LoopLag(registry), middlewares=[token_middleware(from_env())])
@@ -287,29 +309,9 @@ def create_app(sup: Supervisor) -> web.Application:
         runner.halt()
         await sup.shutdown()
 
-    component = {
-        "type": "object",
-        "required": ["pid", "running", "paused", "held_down", "restarts"],
-        "properties": {
-            "pid": {"type": "integer"},
-            "running": {"type": "boolean"},
-            "paused": {"type": "boolean"},
-            "held_down": {"type": "boolean"},
-            "restarts": {"type": "integer", "minimum": 0},
-        },
-    }
-    described = {
-        "type": "object",
-        "required": ["component", "components", "faults"],
-        "properties": {
-            "component": {"const": "supervisor"},
-            "components": {"type": "object", "additionalProperties": component},
-            "faults": {"type": "array", "items": LEASE_SCHEMA},
-        },
-    }
     openapi.add(
         app,
-        Operation("GET", "/status", "every lab process: running, paused, restarts", {200: Answer("the lab's processes", described)}),
+        Operation("GET", "/status", "every lab process: running, paused, restarts", {200: Answer("the lab's processes", STATUS_SCHEMA)}),
         status,
     )
     app.cleanup_ctx.append(lifecycle)

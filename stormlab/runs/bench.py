@@ -40,6 +40,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.fleet import node_id
 from stormcore.settings import LabSettings
 from stormcore.web import serve
+from stormlab.artefacts import bench_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
@@ -281,81 +282,13 @@ class Bench:
         }
 
     def write(self) -> None:
-        f = self.figures
-        lines = [
-            "# stormlab benchmarks",
-            "",
-            f"Measured by `stormlab bench` on {time.strftime('%Y-%m-%d')}: {f['machine']['cores']} cores, Python "
-            f"{f['machine']['python']}. Ratios are measured side by side in one run; absolute figures are this machine's.",
-            "",
-        ]
-        if m := f.get("membership_path"):
-            lines += [
-                "## The membership path against a bare aiohttp handler",
-                "",
-                f"`GET /membership/{{node}}` on the metadata service (virtual CPU cost 0) against a bare aiohttp handler "
-                f"answering the same {m['body_bytes']} bytes, {m['concurrency']} requests in flight, rounds alternated:",
-                "",
-                "| membership path | bare handler | ratio |",
-                "| --- | --- | --- |",
-                f"| {m['membership_req_per_s']:,} req/s | {m['bare_req_per_s']:,} req/s | {m['ratio']:.2f}x |",
-                "",
-            ]
-        if fl := f.get("faults"):
-            lines += [
-                "## Fault apply and revert",
-                "",
-                f"A blip on the link proxy, {fl['count']} times: `POST /faults` answers once the fault is applied and its "
-                "revert armed; `DELETE /faults` once every lease is reverted.",
-                "",
-                "| | p50 | p99 |",
-                "| --- | --- | --- |",
-                f"| apply | {fl['apply_p50_ms']} ms | {fl['apply_p99_ms']} ms |",
-                f"| revert | {fl['revert_p50_ms']} ms | {fl['revert_p99_ms']} ms |",
-                "",
-            ]
-        if fleets := f.get("fleets"):
-            lines += [
-                "## Fleets: start-up, CPU, scrape",
-                "",
-                "10 racks, 4 virtual cores per 100 nodes, at the speed `--speed auto` picks for the fleet; CPU and lag "
-                "over two renewal periods of the baseline; CPU per 1,000 nodes scaled to speed 1.",
-                "",
-                "| nodes | speed | `up` healthy | every node serving | the lab's CPU | per 1,000 at speed 1 | lag p99 | a rack's scrape |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- |",
-            ]
-            lines += [
-                f"| {r['nodes']:,} | {r['speed']:g} | {r['up_to_healthy_s']} s | {r.get('to_every_node_serving_s', 'never')} s | "
-                f"{r['lab_cpu_cores']} cores | {r['cpu_cores_per_1000_nodes']} cores | {r['loop_lag_p99_ms']} ms | "
-                f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B |"
-                for r in fleets
-            ]
-            lines.append("")
-        if storms := f.get("storms"):
-            big = f["largest_valid_fleet"]
-            lines += [
-                "## The storm by fleet size",
-                "",
-                "`stormlab demo --json` runs (10 racks, 4 virtual cores per 100 nodes, the 2015 blip of racks 0-2). The largest "
-                f"fleet that kept the 2015 plateau (45-65%), holding and valid: at speed 1 **{big['speed_1'] or 'none'}** nodes; "
-                f"with `--speed auto` **{big['auto'] or 'none'}** nodes.",
-                "",
-                "| run | nodes | speed asked | speed used | plateau | holds | verdict |",
-                "| --- | --- | --- | --- | --- | --- | --- |",
-            ]
-            for r in storms:
-                verdict = "valid" if r["valid"] else "INVALID: " + "; ".join(r["invalid_reasons"])
-                tried = "".join(f" (left {t['speed']:g}: {t['why']})" for t in r["speeds_tried"])
-                lines.append(
-                    f"| {r['file']} | {r['nodes']:,} | {r['speed_requested']} | {r['speed']:g}{tried} | "
-                    f"{100 * (r['plateau'] or 0):.1f}% | {'yes' if r['holds'] else 'no'} | {verdict} |"
-                )
-            lines.append("")
-        self.args.out.parent.mkdir(parents=True, exist_ok=True)
-        existing = self.args.out.read_text() if self.args.out.exists() else ""
+        """The figures into ``--out`` (a profile section already there, from `make profile`, is kept)."""
+        out = self.args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        existing = out.read_text() if out.exists() else ""
         kept = existing[existing.index("## Profiles") :] if "## Profiles" in existing else ""
-        self.args.out.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
-        self.say(f"wrote {self.args.out}")
+        out.write_text(bench_page.markdown(self.figures, time.strftime("%Y-%m-%d")) + ("\n" + kept if kept else ""))
+        self.say(f"wrote {out}")
 
 
 async def _measure(bench: Bench, fleets: list[int]) -> None:

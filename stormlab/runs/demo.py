@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import aiohttp
 
@@ -210,16 +211,30 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
     catalog.RACKS_ARG.parse(args.blip_racks, settings.racks)  # refuse bad input before starting anything
     requested = parse_speed(args.speed)
     out = sys.stderr if args.json else sys.stdout
-    print(
+    print(banner(settings, args.speed), file=out, flush=True)
+    signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
+    demo, result = run_at_a_valid_speed(settings, requested, args, durations, out)
+    result["speed_requested"] = args.speed
+    result["chart"] = str(write_report(demo, result, Path(args.out)))
+    print(json.dumps(result, indent=1) if args.json else render_summary(result))
+    return 0
+
+
+def banner(settings: LabSettings, speed: str) -> str:
+    return (
         f"stormlab demo: {settings.nodes_total} nodes in {settings.racks} racks"
         + (f" in {settings.cells} cells" if settings.cells > 1 else "")
-        + f", allowance {settings.allowance_s:g}s, "
-        f"retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
-        f"abandoned work {settings.abandoned_work}, speed {args.speed}",
-        file=out,
-        flush=True,
+        + f", allowance {settings.allowance_s:g}s, retry {settings.retry_policy}, GSI growth {'on' if settings.gsi_growth else 'off'}, "
+        f"abandoned work {settings.abandoned_work}, speed {speed}"
     )
-    signal.signal(signal.SIGTERM, _interrupted)  # so `finally: down()` runs on SIGTERM too
+
+
+def run_at_a_valid_speed(
+    settings: LabSettings, requested: float | None, args: argparse.Namespace, durations: tuple[float, float, float], out: TextIO
+) -> tuple[Demo, dict]:
+    """The story on a lab of its own at ``requested`` speed, or with ``--speed auto`` (None) at the
+    fastest speed whose baseline can carry the herd and whose run is valid; the summary says
+    which speeds were tried and why they were left."""
     speed = requested if requested is not None else first_guess(settings.nodes_total)
     tried: list[dict] = []
     while True:
@@ -238,26 +253,21 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
             launcher.down()
         slower_speed = next_slower(speed)
         if requested is not None or result["valid"] or slower_speed is None:
-            break
+            return demo, result | {"speeds_tried": tried}
         tried.append({"speed": speed, "why": "INVALID: " + "; ".join(result["invalid_reasons"])})
         print(f"speed auto: the run at {speed:g} was INVALID; running it again at {slower_speed:g}", file=out, flush=True)
         speed = slower_speed
-    result["speed_requested"] = args.speed
-    result["speeds_tried"] = tried
+
+
+def write_report(demo: Demo, result: dict, out_dir: Path) -> Path:
+    """The chart and the samples of a run (``demo-STAMP.png``, ``.json``); the chart's path."""
     times = result.pop("_times")
-    out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     chart = write_chart(demo.samples, times, demo.allowance_s, out_dir / f"demo-{stamp}.png", result)
-    (out_dir / f"demo-{stamp}.json").write_text(
-        json.dumps({"summary": result, "times": times, "samples": [s.__dict__ for s in demo.samples]}, indent=1)
-    )
-    result["chart"] = str(chart)
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(render_summary(result))
-    return 0
+    samples = [s.__dict__ for s in demo.samples]
+    (out_dir / f"demo-{stamp}.json").write_text(json.dumps({"summary": result, "times": times, "samples": samples}, indent=1))
+    return chart
 
 
 def _interrupted(signum: int, frame: object) -> None:

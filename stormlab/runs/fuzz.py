@@ -119,35 +119,58 @@ def fuzz_operation(
     """Send ``requests_n`` generated requests to one operation and judge each answer. ``known``:
     path parameter values that go together (a node and a partition it holds), used for a share
     of the valid requests, as are the examples the description gives."""
-    result = OperationResult(target, f"{op.method.upper()} {op.path}")
-    definition = op.definition.raw
-    protected = bool(definition.get("security"))
-    takes_input = bool(definition.get("parameters") or definition.get("requestBody"))
-    path_params = {p["name"]: p.get("schema", {}) for p in definition.get("parameters", []) if p.get("in") == "path"}
-    examples = {name: schema["examples"] for name, schema in path_params.items() if schema.get("examples")}
-    together = [{k: v for k, v in values.items() if k in path_params} for values in known or []]
-    together = [values for values in together if values]
-    junk = st.dictionaries(st.from_regex(r"\Azz[a-z]{1,6}\Z"), st.text(max_size=16), max_size=2)
-    auth = st.sampled_from(["token"] * 8 + ["none", "wrong"]) if protected else st.just("token")
-    session = requests.Session()
-    validators = checks()
+    fuzz = OperationFuzz(target, base_url, op, token, known or [])
+    try:
+        return fuzz.run(requests_n, seed)
+    finally:
+        fuzz.session.close()
 
-    def positive() -> Any:
-        options = [op.as_strategy(GenerationMode.POSITIVE)]
-        if examples:
-            options.append(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in examples.items()}))
-        if together:
-            options.append(st.sampled_from(together))
+
+class OperationFuzz:
+    """One operation's requests, drawn from its description, sent, and their answers judged."""
+
+    def __init__(self, target: str, base_url: str, op: Any, token: str, known: list[dict[str, Any]]) -> None:
+        self.base_url, self.op, self.token = base_url, op, token
+        self.result = OperationResult(target, f"{op.method.upper()} {op.path}")
+        definition = op.definition.raw
+        self.takes_input = bool(definition.get("parameters") or definition.get("requestBody"))
+        path_params = {p["name"]: p.get("schema", {}) for p in definition.get("parameters", []) if p.get("in") == "path"}
+        self.examples = {name: schema["examples"] for name, schema in path_params.items() if schema.get("examples")}
+        self.together = [v for v in ({k: x for k, x in values.items() if k in path_params} for values in known) if v]
+        self.junk = st.dictionaries(st.from_regex(r"\Azz[a-z]{1,6}\Z"), st.text(max_size=16), max_size=2)
+        self.auth = st.sampled_from(["token"] * 8 + ["none", "wrong"]) if definition.get("security") else st.just("token")
+        self.session = requests.Session()
+        self.validators = checks()
+
+    def run(self, requests_n: int, seed: int) -> OperationResult:
+        """Half the requests invalid by the description (where it takes input), the rest valid."""
+        if self.takes_input:
+            self.draw(self.op.as_strategy(GenerationMode.NEGATIVE), requests_n // 2, seed)
+            self.result.negative = self.result.requests
+        for extra_seed in range(1, 10):  # positive draws fill the rest (a few rounds if the space is small)
+            if self.result.requests >= requests_n:
+                break
+            self.draw(self.positive(), requests_n - self.result.requests, seed + extra_seed)
+        return self.result
+
+    def positive(self) -> Any:
+        """Valid requests: generated, or with the description's examples, or with values known to go together."""
+        op, options = self.op, [self.op.as_strategy(GenerationMode.POSITIVE)]
+        if self.examples:
+            options.append(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in self.examples.items()}))
+        if self.together:
+            options.append(st.sampled_from(self.together))
         with_values = [s.flatmap(lambda values: op.as_strategy(GenerationMode.POSITIVE, path_parameters=values)) for s in options[1:]]
         return st.one_of(options[0], *with_values)
 
-    def send(drawn: tuple[Any, dict[str, str], str]) -> None:
+    def send(self, drawn: tuple[Any, dict[str, str], str]) -> None:
         case, extra, who = drawn
         case.query = {**(case.query or {}), **extra}
-        sent = {"none": {}, "wrong": headers("not-the-lab-token-" + "x" * 8), "token": headers(token)}[who]
+        sent = {"none": {}, "wrong": headers("not-the-lab-token-" + "x" * 8), "token": headers(self.token)}[who]
+        result = self.result
         result.requests += 1
         try:
-            response = case.call(base_url=base_url, session=session, headers=sent, timeout=30)
+            response = case.call(base_url=self.base_url, session=self.session, headers=sent, timeout=30)
         except requests.RequestException as exc:
             result.found(f"{NO_ANSWER}: {type(exc).__name__}", case.as_curl_command(headers=sent))
             return
@@ -158,12 +181,12 @@ def fuzz_operation(
             result.found(f"served without the lab token: {response.status_code}", case.as_curl_command(headers=sent))
             return
         try:
-            case.validate_response(response, checks=validators, headers=sent)
+            case.validate_response(response, checks=self.validators, headers=sent)
         except (Exception, BaseExceptionGroup) as exc:  # schemathesis reports what it found as (groups of) exceptions
             for kind in findings_of(exc):
                 result.found(kind, case.as_curl_command(headers=sent))
 
-    def draw(strategy: Any, n: int, seed_n: int) -> None:
+    def draw(self, strategy: Any, n: int, seed_n: int) -> None:
         runner = settings(
             max_examples=n,
             database=None,
@@ -171,23 +194,13 @@ def fuzz_operation(
             phases=[Phase.generate],
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
-        )(given(st.tuples(strategy, junk, auth))(send))
+        )(given(st.tuples(strategy, self.junk, self.auth))(self.send))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # schemathesis's notes on the description are not findings
             try:
                 hyp_seed(seed_n)(runner)()
             except Unsatisfiable:  # nothing in this operation can be made invalid (a free-form string)
                 pass
-
-    if takes_input:
-        draw(op.as_strategy(GenerationMode.NEGATIVE), requests_n // 2, seed)
-        result.negative = result.requests
-    for extra_seed in range(1, 10):  # positive draws fill the rest (a few rounds if the space is small)
-        if result.requests >= requests_n:
-            break
-        draw(positive(), requests_n - result.requests, seed + extra_seed)
-    session.close()
-    return result
 
 
 def known_values(urls: dict[str, str], token: str) -> dict[str, list[dict[str, Any]]]:

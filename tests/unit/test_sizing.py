@@ -3,6 +3,7 @@
 import pytest
 
 from stormcore.errors import UsageError
+from stormlab.artefacts import sizing_page
 from stormlab.runs import sizing
 from stormlab.runs.sizing import Reading
 
@@ -64,7 +65,7 @@ def test_the_page_gives_every_measured_figure_and_the_plan():
         "plan_from": 10_000,
         "plan": sizing.plan_for(FLEET, 100_000, 1_000),
     }
-    page = sizing.markdown(figures)
+    page = sizing_page.markdown(figures)
     assert "| 10,000 | 1,000 | 0.25 | rack | 10 | 0.040 | 90 MiB | 150 |" in page
     assert "## What 100,000 nodes need on a cluster" in page and "| rack pods (StatefulSet replicas, `racks` setting) | 100 |" in page
     assert "| speed (`STORMLAB_SPEED`) | 0.5: the metadata service is one process on one core" in page
