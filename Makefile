@@ -11,7 +11,7 @@ PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 ALERTMANAGER_PORT ?= 9093
 
-.PHONY: install test test-unit test-integration check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean \
+.PHONY: install test test-lab test-storm test-all test-unit check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
 install: $(STAMP)
@@ -34,14 +34,26 @@ constraints: $(STAMP)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts,docker]'
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
+# The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
+#   test        the fast tier: unit tests, in-process tests and a few small live labs (~3 min)
+#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~6 min)
+#   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench (~7 min)
+#   test-all    all three
+PYTEST = $(BIN)/pytest --durations=20
 test: $(STAMP)
-	$(BIN)/pytest tests/unit tests/integration
+	$(PYTEST) tests/unit tests/integration
+
+test-lab: $(STAMP)
+	$(PYTEST) -m lab tests/integration
+
+test-storm: $(STAMP)
+	$(PYTEST) -m storm tests/integration
+
+test-all: $(STAMP)
+	$(PYTEST) -m "" tests/unit tests/integration
 
 test-unit: $(STAMP)
-	$(BIN)/pytest tests/unit
-
-test-integration: $(STAMP)
-	$(BIN)/pytest tests/integration
+	$(PYTEST) tests/unit
 
 # The whole 2015 story: 1,000 nodes, a 5 s blip of 3 racks, the storm, a summary and a PNG.
 demo: $(STAMP)

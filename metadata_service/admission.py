@@ -75,6 +75,12 @@ class Admission:
         self.epoch += 1
         return self.epoch
 
+    def readmit_all(self, epoch: int) -> None:
+        """End the staged readmission of ``epoch`` now: every group is in (a later pause or
+        resume, a new epoch, is left as it is)."""
+        if self.epoch == epoch and not self.paused:
+            self.staging = None
+
     def admits(self, node: str, now: float) -> bool:
         if self.paused:
             return False

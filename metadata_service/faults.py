@@ -58,12 +58,19 @@ class MetadataFaults:
         return Plan("metadata", apply, revert, {})
 
     async def resume(self, values: dict[str, Any]) -> Plan:
+        """A readmission, at once or staged; its lease lasts until the last step, and a lease
+        ended early (halted) lets the rest in at once, unless a pause or resume came since."""
         groups, every = values["staged"], values["every_s"]
+        epoch = -1
 
         def apply() -> None:
-            self.service.resume(groups, every)
+            nonlocal epoch
+            epoch = self.service.resume(groups, every)
 
-        return Plan("metadata", apply, lambda: None, {"staged": groups, "every_s": every})
+        def revert() -> None:
+            self.service.admission.readmit_all(epoch)
+
+        return Plan("metadata", apply, revert, {"staged": groups, "every_s": every})
 
     async def capacity(self, values: dict[str, Any]) -> Plan:
         cores, bypass = values["cores"], values["break_glass"]

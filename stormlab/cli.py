@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 import aiohttp
 
 from chaos import cli as chaos_cli
+from stormcore import roster
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
@@ -63,18 +64,31 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
     return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(args.set)
 
 
+def parse_cascade(text: str) -> tuple[str, ...]:
+    """``--cascade``: ``all``, ``none``, or a comma list of the cascade's services."""
+    if text.strip() == "all":
+        return roster.CASCADE
+    chosen = tuple(s.strip() for s in text.split(",") if s.strip() and s.strip() != "none")
+    unknown = sorted(set(chosen) - set(roster.CASCADE))
+    if unknown:
+        raise UsageError(f"--cascade: no service {', '.join(unknown)}; the cascade's services: {', '.join(roster.CASCADE)} (or all, none)")
+    return chosen
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    cascade = parse_cascade(args.cascade)
     requested = parse_speed(args.speed)
     speed = requested if requested is not None else first_guess(settings.nodes_total)
     if requested is None:
         print(f"speed auto: {speed:g} for {settings.nodes_total} nodes on {os.cpu_count()} cores (`status` says whether it stays valid)")
     settings = settings.sped_up(speed)
+    beside = f" and the cascade's {', '.join(cascade)}" if cascade else ""
     print(
-        f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, the link proxy and loadgen …",
+        f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, the link proxy, loadgen{beside} …",
         flush=True,
     )
-    state = launcher.up(settings, args.base_port)
+    state = launcher.up(settings, args.base_port, cascade=cascade)
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
     print(f"nodes come up spread over one renewal period ({settings.renewal_period_s:g}s at speed {speed:g}); watch with `stormlab status`")
@@ -120,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     up = sub.add_parser("up", help="start the lab as local processes and return")
     lab_flags(up)
+    up.add_argument(
+        "--cascade",
+        default="all",
+        help=f"the services beside the database to run: all (default), none, or a comma list of {', '.join(roster.CASCADE)}",
+    )
     up.set_defaults(func=cmd_up)
     st = sub.add_parser("status", help="nodes serving/disqualified, customer errors, metadata load, margin")
     st.add_argument("--json", action="store_true", help="machine-readable output")

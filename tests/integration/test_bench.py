@@ -7,7 +7,7 @@ import pytest
 
 from stormlab.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.storm
 
 
 @pytest.mark.timeout(240)

@@ -13,22 +13,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from stormcore.auth import ensure_token, headers
-from stormcore.settings import LabSettings
 from stormlab.cli import main
-from stormlab.engine import launcher
+from tests.conftest import eventually
 
 SOAK_FAULTS = int(os.environ.get("STORMLAB_SOAK_FAULTS", "40"))
-
-
-@pytest.fixture
-def lab(tmp_path, monkeypatch):
-    directory = tmp_path / "state"
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    settings = LabSettings(racks=2, nodes_per_rack=20, renewal_period_s=1.0, customer_rate=20)
-    state = launcher.up(settings, base_port=0, directory=directory.resolve())
-    yield state, headers(ensure_token(directory.resolve()))
-    assert launcher.down(directory.resolve())
 
 
 async def json_get(session, url, **kw):
@@ -36,31 +24,20 @@ async def json_get(session, url, **kw):
         return r.status, await r.json()
 
 
-async def wait_for(check, limit_s=20.0):
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            if await check():
-                return
-        except (TimeoutError, aiohttp.ClientError):
-            pass
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition not met in time")
+def rack_serving(session, rack_url, n=20):
+    async def check():
+        _, status = await json_get(session, f"{rack_url}/status")
+        return status["nodes_serving"] == n
 
-
-async def serving(session, rack_url, n=20):
-    _, status = await json_get(session, f"{rack_url}/status")
-    return status["nodes_serving"] == n
+    return check
 
 
 @pytest.mark.timeout(120)
 def test_pause_freezes_a_rack_then_it_answers_again(lab, capsys):
-    state, _ = lab
-    rack = state["components"]["rack-01"]["url"]
+    rack = lab().url("rack-01")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await wait_for(lambda: serving(s, rack))
             assert main(["chaos", "pause", "--target", "rack-01", "--duration", "1.5s"]) == 0
             with pytest.raises(asyncio.TimeoutError):
                 await json_get(s, f"{rack}/healthz", timeout=0.5)
@@ -71,13 +48,13 @@ def test_pause_freezes_a_rack_then_it_answers_again(lab, capsys):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.lab
 def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
-    state, auth = lab
-    rack, meta, sup = state["components"]["rack-00"]["url"], state["components"]["metadata"]["url"], state["supervisor_url"]
+    started = lab()
+    auth, rack, meta, sup = started.auth, started.url("rack-00"), started.url("metadata"), started.url("supervisor")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await wait_for(lambda: serving(s, rack))
             _, pmap = await json_get(s, f"{meta}/partition-map")
             targets = [
                 (t, p, owner) for t, spec in pmap["tables"].items() for p, owner in enumerate(spec["owners"]) if owner.startswith("r00")
@@ -102,7 +79,7 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
             for start in range(0, 3000, 50):
                 await asyncio.gather(*(write(i) for i in range(start, start + 50)))
             assert killed.is_set() and len(acked) >= 1500
-            await wait_for(lambda: serving(s, rack), limit_s=30)
+            await eventually(rack_serving(s, rack), timeout_s=30, what="the killed rack serving again")
             lost = []
             for key, (url, value) in acked.items():
                 status, body = await json_get(s, url)
@@ -115,9 +92,10 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
     asyncio.run(scenario())
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(60)
 def test_killing_the_chaos_command_does_not_leave_the_fault_behind(lab, capsys):
-    state, auth = lab
+    lab()
     cmd = [sys.executable, "-m", "stormlab.cli", "chaos", "blip", "--racks", "1", "--duration", "5s", "--wait"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert "reverts by itself" in proc.stdout.readline()
@@ -159,10 +137,11 @@ def random_fault(rng: random.Random) -> list[str]:
     )
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(600)
 def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
     """STORMLAB_SOAK_FAULTS=200 for the full soak (CI runs a shorter one)."""
-    state, auth = lab
+    state = lab().state
     rng = random.Random(2015)
     rules_before = firewall()
     table_before = process_table(state["supervisor_pid"])

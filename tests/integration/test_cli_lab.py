@@ -1,22 +1,21 @@
 """The CLI against a real (small) lab: up, status --json, chaos blip and its refusals, down."""
 
+import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from stormcore import roster
 from stormlab.cli import main
-
-
-@pytest.fixture
-def small_lab(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
-    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
-    capsys.readouterr()
-    yield
-    assert main(["down"]) == 0
+from stormlab.runs import writecheck
+from tests.conftest import until
 
 
 def status(capsys) -> dict:
@@ -25,10 +24,10 @@ def status(capsys) -> dict:
 
 
 @pytest.mark.timeout(120)
-def test_up_status_blip_down(small_lab, capsys):
-    deadline = time.monotonic() + 20
-    while (snap := status(capsys))["nodes_serving"] < 40 and time.monotonic() < deadline:
-        time.sleep(0.5)
+def test_up_status_blip_down(lab, capsys):
+    lab(cascade=roster.CASCADE, cli=True, serving=False)
+    capsys.readouterr()
+    snap = until(lambda: (s := status(capsys))["nodes_serving"] == 40 and s, what="every node serving")
     for key in (
         "endpoints",
         "nodes_total",
@@ -74,12 +73,7 @@ def test_up_status_blip_down(small_lab, capsys):
     assert "blip #1 on rack-0" in capsys.readouterr().out
     assert main(["chaos", "list"]) == 0
     assert "blip on rack-0" in capsys.readouterr().out
-    deadline = time.monotonic() + 2
-    seen_down = False
-    while time.monotonic() < deadline and not seen_down:
-        seen_down = status(capsys)["racks_link_down"] == [0]
-        time.sleep(0.1)
-    assert seen_down, "rack 0's probe never saw its link go down"
+    until(lambda: status(capsys)["racks_link_down"] == [0], limit_s=2, interval_s=0.1, what="rack 0's probe seeing its link go down")
     time.sleep(2.5)
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
@@ -98,16 +92,14 @@ def renewal_timeouts(rack_url: str) -> float:
     )
 
 
-def test_up_twice_is_refused(small_lab, capsys):
+def test_up_twice_is_refused(lab, capsys):
+    lab(cli=True, serving=False)
     assert main(["up", "--racks", "1", "--nodes-per-rack", "1", "--base-port", "0"]) == 1
     assert "already up" in capsys.readouterr().err
 
 
 def processes_of(directory) -> list[int]:
     """Pids whose environment names this lab's state directory (the supervisor and its children)."""
-    import os
-    from pathlib import Path
-
     marker = str(directory).encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -120,14 +112,10 @@ def processes_of(directory) -> list[int]:
     return found
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
-    import os
-    import signal
-    import subprocess
-    import sys
-
     directory = tmp_path / "state"
     env = {**os.environ, "STORMLAB_STATE_DIR": str(directory)}
     cli = subprocess.Popen([sys.executable, "-m", "stormlab.cli", "up", "--base-port", "0"], env=env, stdout=subprocess.PIPE, text=True)
@@ -155,14 +143,10 @@ def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(180)
-def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(small_lab, capsys):
-    import asyncio
-
-    from stormcore.labstate import running
-    from stormlab.runs import writecheck
-
-    state = running()
+def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(lab, capsys):
+    state = lab().state
     killer = writecheck.rack_killer(state, every_s=5.0, seed=3)
 
     async def faults():
@@ -176,9 +160,11 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(s
     assert result.read_back == result.acknowledged
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(300)
-def test_a_short_soak_leaves_no_fault_behind(small_lab, capsys):
-    """The CI version of `make soak`: 80 random leases, holders killed at random."""
+def test_a_short_soak_leaves_no_fault_behind(lab, capsys):
+    """The CI version of `make soak`: 80 random leases (the cascade's fixes among them), holders killed at random."""
+    lab(cascade=roster.CASCADE)
     code = main(["soak", "--leases", "80", "--seed", "7", "--holder-kills", "0.04"])
     out = capsys.readouterr().out
     result = json.loads(out[out.index("{") :])

@@ -6,12 +6,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from stormcore.auth import ensure_token, headers
-from stormcore.settings import LabSettings
-from stormlab.engine import launcher
-from tests.integration.lab import wait_serving
-
-SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "activity_rate": 0}
+QUIET = {"customer_rate": 0, "cascade_rate": 0}  # only the test's own logins
 
 
 async def login(s, url, user="ada"):
@@ -19,50 +14,39 @@ async def login(s, url, user="ada"):
         return r.status, await r.json()
 
 
-async def logins_during_a_pause(state, directory) -> list[dict]:
-    console = state["components"]["console"]["url"]
+async def logins_during_a_pause(started) -> list[dict]:
+    console = started.url("console")
     async with aiohttp.ClientSession() as s:
         for _ in range(100):  # until the lab serves: a login's lookup answers
             if (await login(s, console))[1]["lookup"] == "ok":
                 break
             await asyncio.sleep(0.2)
-        async with s.post(
-            f"{state['components']['metadata']['url']}/faults",
-            json={"fault": "pause-metadata", "duration_s": 12},
-            headers=headers(ensure_token(directory)),
-        ) as r:
-            assert r.status == 201
+        started.lease({"fault": "pause-metadata", "duration_s": 12})
         await asyncio.sleep(2.5)  # every node refuses now
         return [(await login(s, console, f"user-{i}"))[1] for i in range(3)]
 
 
-def run_pause(tmp_path, monkeypatch, **changes) -> list[dict]:
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
-    wait_serving(state)
+def run_pause(lab, **changes) -> list[dict]:
+    started = lab(cascade=("console",), **QUIET | changes)
     try:
-        return asyncio.run(logins_during_a_pause(state, directory))
+        return asyncio.run(logins_during_a_pause(started))
     finally:
-        assert launcher.down(directory)
+        started.stop()  # one lab at a time: the logins are timed
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(120)
-def test_a_login_waits_out_the_long_lookup_timeout_and_fails_fast_with_the_fix(tmp_path, monkeypatch):
-    slow = run_pause(tmp_path / "2015", monkeypatch, login_lookup_timeout_s=1.5)
-    fast = run_pause(tmp_path / "fixed", monkeypatch, login_lookup_timeout_s=1.5, fix_short_timeout=True)
+def test_a_login_waits_out_the_long_lookup_timeout_and_fails_fast_with_the_fix(lab):
+    slow = run_pause(lab, login_lookup_timeout_s=1.5)
+    fast = run_pause(lab, login_lookup_timeout_s=1.5, fix_short_timeout=True)
     print({"2015": slow, "fixed": fast})
     assert all(r["lookup"] == "skipped" and r["seconds"] >= 1.4 for r in slow)  # logged in, but late
     assert all(r["lookup"] == "skipped" and r["seconds"] < 0.3 for r in fast)
 
 
 @pytest.mark.timeout(60)
-def test_a_login_refuses_bad_input(tmp_path, monkeypatch):
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL), base_port=0, directory=directory)
-    wait_serving(state)
-    console = state["components"]["console"]["url"]
+def test_a_login_refuses_bad_input(lab):
+    console = lab(cascade=("console",), **QUIET).url("console")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
@@ -72,7 +56,4 @@ def test_a_login_refuses_bad_input(tmp_path, monkeypatch):
             async with s.get(f"{console}/status") as r:
                 assert (await r.json())["logins_total"] == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())

@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 
 from chaos import journal
-from stormcore.labstate import running
 from stormlab.cli import main
+from tests.conftest import until
 
 
 def rack_allowances(state: dict) -> list[float]:
@@ -21,46 +21,39 @@ def rack_allowances(state: dict) -> list[float]:
 
 
 @pytest.mark.timeout(120)
-def test_a_staged_deploy_reaches_the_racks_step_by_step_and_its_lease_puts_them_back(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
-    assert main(["up", "--racks", "4", "--nodes-per-rack", "10", "--renewal-period", "1s", "--base-port", "0"]) == 0
-    try:
-        state = running()
-        assert rack_allowances(state) == [1.0] * 4
-        assert main(["ops", "--as", "queues", "deploy", "--allowance", "2s"]) == 2  # the database's move
-        assert main(["ops", "deploy", "--staged", "2"]) == 2  # nothing to deploy
-        assert main(["ops", "deploy", "--allowance", "0s"]) == 2
-        assert (
-            main(
-                [
-                    "ops",
-                    "--as",
-                    "database",
-                    "deploy",
-                    "--allowance",
-                    "2s",
-                    "--retry-policy",
-                    "full-jitter",
-                    "--staged",
-                    "2",
-                    "--every",
-                    "2s",
-                ]
-            )
-            == 0
+def test_a_staged_deploy_reaches_the_racks_step_by_step_and_its_lease_puts_them_back(lab, capsys):
+    started = lab(racks=4, nodes_per_rack=10, serving=False)
+    state = started.state
+    assert rack_allowances(state) == [1.0] * 4
+    assert main(["ops", "--as", "queues", "deploy", "--allowance", "2s"]) == 2  # the database's move
+    assert main(["ops", "deploy", "--staged", "2"]) == 2  # nothing to deploy
+    assert main(["ops", "deploy", "--allowance", "0s"]) == 2
+    assert (
+        main(
+            [
+                "ops",
+                "--as",
+                "database",
+                "deploy",
+                "--allowance",
+                "2s",
+                "--retry-policy",
+                "full-jitter",
+                "--staged",
+                "2",
+                "--every",
+                "2s",
+            ]
         )
-        assert rack_allowances(state) == [2.0, 2.0, 1.0, 1.0]  # the first step: racks 0 and 1
-        time.sleep(2.5)
-        assert rack_allowances(state) == [2.0] * 4
-        capsys.readouterr()
-        assert main(["chaos", "list"]) == 0
-        assert "deploy" in capsys.readouterr().out
-        assert main(["chaos", "halt"]) == 0
-        deadline = time.monotonic() + 5
-        while rack_allowances(state) != [1.0] * 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert rack_allowances(state) == [1.0] * 4
-        moves = [(e["action"], e["ok"], e.get("role")) for e in journal.read_journal(tmp_path / "state")]
-        assert moves == [("deploy", False, None), ("deploy", False, None), ("deploy", True, "database")]
-    finally:
-        assert main(["down"]) == 0
+        == 0
+    )
+    assert rack_allowances(state) == [2.0, 2.0, 1.0, 1.0]  # the first step: racks 0 and 1
+    time.sleep(2.5)
+    assert rack_allowances(state) == [2.0] * 4
+    capsys.readouterr()
+    assert main(["chaos", "list"]) == 0
+    assert "deploy" in capsys.readouterr().out
+    assert main(["chaos", "halt"]) == 0
+    until(lambda: rack_allowances(state) == [1.0] * 4, limit_s=5, what="every rack back on its start-up allowance")
+    moves = [(e["action"], e["ok"], e.get("role")) for e in journal.read_journal(started.directory)]
+    assert moves == [("deploy", False, None), ("deploy", False, None), ("deploy", True, "database")]

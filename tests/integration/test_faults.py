@@ -121,6 +121,19 @@ async def test_staged_resume_readmits_in_steps(meta, tiny_settings):
     assert (await (await client.get("/status")).json())["paused"] is False
 
 
+async def test_a_staged_resume_halted_early_lets_everyone_in_at_once(meta):
+    _, client = meta
+    await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 1})
+    resp = await client.post("/faults", json={"fault": "resume-metadata", "staged": 20, "every_s": 30})
+    assert resp.status == 201
+    nodes = [f"r00n{i:03d}" for i in range(20)]
+    statuses = await asyncio.gather(*(client.get(f"/membership/{n}") for n in nodes))
+    assert sum(r.status == 503 for r in statuses) > 10  # one group in twenty, for the next 10 minutes
+    assert (await (await client.delete("/faults")).json())["halted"] == 2
+    statuses = await asyncio.gather(*(client.get(f"/membership/{n}") for n in nodes))
+    assert [r.status for r in statuses] == [200] * 20  # a halt ends every lease: the readmission is over
+
+
 async def test_capacity_through_the_shared_path_fails_in_a_storm_and_break_glass_works(meta):
     server, client = meta
     storm = [asyncio.ensure_future(client.get(f"/membership/{BIG}")) for _ in range(200)]

@@ -5,25 +5,20 @@ import json
 
 import pytest
 
+from stormcore import roster
 from stormlab.cli import main
 from stormlab.runs.fuzz import TARGETS
 
-CHEAP = ["--set", "cost_base_s=0.0001", "--set", "cost_per_entry_s=0.00001", "--set", "admin_cost_s=0.001"]
+CHEAP = {"cost_base_s": 0.0001, "cost_per_entry_s": 0.00001, "admin_cost_s": 0.001}  # it tests the API, not the storm
 
 
-@pytest.fixture
-def fuzz_lab(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
-    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0", *CHEAP]) == 0
-    capsys.readouterr()
-    yield
-    assert main(["down"]) == 0
-
-
+@pytest.mark.lab
 @pytest.mark.timeout(600)
-def test_no_process_answers_outside_its_description(fuzz_lab, capsys):
+def test_no_process_answers_outside_its_description(lab, capsys):
+    lab(cascade=roster.CASCADE, customer_rate=200, **CHEAP)  # every process of the roster
     code = main(["fuzz", "--requests", "40", "--seed", "3", "--json"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "\n{" in out, f"no figures printed (exit {code}): {err[-3000:]}"
     result = json.loads(out[out.index("\n{") :])
     findings = {f"{r['target']} {r['operation']}": r["findings"] for r in result["results"] if r["findings"]}
     assert code == 0 and result["ok"], findings or result["health"]

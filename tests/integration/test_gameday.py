@@ -31,12 +31,11 @@ SCENARIO_2015 = read(Path(__file__).resolve().parents[2] / "scenarios" / "dynamo
 
 
 @pytest.fixture
-def small_lab(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
-    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
+def small_lab(lab, capsys):
+    """`stormlab up` of the scenarios' lab (their settings: a running lab with others is refused)."""
+    directory = lab(cli=True, customer_rate=200).directory
     capsys.readouterr()
-    yield tmp_path / "state"
-    assert main(["down"]) == 0
+    return directory
 
 
 def active_faults(capsys) -> str:
@@ -70,6 +69,7 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
     assert main(["chaos", "halt"]) == 0
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(120)
 def test_a_move_made_with_chaos_is_journaled_and_scored_like_one_made_with_ops(small_lab, capsys):
     started = time.time()
@@ -92,6 +92,7 @@ def test_a_move_made_with_chaos_is_journaled_and_scored_like_one_made_with_ops(s
     assert main(["chaos", "halt"]) == 0
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(60)
 def test_a_scenario_refuses_a_running_lab_with_other_settings(small_lab, tmp_path, capsys):
     path = tmp_path / "other.yaml"
@@ -101,6 +102,7 @@ def test_a_scenario_refuses_a_running_lab_with_other_settings(small_lab, tmp_pat
     assert "no active faults" in active_faults(capsys)
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupting_a_scenario_runs_the_rollbacks_and_leaves_no_fault(small_lab, tmp_path, capsys, sig):

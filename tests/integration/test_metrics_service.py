@@ -7,20 +7,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from stormcore.auth import ensure_token, headers
-from stormcore.settings import LabSettings
-from stormlab.engine import launcher
-from tests.integration.lab import wait_serving
-
-SMALL = {
-    "racks": 2,
-    "nodes_per_rack": 20,
-    "renewal_period_s": 1.0,
-    "customer_rate": 0,
-    "cascade_rate": 0,
-    "activity_rate": 0,
-    "metric_cache_ttl_s": 1.0,
-}
+QUIET = {"customer_rate": 0, "cascade_rate": 0, "metric_cache_ttl_s": 1.0}  # only the test's own datapoints
 
 
 async def put(s, url, i, group="g-1"):
@@ -29,15 +16,8 @@ async def put(s, url, i, group="g-1"):
         return r.status, await r.json()
 
 
-async def lease(s, state, directory, body):
-    url = state["metadata" if body["fault"] != "kill" else "supervisor"]
-    async with s.post(f"{url}/faults", json=body, headers=headers(ensure_token(directory))) as r:
-        assert r.status == 201, await r.text()
-
-
-async def story(state, directory) -> dict:
-    url = state["components"]["metrics"]["url"]
-    where = {"metadata": state["components"]["metadata"]["url"], "supervisor": state["supervisor_url"]}
+async def story(started) -> dict:
+    url = started.url("metrics")
     out = {"accepted": 0}
     async with aiohttp.ClientSession() as s:
         for _ in range(100):
@@ -46,17 +26,17 @@ async def story(state, directory) -> dict:
             if status == 201 and answer["enriched"]:
                 break
             await asyncio.sleep(0.2)
-        await lease(s, where, directory, {"fault": "stuck-partition", "tables": ["scaling-groups"], "duration_s": 5})
+        started.lease({"fault": "stuck-partition", "tables": ["scaling-groups"], "duration_s": 5})
         await asyncio.sleep(2.5)  # the enrichment is older than its TTL and cannot be refreshed
         stuck = [await put(s, url, i) for i in range(20)]
         out["stuck"] = [(code, a.get("enriched")) for code, a in stuck]
         await asyncio.sleep(3)
-        await lease(s, where, directory, {"fault": "pause-metadata", "duration_s": 6})
+        started.lease({"fault": "pause-metadata", "duration_s": 6})
         await asyncio.sleep(3)  # every node refuses: the namespace cannot be confirmed either
         paused = [await put(s, url, i) for i in range(20)]
         out["paused"] = [code for code, _ in paused]
         out["accepted"] += sum(code == 201 for code, _ in stuck + paused)
-        await lease(s, where, directory, {"fault": "kill", "target": "metrics", "duration_s": 1})
+        started.lease({"fault": "kill", "target": "metrics", "duration_s": 1})
         await asyncio.sleep(4)
         for _ in range(100):
             try:
@@ -68,21 +48,19 @@ async def story(state, directory) -> dict:
     return out
 
 
-def run(tmp_path, monkeypatch, **changes) -> dict:
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
-    wait_serving(state)
+def run(lab, **changes) -> dict:
+    started = lab(cascade=("metrics",), **QUIET | changes)
     try:
-        return asyncio.run(story(state, directory))
+        return asyncio.run(story(started))
     finally:
-        assert launcher.down(directory)
+        started.stop()
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(180)
-def test_gaps_when_the_scaling_table_refuses_errors_when_every_node_does_and_the_fix_keeps_both_going(tmp_path, monkeypatch):
-    plain = run(tmp_path / "2015", monkeypatch)
-    fixed = run(tmp_path / "fixed", monkeypatch, fix_write_through=True)
+def test_gaps_when_the_scaling_table_refuses_errors_when_every_node_does_and_the_fix_keeps_both_going(lab):
+    plain = run(lab)
+    fixed = run(lab, fix_write_through=True)
     print({"2015": plain, "fixed": fixed})
     assert all(code == 201 for code, _ in plain["stuck"]) and all(enriched is False for _, enriched in plain["stuck"])
     assert plain["paused"].count(503) >= 15
@@ -92,12 +70,8 @@ def test_gaps_when_the_scaling_table_refuses_errors_when_every_node_does_and_the
 
 
 @pytest.mark.timeout(60)
-def test_bad_datapoints_are_refused(tmp_path, monkeypatch):
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL), base_port=0, directory=directory)
-    wait_serving(state)
-    url = state["components"]["metrics"]["url"]
+def test_bad_datapoints_are_refused(lab):
+    url = lab(cascade=("metrics",), **QUIET).url("metrics")
     good = {"namespace": "AWS/EC2", "name": "CPU", "group": "g-1", "value": 1.0}
 
     async def scenario():
@@ -116,7 +90,4 @@ def test_bad_datapoints_are_refused(tmp_path, monkeypatch):
             async with s.get(f"{url}/status") as r:
                 assert (await r.json())["datapoints_stored"] == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())

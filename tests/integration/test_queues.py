@@ -8,20 +8,13 @@ import aiohttp
 import pytest
 
 from chaos import cli as chaos_cli
-from stormcore.auth import ensure_token, headers
-from stormcore.settings import LabSettings
-from stormlab.engine import launcher
-from tests.integration.lab import wait_serving
+from tests.conftest import eventually
 
-SMALL = {"racks": 2, "nodes_per_rack": 20, "renewal_period_s": 1.0, "customer_rate": 0, "cascade_rate": 0, "queue_cache_ttl_s": 1.0}
+QUIET = {"customer_rate": 0, "cascade_rate": 0, "queue_cache_ttl_s": 1.0}  # only the test's own requests
 
 
-def start(tmp_path, monkeypatch, **changes):
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
-    wait_serving(state)
-    return state, directory
+def start(lab, *also, **changes):
+    return lab(cascade=("queues", *also), **QUIET | changes)
 
 
 async def post(s, url, body, raw=None):
@@ -30,27 +23,13 @@ async def post(s, url, body, raw=None):
         return r.status, await r.json(content_type=None)
 
 
-async def until(check, limit_s=20.0):
-    for _ in range(int(limit_s / 0.2)):
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
-async def lease(s, state, directory, body):
-    async with s.post(f"{state['components']['metadata']['url']}/faults", json=body, headers=headers(ensure_token(directory))) as r:
-        assert r.status == 201, await r.text()
-
-
 @pytest.mark.timeout(120)
-def test_bad_input_gets_a_json_4xx_and_changes_nothing(tmp_path, monkeypatch):
-    state, directory = start(tmp_path, monkeypatch)
-    queues = state["components"]["queues"]["url"]
+def test_bad_input_gets_a_json_4xx_and_changes_nothing(lab):
+    queues = start(lab).url("queues")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await until(lambda: ok_send(s, queues))
+            await eventually(lambda: ok_send(s, queues), timeout_s=20, interval_s=0.2, what="a send")
             _, before = await json_status(s, queues)
             for path, body, raw, status in [
                 ("/queues/q-99/messages", {"body": 1}, None, 404),
@@ -69,10 +48,7 @@ def test_bad_input_gets_a_json_4xx_and_changes_nothing(tmp_path, monkeypatch):
             _, after = await json_status(s, queues)
             assert after["messages_stored"] == before["messages_stored"]
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())
 
 
 async def ok_send(s, queues):
@@ -86,14 +62,14 @@ async def json_status(s, url):
 
 
 @pytest.mark.timeout(180)
-def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_lost(tmp_path, monkeypatch):
-    state, directory = start(tmp_path, monkeypatch)
-    queues, sup = state["components"]["queues"]["url"], state["supervisor_url"]
-    auth = headers(ensure_token(directory))
+@pytest.mark.lab
+def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_lost(lab):
+    started = start(lab)
+    queues = started.url("queues")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await until(lambda: ok_send(s, queues))
+            await eventually(lambda: ok_send(s, queues), timeout_s=20, interval_s=0.2, what="a send")
             acked = set()
 
             async def send(i):
@@ -104,14 +80,13 @@ def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_l
 
             results = [await send(i) for i in range(200)]
             assert results.count(201) == 200
-            await lease(s, state, directory, {"fault": "pause-metadata", "duration_s": 6})
+            started.lease({"fault": "pause-metadata", "duration_s": 6})
             await asyncio.sleep(3)  # every node is refusing: the queue metadata cannot be refreshed
             during = [await send(i) for i in range(200, 260)]
             assert during.count(503) >= 50, during  # the 2015 coupling: no fresh metadata, no send
-            async with s.post(f"{sup}/faults", headers=auth, json={"fault": "kill", "target": "queues", "duration_s": 1}) as r:
-                assert r.status == 201
+            started.lease({"fault": "kill", "target": "queues", "duration_s": 1})
             await asyncio.sleep(1.5)
-            await until(lambda: ok_send(s, queues), limit_s=40)
+            await eventually(lambda: ok_send(s, queues), timeout_s=40, interval_s=0.2, what="a send")
             received = set()
             for q in range(8):
                 for _ in range(200):  # a queue whose node is still coming back answers 503: try again
@@ -127,23 +102,21 @@ def test_pause_fails_the_queues_after_their_ttl_and_no_acknowledged_message_is_l
             print({"acknowledged": len(acked), "received": len(received & acked), "lost": len(lost)})
             assert len(acked) >= 200 and lost == set()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())
 
 
 @pytest.mark.timeout(120)
-def test_with_the_stale_cache_fix_the_queues_keep_serving_through_the_pause(tmp_path, monkeypatch):
-    state, directory = start(tmp_path, monkeypatch, fix_stale_cache=True)
-    queues = state["components"]["queues"]["url"]
+@pytest.mark.lab
+def test_with_the_stale_cache_fix_the_queues_keep_serving_through_the_pause(lab):
+    started = start(lab, fix_stale_cache=True)
+    queues = started.url("queues")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await until(lambda: ok_send(s, queues))
+            await eventually(lambda: ok_send(s, queues), timeout_s=20, interval_s=0.2, what="a send")
             for q in range(8):  # every queue's metadata is cached once
                 assert (await post(s, f"{queues}/queues/q-{q}/messages", {"body": "seen"}))[0] == 201
-            await lease(s, state, directory, {"fault": "pause-metadata", "duration_s": 6})
+            started.lease({"fault": "pause-metadata", "duration_s": 6})
             await asyncio.sleep(3)
             during = [(await post(s, f"{queues}/queues/q-{i % 8}/messages", {"body": i}))[0] for i in range(40)]
             assert during == [201] * 40
@@ -154,20 +127,18 @@ def test_with_the_stale_cache_fix_the_queues_keep_serving_through_the_pause(tmp_
                     received += [m["body"] for m in answer if isinstance(m["body"], int)]
             assert sorted(received) == list(range(40))  # every message acknowledged during the outage
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())
 
 
 @pytest.mark.timeout(120)
-def test_isolate_cuts_the_queues_off_from_the_racks_until_its_lease_ends(tmp_path, monkeypatch, capsys):
-    state, directory = start(tmp_path, monkeypatch)
-    queues, console = state["components"]["queues"]["url"], state["components"]["console"]["url"]
+@pytest.mark.lab
+def test_isolate_cuts_the_queues_off_from_the_racks_until_its_lease_ends(lab, capsys):
+    started = start(lab, "console")
+    queues, console = started.url("queues"), started.url("console")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            await until(lambda: ok_send(s, queues))
+            await eventually(lambda: ok_send(s, queues), timeout_s=20, interval_s=0.2, what="a send")
             assert chaos_cli.main(["isolate", "--target", "queues", "--duration", "8s"]) == 0
             cut_at = asyncio.get_running_loop().time()
             assert "isolate" in capsys.readouterr().out
@@ -178,9 +149,6 @@ def test_isolate_cuts_the_queues_off_from_the_racks_until_its_lease_ends(tmp_pat
             assert status == 200 and login["lookup"] == "ok", login
             assert asyncio.get_running_loop().time() - cut_at < 7
             await asyncio.sleep(max(0.0, cut_at + 8.5 - asyncio.get_running_loop().time()))  # the path heals by itself
-            await until(lambda: ok_send(s, queues), limit_s=10)
+            await eventually(lambda: ok_send(s, queues), timeout_s=10, interval_s=0.2, what="a send")
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())

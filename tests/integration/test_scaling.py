@@ -7,28 +7,13 @@ import asyncio
 import aiohttp
 import pytest
 
-from stormcore.auth import ensure_token, headers
-from stormcore.settings import LabSettings
-from stormlab.engine import launcher
-from tests.integration.lab import wait_serving
+from tests.conftest import eventually
 
-SMALL = {
-    "racks": 2,
-    "nodes_per_rack": 20,
-    "renewal_period_s": 1.0,
-    "customer_rate": 0,
-    "cascade_rate": 5,
-    "activity_rate": 5,
-    "activity_work_s": 0.15,
-}
+BUSY = {"customer_rate": 0, "cascade_rate": 5, "activity_rate": 5, "activity_work_s": 0.15}  # the scheduler queues 5 a second
 
 
-def start(tmp_path, monkeypatch, **changes):
-    directory = (tmp_path / "state").resolve()
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
-    state = launcher.up(LabSettings(**SMALL | changes), base_port=0, directory=directory)
-    wait_serving(state)
-    return state, directory
+def start(lab, **changes):
+    return lab(cascade=("scaling",), **BUSY | changes)
 
 
 async def status(s, url):
@@ -36,30 +21,17 @@ async def status(s, url):
         return await r.json()
 
 
-async def until(check, limit_s=30.0):
-    for _ in range(int(limit_s / 0.2)):
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
-async def outage_then_drain(state, directory, seconds: float) -> dict:
+async def outage_then_drain(started, seconds: float) -> dict:
     """Pause the metadata service for ``seconds`` (every node refuses), then time the drain."""
-    scaling = state["components"]["scaling"]["url"]
+    scaling = started.url("scaling")
     async with aiohttp.ClientSession() as s:
-        await until(lambda: calm(s, scaling))
-        async with s.post(
-            f"{state['components']['metadata']['url']}/faults",
-            json={"fault": "pause-metadata", "duration_s": seconds},
-            headers=headers(ensure_token(directory)),
-        ) as r:
-            assert r.status == 201
+        await eventually(lambda: calm(s, scaling), timeout_s=30, interval_s=0.2, what="a calm scheduler")
+        started.lease({"fault": "pause-metadata", "duration_s": seconds})
         await asyncio.sleep(seconds)
         peak = (await status(s, scaling))["backlog"]
         loop = asyncio.get_running_loop()
         back = loop.time()
-        await until(lambda: drained(s, scaling), limit_s=120)
+        await eventually(lambda: drained(s, scaling), timeout_s=120, interval_s=0.2, what="the backlog drained")
         return {"peak_backlog": peak, "drain_s": loop.time() - back, **(await status(s, scaling))}
 
 
@@ -73,9 +45,8 @@ async def calm(s, url) -> bool:
 
 
 @pytest.mark.timeout(120)
-def test_bad_input_gets_a_json_4xx(tmp_path, monkeypatch):
-    state, directory = start(tmp_path, monkeypatch, cascade_rate=0, activity_rate=0)
-    scaling = state["components"]["scaling"]["url"]
+def test_bad_input_gets_a_json_4xx(lab):
+    scaling = start(lab, cascade_rate=0, activity_rate=0).url("scaling")
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
@@ -92,21 +63,17 @@ def test_bad_input_gets_a_json_4xx(tmp_path, monkeypatch):
                     assert r.status == code and "error" in answer, (path, body, r.status, answer)
             assert (await status(s, scaling))["backlog"] == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        assert launcher.down(directory)
+    asyncio.run(scenario())
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(240)
-def test_the_backlog_grows_while_writes_fail_and_drains_faster_with_the_fixes(tmp_path, monkeypatch):
+def test_the_backlog_grows_while_writes_fail_and_drains_faster_with_the_fixes(lab):
     results = {}
     for name, fixes in (("2015", {}), ("fixed", {"scaling_workers": 4, "fix_prune_activities": True})):
-        state, directory = start(tmp_path / name, monkeypatch, **fixes)
-        try:
-            results[name] = asyncio.run(outage_then_drain(state, directory, 8.0))
-        finally:
-            assert launcher.down(directory)
+        started = start(lab, **fixes)
+        results[name] = asyncio.run(outage_then_drain(started, 8.0))
+        started.stop()  # one lab at a time: the drains are timed
     print({k: {m: v[m] for m in ("peak_backlog", "drain_s", "activities_pruned")} for k, v in results.items()})
     assert results["2015"]["peak_backlog"] >= 20  # ~5 activities a second arrived with nowhere to go
     assert results["2015"]["api_failures_total"] > 0

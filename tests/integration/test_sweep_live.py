@@ -7,7 +7,7 @@ import pytest
 
 from stormlab import cli
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.storm
 
 
 @pytest.mark.timeout(600)

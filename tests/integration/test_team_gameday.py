@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from chaos import journal
-from stormcore.labstate import running
 from stormlab.cli import main
 from stormlab.gameday import desk
+from tests.conftest import until
 
 # The Monday tail pages the database (one table fails while the aggregate looks fine); the
 # database's pause then starves the queues of their metadata, which pages the queues. The tail
@@ -41,15 +41,10 @@ scoring: {onset: one table fails}
 
 
 def wait_for_page(state: Path, role: str, limit_s: float = 120.0) -> dict:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        waiting = desk.unacked(state, role)
-        if waiting:
-            return waiting[-1]
-        time.sleep(0.5)
-    raise AssertionError(f"no page for {role} within {limit_s:g}s; pages: {desk.read_pages(state)}")
+    return until(lambda: desk.unacked(state, role), limit_s, interval_s=0.5, what=f"a page for {role}")[-1]
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(400)
 def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys):
     state = tmp_path / "state"
@@ -129,33 +124,29 @@ def status_of(state: dict, name: str) -> dict:
 
 
 @pytest.mark.timeout(120)
-def test_the_fixes_switch_on_in_the_running_services_and_off_with_their_lease(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
-    assert main(["up", "--racks", "2", "--nodes-per-rack", "20", "--renewal-period", "1s", "--base-port", "0"]) == 0
-    try:
-        state = running()
-        assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
-        assert main(["ops", "--as", "scaling", "scale-workers", "4"]) == 0
-        assert main(["ops", "--as", "queues", "enable", "stale-cache"]) == 0
-        assert main(["ops", "--as", "console", "enable", "short-timeout", "--duration", "1s"]) == 0
-        assert main(["ops", "--as", "console", "enable", "stale-cache"]) == 2  # the queues' fix
-        assert main(["ops", "--as", "scaling", "scale-workers", "0"]) == 2
-        assert status_of(state, "scaling")["workers"] == 4 and status_of(state, "queues")["fix_stale_cache"]
-        assert status_of(state, "console")["lookup_timeout_s"] == 0.1
-        time.sleep(1.5)  # the console's lease ends by itself
-        assert status_of(state, "console")["lookup_timeout_s"] == 1.5
-        capsys.readouterr()
-        assert main(["chaos", "list"]) == 0
-        listed = capsys.readouterr().out
-        assert "scale-workers" in listed and "stale-cache" in listed and "short-timeout" not in listed
-        assert main(["chaos", "halt"]) == 0
-        assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
-        roles = [(e["role"], e["action"], e["ok"]) for e in journal.read_journal(tmp_path / "state")]
-        assert roles == [  # a move out of range is journaled as failed; another role's move is not a move at all
-            ("scaling", "scale-workers", True),
-            ("queues", "enable", True),
-            ("console", "enable", True),
-            ("scaling", "scale-workers", False),
-        ]
-    finally:
-        assert main(["down"]) == 0
+def test_the_fixes_switch_on_in_the_running_services_and_off_with_their_lease(lab, capsys):
+    started = lab(cascade=("queues", "scaling", "console"), serving=False)
+    state = started.state
+    assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
+    assert main(["ops", "--as", "scaling", "scale-workers", "4"]) == 0
+    assert main(["ops", "--as", "queues", "enable", "stale-cache"]) == 0
+    assert main(["ops", "--as", "console", "enable", "short-timeout", "--duration", "1s"]) == 0
+    assert main(["ops", "--as", "console", "enable", "stale-cache"]) == 2  # the queues' fix
+    assert main(["ops", "--as", "scaling", "scale-workers", "0"]) == 2
+    assert status_of(state, "scaling")["workers"] == 4 and status_of(state, "queues")["fix_stale_cache"]
+    assert status_of(state, "console")["lookup_timeout_s"] == 0.1
+    time.sleep(1.5)  # the console's lease ends by itself
+    assert status_of(state, "console")["lookup_timeout_s"] == 1.5
+    capsys.readouterr()
+    assert main(["chaos", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "scale-workers" in listed and "stale-cache" in listed and "short-timeout" not in listed
+    assert main(["chaos", "halt"]) == 0
+    assert status_of(state, "scaling")["workers"] == 1 and not status_of(state, "queues")["fix_stale_cache"]
+    roles = [(e["role"], e["action"], e["ok"]) for e in journal.read_journal(started.directory)]
+    assert roles == [  # a move out of range is journaled as failed; another role's move is not a move at all
+        ("scaling", "scale-workers", True),
+        ("queues", "enable", True),
+        ("console", "enable", True),
+        ("scaling", "scale-workers", False),
+    ]
