@@ -163,7 +163,7 @@ grafana-password:
 # End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
 e2e: $(STAMP)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,charts,docker]'
-	$(BIN)/pytest -p no:cacheprovider tests/e2e -s
+	$(BIN)/pytest -p no:cacheprovider --tb=long --durations=10 tests/e2e -s
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

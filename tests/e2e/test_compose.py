@@ -100,8 +100,10 @@ class Stack:
             timeout=600,
         )
         print(out.stdout, out.stderr)
-        [journal] = (work / "runs").glob("*/journal.json")
-        return json.loads(journal.read_text())
+        journals = list((work / "runs").glob("*/journal.json"))
+        # a runner that died wrote no journal: say how it ended, with all it said
+        assert len(journals) == 1, f"the scenario run exited {out.returncode} with {len(journals)} journals:\n{out.stdout}\n{out.stderr}"
+        return json.loads(journals[0].read_text())
 
     def query(self, expr: str) -> list[dict]:
         url = f"http://127.0.0.1:{self.prometheus_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -168,6 +170,11 @@ steps:
   - {name: one table fails, expect: {probe: table_error_ratio, table: metric-groups, above: 0.5, within: 45s}}
   - {name: the aggregate looks fine, expect: {probe: customer_error_ratio, below: 0.01, within: 10s}}
 """
+
+
+def one(found: list[str], what: str) -> str:
+    assert len(found) == 1, f"{what}: {len(found)} containers ({found})"
+    return found[0]
 
 
 def wait_for(what: str, check, within_s: float, every_s: float = 5.0):
@@ -297,12 +304,12 @@ def test_the_storm_on_compose(stack):
     assert "partition" in stack.chaos("list")
     assert "halted 1 fault(s)" in stack.chaos("halt")
     assert "no active faults" in stack.chaos("list")
-    [rack_9] = stack.container("rack", 10)  # replica 10 is rack 9
+    rack_9 = one(stack.container("rack", 10), "replica 10 of rack (rack 9)")
     rules = subprocess.run(["docker", "exec", "-u", "root", rack_9, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 
     # A service cut off from the racks: iptables in its own namespace, gone with the lease.
-    [queues] = stack.compose("ps", "-q", "queues").stdout.split()
+    queues = one(stack.compose("ps", "-q", "queues").stdout.split(), "the queues container")
     assert "isolate on" in stack.chaos("isolate", "--target", "queues", "--duration", "5m")
     rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
     assert rules.count("-j DROP") == 20, rules  # 10 racks, both ways
