@@ -6,15 +6,20 @@ chaos …` does)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
+import socket
+import struct
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from stormcore import auth, roster
+from stormcore.errors import LabError
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
 
@@ -22,6 +27,7 @@ from stormlab.engine import observe
 PUBLISHED = {p.name: p.published_port for p in roster.SINGLE if p.engines}
 
 ROOT = Path(__file__).resolve().parents[2]
+SIOCGIFADDR = 0x8915  # Linux: an interface's address
 
 
 def compose_cmd() -> list[str]:
@@ -41,6 +47,43 @@ def compose_token() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def host_address(attempts: int = 3) -> str:
+    """The address the stack's containers reach this host at (Alertmanager posts its pages there):
+    the default bridge's gateway as Docker says, else the docker0 bridge's own address as the
+    kernel says (a daemon busy starting a 1,000-node stack can fail to answer)."""
+    said = ""
+    for attempt in range(attempts):
+        try:
+            done = subprocess.run(
+                ["docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            said = str(exc)
+        else:
+            if done.returncode == 0 and done.stdout.strip():
+                return done.stdout.strip()
+            said = done.stderr.strip() or f"exit {done.returncode}"
+        if attempt + 1 < attempts:
+            time.sleep(1.0)
+    address = interface_address("docker0")
+    if address is None:
+        raise LabError(f"cannot find the docker bridge's address for Alertmanager's pages ({said}): set STORMLAB_DESK_HOST")
+    return address
+
+
+def interface_address(name: str) -> str | None:
+    """A network interface's IPv4 address, asked of the kernel (SIOCGIFADDR), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            answer = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(answer[20:24])
 
 
 def docker_state(directory: Path) -> dict[str, Any]:

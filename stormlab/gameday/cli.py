@@ -7,16 +7,14 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import time
 from functools import partial
 from pathlib import Path
 
 from chaos import catalog
-from stormcore.errors import LabError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
-from stormlab.engine import launcher
+from stormlab.engine import compose, launcher
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import debrief, desk, leaderboard, report, scoring
 from stormlab.gameday.alerts import Evaluator
@@ -255,18 +253,10 @@ async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, l
 
 def desk_host(docker: bool) -> str:
     """Where the desk listens: loopback for a local lab; for compose, the address containers
-    reach the host at (Alertmanager posts there: host.docker.internal, the docker0 bridge)."""
+    reach the host at (Alertmanager posts there)."""
     if os.environ.get("STORMLAB_DESK_HOST"):
         return os.environ["STORMLAB_DESK_HOST"]
-    if not docker:
-        return "127.0.0.1"
-    done = subprocess.run(
-        ["docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}"], capture_output=True, text=True
-    )
-    gateway = done.stdout.strip()
-    if done.returncode != 0 or not gateway:
-        raise LabError("cannot find the docker bridge's address for Alertmanager's pages: set STORMLAB_DESK_HOST")
-    return gateway
+    return compose.host_address() if docker else "127.0.0.1"
 
 
 def finish(scenario: Scenario, journal: dict, args: argparse.Namespace, say: Say) -> int:

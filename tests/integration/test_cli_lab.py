@@ -129,11 +129,7 @@ def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
         out, _ = cli.communicate(timeout=60)
         assert cli.returncode == 130
         assert "pid" not in out  # it never said the lab was up
-        for _ in range(50):
-            if not processes_of(directory):
-                break
-            time.sleep(0.1)
-        assert processes_of(directory) == []
+        until(lambda: not processes_of(directory), limit_s=5, interval_s=0.1, what="every process of the interrupted start gone")
         assert not (directory / "state.json").exists()
     finally:
         if cli.poll() is None:

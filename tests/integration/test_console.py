@@ -6,6 +6,8 @@ import asyncio
 import aiohttp
 import pytest
 
+from tests.conftest import eventually
+
 QUIET = {"customer_rate": 0, "cascade_rate": 0}  # only the test's own logins
 
 
@@ -17,10 +19,11 @@ async def login(s, url, user="ada"):
 async def logins_during_a_pause(started) -> list[dict]:
     console = started.url("console")
     async with aiohttp.ClientSession() as s:
-        for _ in range(100):  # until the lab serves: a login's lookup answers
-            if (await login(s, console))[1]["lookup"] == "ok":
-                break
-            await asyncio.sleep(0.2)
+
+        async def looked_up() -> bool:
+            return (await login(s, console))[1]["lookup"] == "ok"
+
+        await eventually(looked_up, timeout_s=20, interval_s=0.2, what="a login whose lookup answers")
         started.lease({"fault": "pause-metadata", "duration_s": 12})
         await asyncio.sleep(2.5)  # every node refuses now
         return [(await login(s, console, f"user-{i}"))[1] for i in range(3)]

@@ -8,7 +8,7 @@ import schemathesis
 from aiohttp import web
 
 from chaos import catalog
-from stormcore import openapi
+from stormcore import openapi, roster
 from stormcore.openapi import schema_of
 from stormcore.wire import MetadataStatus, RackStatus
 from stormlab.artefacts import apidoc
@@ -69,3 +69,8 @@ def test_fault_bodies_follow_the_catalog():
 def test_docs_list_every_operation():
     doc = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
     assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.artefacts.apidoc prints the table"
+
+
+def test_every_process_of_the_roster_has_its_description_in_the_api_doc():
+    expected = {p.name if p.kind != roster.RACK else "rack-NN" for p in roster.ROSTER} | {"supervisor"}
+    assert set(apidoc.APPS) == expected

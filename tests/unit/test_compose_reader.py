@@ -1,0 +1,41 @@
+"""Where the game-day runner's desk listens for Alertmanager on compose: the bridge's gateway as
+Docker says, else docker0's address as the kernel says, else a clear error."""
+
+import subprocess
+
+import pytest
+
+from stormcore.errors import LabError
+from stormlab.engine import compose
+
+
+def docker_answers(monkeypatch, *answers):
+    calls = iter(answers)
+    monkeypatch.setattr(compose.subprocess, "run", lambda *a, **kw: next(calls))
+    monkeypatch.setattr(compose.time, "sleep", lambda s: None)
+
+
+def test_the_desk_listens_at_the_bridge_s_gateway_docker_names(monkeypatch):
+    docker_answers(monkeypatch, subprocess.CompletedProcess([], 0, "172.18.0.1\n", ""))
+    assert compose.host_address() == "172.18.0.1"
+
+
+def test_a_busy_daemon_is_asked_again_then_the_kernel_is(monkeypatch):
+    failed = subprocess.CompletedProcess([], 1, "", "Error response from daemon: context deadline exceeded")
+    docker_answers(monkeypatch, failed, subprocess.CompletedProcess([], 0, "172.17.0.1\n", ""))
+    assert compose.host_address() == "172.17.0.1"  # the second answer
+    docker_answers(monkeypatch, failed, failed, failed)
+    monkeypatch.setattr(compose, "interface_address", lambda name: "172.17.0.1" if name == "docker0" else None)
+    assert compose.host_address() == "172.17.0.1"  # from docker0 itself
+
+
+def test_no_bridge_at_all_says_what_to_set(monkeypatch):
+    failed = subprocess.CompletedProcess([], 1, "", "Cannot connect to the Docker daemon")
+    docker_answers(monkeypatch, failed, failed, failed)
+    monkeypatch.setattr(compose, "interface_address", lambda name: None)
+    with pytest.raises(LabError, match="Cannot connect to the Docker daemon.*STORMLAB_DESK_HOST"):
+        compose.host_address()
+
+
+def test_the_kernel_knows_the_loopback_s_address():
+    assert compose.interface_address("lo") == "127.0.0.1" and compose.interface_address("no-such-if") is None
