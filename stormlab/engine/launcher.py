@@ -73,7 +73,7 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequenc
                     process.module,
                     port,
                     {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{link}", "STORMLAB_DATA_DIR": str(data_dir)},
-                )  # fmt: skip
+                )
                 for r, (port, link) in enumerate(zip(ports.racks, ports.links, strict=True))
             ]
         elif process.kind == roster.CUSTOMERS:
