@@ -84,6 +84,7 @@ class ComposeSoak:
     rules_before: dict[str, list[str]] = field(default_factory=dict)
     host_before: dict[str, list[str]] = field(default_factory=dict)
     meta_before: dict[str, Any] = field(default_factory=dict)
+    applied_in: list[str] = field(default_factory=list)  # the containers the last lease's fault shells run in
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("requested", "applied", "refused", "services_killed", "holders_killed", "orphans_reverted_by_list"), 0
@@ -116,20 +117,27 @@ class ComposeSoak:
         return ("pause" if name == "kill" and rng.random() > 0.1 else name), args  # keep the stack mostly up
 
     def lease(self, name: str, args: dict[str, Any]) -> None:
+        """Ask for one lease; a fault held in the containers leaves its containers in ``applied_in``."""
         self.counts["requested"] += 1
+        self.applied_in = []
         try:
             if catalog.FAULTS[name].holder == "metadata":
                 client.apply(self.state, name, args, self.token)
             else:
+                body = catalog.request(name, args, self.racks).body
                 with contextlib.redirect_stdout(io.StringIO()):
-                    docker_cli.apply(catalog.request(name, args, self.racks).body, self.runner)
+                    docker_cli.apply(body, self.runner)
+                if name != "kill":  # a killed service holds no shell: compose restarts it
+                    self.applied_in = sorted({c.container for c in db.build(body, self.runner)})
             self.counts["applied"] += 1
             self.counts["services_killed"] += name == "kill"
         except (ChaosError, UsageError, LabError):  # refused (a second netem fault, a target restarting): nothing applied
             self.counts["refused"] += 1
 
     def kill_a_shell(self, rng: random.Random) -> None:
-        live = [h for h in db.held(self.runner, self.containers) if not h.orphan]
+        """SIGKILL a shell of the lease just applied while it holds (listing every container takes
+        longer than the shortest leases last)."""
+        live = [h for h in db.held(self.runner, self.applied_in) if not h.orphan]
         if live:
             victim = rng.choice(live)
             self.runner.exec(db.Exec(victim.container, ("kill", "-KILL", str(victim.pid)), detach=False))
