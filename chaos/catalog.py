@@ -279,7 +279,7 @@ def timed_keys() -> set[str]:
 # -- the catalog --------------------------------------------------------------------------------
 
 DURATION_ARG = Arg(
-    "duration_s", DURATION, "how long the fault lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
+    "duration_s", DURATION, "how long the lease lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
 )
 RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
 TARGET_ARG = Arg("target", TARGET, f"the process: {roster.targets_text()}", required=True)
@@ -332,9 +332,9 @@ _FAULTS = (
         (RACKS_ARG, Arg("probability", NUMBER, "chance a segment is lost", lo=0, hi=1, required=True), DURATION_ARG),
     ),
     Fault(
-        "pause",
+        "freeze",
         "supervisor",
-        "freeze a process (SIGSTOP)",
+        "freeze a process (SIGSTOP): it stops answering (not the metadata service's pause, an operator's move)",
         "a server that stops answering but keeps its connections",
         "the process is continued (SIGCONT)",
         (TARGET_ARG, DURATION_ARG),
@@ -538,10 +538,11 @@ def arg_schema(arg: Arg, racks_total: int | None = None) -> dict[str, Any]:
 
 def markdown() -> str:
     """The arguments table of docs/chaos.md (a test keeps the two the same)."""
-    rows = ["| fault | held by | arguments |", "| --- | --- | --- |"]
+    rows = ["| lease | what it is | held by | arguments |", "| --- | --- | --- | --- |"]
     for f in FAULTS.values():
         args = "; ".join(f"`{a.flag}`{' (required)' if a.required else ''}: {a.describe()}" for a in f.args) or "none"
-        rows.append(f"| `{f.name}` | {f.holder} | {args} |")
+        kind = "a move (`stormlab ops`)" if f.move else "a fault (`stormlab chaos`)"
+        rows.append(f"| `{f.name}` | {kind} | {f.holder} | {args} |")
     return "\n".join(rows)
 
 

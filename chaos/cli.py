@@ -1,4 +1,6 @@
-"""`stormlab chaos …` (or `python -m chaos …`): fault leases on the running lab.
+"""`stormlab chaos …` (or `python -m chaos …`): break the world. Network, process and database
+faults on the running lab; the operator's moves (capacity, the metadata service's pause and
+readmission, the cascade's fixes, deploys) are `stormlab ops`.
 
 Every fault is a lease that reverts by itself. The command only asks: the process that holds
 the target (the link proxy for network faults, the supervisor for process faults, the metadata
@@ -18,13 +20,13 @@ from typing import Any
 
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
-from chaos.flags import add_fault_args
+from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
 
-FORMATTER = argparse.RawDescriptionHelpFormatter
+FORMATTER = HelpFormatter
 
 
 def describe(fault: catalog.Fault) -> str:
@@ -36,15 +38,14 @@ def describe(fault: catalog.Fault) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The fault subcommands, one per catalog entry, with the catalog's arguments as flags."""
-    parser.add_argument(
-        "--backend",
-        choices=("auto", "local", "docker", "k8s"),
-        help="local processes, the compose project's containers or a Kubernetes namespace's pods (default: detected)",
-    )
+    """The fault subcommands, one per fault of the catalog (its moves are `stormlab ops`'s), with
+    the catalog's arguments as flags."""
+    add_backend(parser)
     faults = parser.add_subparsers(dest="fault", required=True, metavar="FAULT")
     for fault in catalog.FAULTS.values():
-        p = faults.add_parser(fault.name, help=fault.help, description=describe(fault), formatter_class=FORMATTER)
+        if fault.move:
+            continue
+        p = faults.add_parser(fault.name, help=help_text(fault.help), description=describe(fault), formatter_class=FORMATTER)
         add_fault_args(p, fault)
         if any(a.kind == catalog.RACKS for a in fault.args):
             p.add_argument("--fraction", type=float, help="instead of --racks: this fraction of the racks")
@@ -53,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--one-way", action="store_true", help="with --between: drop only traffic from A to B")
         p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
         p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
-    faults.add_parser("list", help="active faults and their time left")
-    faults.add_parser("halt", help="revert every fault now")
+    listing = faults.add_parser("list", help="every lease in force (the faults and the operator's moves) and its time left")
+    listing.add_argument("--json", action="store_true", help="one JSON document: every lease, by holder")
+    faults.add_parser("halt", help="end every lease now (the faults and the operator's moves), each reverted")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +103,8 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
         if holder in urls and not urls[holder]:
             raise ChaosError(
                 f"{fault} goes to the {holder} service: set STORMLAB_{holder.upper()}_URL "
-                "(the chaos container has it: docker compose run --rm chaos …)"
+                "(on compose the chaos container has it: `docker compose run --rm chaos …`; on Kubernetes, "
+                "`kubectl port-forward` the service and set it to that address)"
             )
         return {
             "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
@@ -121,7 +124,8 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     engine = ENGINES.get(backend(args.backend))  # None: the local lab
     docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
-        return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None)
+        as_json = getattr(args, "json", False)
+        return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None, as_json)
     if engine and catalog.FAULTS[args.fault].holder not in ENGINE_HOLDERS:
         runner = engine.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     return 0
 
 
-def manage(what: str, state: dict[str, Any], engine: Any, runner: Any) -> int:
+def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: bool = False) -> int:
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
     rows, halted, failed = [], 0, []
@@ -154,13 +158,15 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any) -> int:
         except (LabError, ChaosError) as exc:
             failed.append(f"{who}: {exc}")
     if what == "list":
-        for who, f in rows:
+        held = engine.held_rows(runner) if engine else []
+        if as_json:
+            print(json.dumps({"leases": [{"holder": who, **f} for who, f in rows], "held_in_containers": held, "unanswered": failed}))
+        for who, f in [] if as_json else rows:
             extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
             print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
-        held = engine.held_rows(runner) if engine else []
-        for row in held:
+        for row in [] if as_json else held:
             print(row)
-        if not rows and not held:
+        if not rows and not held and not as_json:
             print("no active faults")
     else:
         halted += engine.halt(runner) if engine else 0
@@ -176,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m chaos``: the same commands as ``stormlab chaos``."""
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__, formatter_class=FORMATTER)
     add_arguments(parser)
+    every_parser_says_its_defaults(parser)
     args = parser.parse_args(argv)
     try:
         return run(args)

@@ -81,6 +81,8 @@ def build(state: Mapping[str, Any], fault: str, values: Mapping[str, Any]) -> tu
     if url is None:
         if cell is not None:
             raise ChaosError(f"this lab has no cell {cell} (cells: {int(state.get('settings', {}).get('STORMLAB_CELLS', 1))})")
+        if holder == "supervisor":  # a live deploy: only the local lab runs a supervisor
+            raise ChaosError(f"{fault} is held by the local lab's supervisor, which this lab does not run: use `stormlab up` for it")
         raise ChaosError(f"{fault} is held by the {holder}, which this lab does not have")
     return url, req
 

@@ -148,10 +148,10 @@ def loss(container: str, probability: float, duration_s: float, device: str = "e
 SERVICE_PID = "p=$(pgrep -o -P 1)"
 
 
-def pause(container: str, duration_s: float, find_pid: str = SERVICE_PID) -> list[Exec]:
+def freeze(container: str, duration_s: float, find_pid: str = SERVICE_PID) -> list[Exec]:
     """SIGSTOP the container's service process (``find_pid`` sets ``$p`` to it); the shell doing
     it stays awake to SIGCONT it."""
-    return [Exec(container, _armed("pause", [(find_pid, None), ("kill -STOP $p", "kill -CONT $p")], duration_s))]
+    return [Exec(container, _armed("freeze", [(find_pid, None), ("kill -STOP $p", "kill -CONT $p")], duration_s))]
 
 
 def kill(container: str) -> list[Exec]:
@@ -191,7 +191,7 @@ def project_of(labels: dict[str, str]) -> str | None:
 
 
 SERVICES = roster.NAMED_TARGETS  # compose services named as their targets (the racks: one scaled service)
-ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "pause", "kill", "isolate")  # what an engine's backend holds
+ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "freeze", "kill", "isolate")  # what an engine's backend holds
 
 
 def rack_named(target: str) -> int | None:
@@ -212,7 +212,7 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
     if f not in ENGINE_FAULTS:
         raise NotOurs(not_on_engine(f, "compose or a swarm"))
     racks = runner.racks()
-    if f in ("pause", "kill", "isolate"):
+    if f in ("freeze", "kill", "isolate"):
         if body["target"] in SERVICES:
             names = runner.containers(body["target"])
         else:
@@ -224,7 +224,7 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
                 f"{', '.join(f'rack-{n}' for n in sorted(racks))}"
             )
         if f != "isolate":
-            return pause(names[0], duration) if f == "pause" else kill(names[0])
+            return freeze(names[0], duration) if f == "freeze" else kill(names[0])
     missing = [r for r in body["racks"] if r not in racks]
     if missing:
         raise NotOurs(f"no container for rack(s) {', '.join(map(str, missing))}")

@@ -8,8 +8,51 @@ import argparse
 from collections.abc import Iterable
 
 from chaos.catalog import FLAG, Arg, Fault
+from stormcore.labstate import BACKENDS
 
 CELL_HELP = "with --cells: which cell's metadata service (default 0, the first)"
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every command's help: descriptions as written, and each option's default said, unless its
+    help says it already or it has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS, []) or not action.option_strings or "default" in text:
+            return text
+        return f"{text} (default {str(default).replace('%', '%%')})"
+
+
+def every_parser_says_its_defaults(parser: argparse.ArgumentParser) -> None:
+    """One formatter for every (sub)command's help: descriptions as written, defaults said."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                every_parser_says_its_defaults(child)
+
+
+def help_text(text: str) -> str:
+    """A help line argparse will not take a ``%`` in as a format (``~0.2% of traffic``)."""
+    return text.replace("%", "%%")
+
+
+BACKEND_CHOICES = ("auto", *BACKENDS)
+BACKEND_WORDS = {"local": "the local lab's processes", "docker": "the compose stack (or a swarm)", "k8s": "a Kubernetes namespace"}
+
+
+def add_backend(parser: argparse.ArgumentParser, acts_on: tuple[str, ...] = BACKENDS) -> None:
+    """``--backend``: the same choices and the same rule on every command that acts on a lab
+    (stormcore.labstate.backend); one the command cannot act on is refused when it runs."""
+    on = "; ".join(f"{b}: {BACKEND_WORDS[b]}" for b in acts_on)
+    parser.add_argument(
+        "--backend",
+        choices=BACKEND_CHOICES,
+        help=f"which lab: {on} (default auto: STORMLAB_BACKEND, else k8s if STORMLAB_K8S_NAMESPACE is set, "
+        "docker if STORMLAB_COMPOSE_PROJECT is, else local)",
+    )
 
 
 def cell_number(text: str) -> int:
@@ -27,12 +70,13 @@ def add_arg(parser: argparse.ArgumentParser, arg: Arg, required: bool = True, po
     """One argument of a fault: ``--KEY VALUE`` (an on/off argument: ``--KEY``), or a positional;
     its help says its range and default. ``required``: as the catalog says (a command that fills
     in its own defaults passes False)."""
+    said = help_text(arg.describe())
     if positional:
-        parser.add_argument(arg.key, help=arg.describe())
+        parser.add_argument(arg.key, help=said)
     elif arg.kind == FLAG:
-        parser.add_argument(arg.flag, action="store_true", default=None, help=arg.describe())
+        parser.add_argument(arg.flag, action="store_true", default=None, help=said)
     else:
-        parser.add_argument(arg.flag, required=required and arg.required, metavar=arg.key.upper(), help=arg.describe())
+        parser.add_argument(arg.flag, required=required and arg.required, metavar=arg.key.upper(), help=said)
 
 
 def add_fault_args(

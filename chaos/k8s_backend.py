@@ -7,7 +7,7 @@ its revert is armed in the cluster, not in the chaos command:
   Job. The Job's ``activeDeadlineSeconds`` is the fault's duration; when it ends, the Job's TTL
   deletes it and the garbage collector deletes the policies it owns. Killing the chaos command
   leaves nothing behind, and ``halt`` deletes the lease Jobs (their policies go with them);
-- ``pause`` is the docker backend's armed shell, run in the pod through the exec API (the pods
+- ``freeze`` is the docker backend's armed shell, run in the pod through the exec API (the pods
   share their process namespace, so the service is not PID 1 and SIGSTOP reaches it);
 - ``kill`` deletes the pod; its StatefulSet or Deployment starts a new one.
 
@@ -143,7 +143,7 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
         raise db.NotOurs(db.not_on_engine(f, "Kubernetes"))
     if f in ("latency", "loss"):
         raise db.NotOurs(f"{f} needs netem as root in the pod; the lab's pods run unprivileged: use the local lab or compose for it")
-    if f in ("pause", "kill", "isolate"):
+    if f in ("freeze", "kill", "isolate"):
         target = body["target"]
         rack = db.rack_named(target)
         chosen = [p for p in pods if p.component == target and target in db.SERVICES] or ([by_rack[rack]] if rack in by_rack else [])
@@ -153,8 +153,8 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
         pod = chosen[0]
         if f == "kill":
             return Plan(f, [pod.name], delete_pods=[pod.name])
-        if f == "pause":
-            return Plan(f, [pod.name], execs=db.pause(pod.name, duration, SERVICE_PID))
+        if f == "freeze":
+            return Plan(f, [pod.name], execs=db.freeze(pod.name, duration, SERVICE_PID))
     missing = [r for r in body["racks"] if r not in by_rack]
     if missing:
         raise db.NotOurs(f"no pod for rack(s) {', '.join(map(str, missing))}")
@@ -212,7 +212,7 @@ def leases_in(job_list: dict[str, Any]) -> list[Lease]:
 
 class KubeRunner:
     """The Kubernetes client behind the backend (imported only when the k8s backend is used);
-    also the docker backend's Runner, so its shells (pause, list, halt) run in pods as they do in
+    also the docker backend's Runner, so its shells (freeze, list, halt) run in pods as they do in
     containers."""
 
     def __init__(self, namespace: str = DEFAULT_NAMESPACE, api_client: Any = None) -> None:

@@ -15,3 +15,6 @@ class UsageError(ValueError):
     changed (exit code 2)."""
 
     exit_code = 2
+
+
+EXIT_INVALID = 3  # a run that finished, but the host, not the model, shaped it (the demo's INVALID)

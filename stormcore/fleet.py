@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from stormcore.errors import UsageError
 from stormcore.settings import LabSettings
 
 _NODE = re.compile(r"^r(\d{2,})n(\d{3,})$")
@@ -72,3 +73,29 @@ def startup_phases(s: LabSettings) -> dict[str, float]:
         for rank, (rack, index) in enumerate(members):
             phases[node_id(rack, index)] = rank / len(members) + offset
     return phases
+
+
+FLEETS_HELP = "fleets as NODES[:PER_RACK], comma-separated (PER_RACK: nodes per rack, default NODES/10: ten racks)"
+
+
+def parse_fleets(text: str) -> list[tuple[int, int]]:
+    """``--fleets`` wherever it is taken (bench, sizing): ``1000,10000:1000`` is 1,000 nodes in
+    ten racks of 100 and 10,000 nodes in racks of 1,000; 1-1,000 nodes a rack, 1-128 racks."""
+    pairs: list[tuple[int, int]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            numbers = [int(x) for x in item.split(":")]
+        except ValueError:
+            raise UsageError(f"--fleets takes NODES[:PER_RACK] separated by commas, got {item!r}") from None
+        if len(numbers) == 1 and numbers[0] % 10 == 0:
+            numbers.append(numbers[0] // 10)
+        if len(numbers) != 2 or not 1 <= numbers[1] <= 1000 or numbers[0] % numbers[1] or not 1 <= numbers[0] // numbers[1] <= 128:
+            raise UsageError(
+                f"--fleets: {item} is not NODES[:PER_RACK] with 1-1,000 nodes per rack and 1-128 racks (NODES alone: a multiple of 10)"
+            )
+        pairs.append((numbers[0], numbers[1]))
+    if not pairs:
+        raise UsageError("--fleets: name at least one fleet")
+    return pairs

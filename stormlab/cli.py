@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 import aiohttp
 
 from chaos import cli as chaos_cli
+from chaos.flags import HelpFormatter, every_parser_says_its_defaults
 from stormcore import roster
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
@@ -27,7 +28,11 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="dynamodb-2015", help="calibrated settings to start from (default dynamodb-2015)")
     p.add_argument("--racks", type=int, help="racks (processes); default 10")
     p.add_argument("--nodes-per-rack", type=int, help="virtual storage nodes per rack; default 100")
-    p.add_argument("--retry-policy", help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget or +adaptive")
+    p.add_argument(
+        "--retry-policy",
+        help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget (a retry budget), +adaptive "
+        "(adaptive throttling) or +breaker (a circuit breaker per rack)",
+    )
     p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
     p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
     p.add_argument("--abandoned-work", choices=("cancel", "continue"), help="what the metadata service does with work whose client gave up")
@@ -122,13 +127,25 @@ def stormlab_version() -> str:
         return "unknown"
 
 
+EXIT_CODES = """exit codes:
+  0    done (a demo: a valid run; a scenario: every expectation held)
+  1    the lab did not start, did not answer, or refused (LabError); a scenario's expectation failed;
+       a check (soak, fuzz, writecheck, sweep agreement) found something
+  2    bad input: a setting, a fault, a move or a scenario the lab cannot take; nothing was changed
+  3    the demo ran, but INVALID: the host, not the model, shaped it (its figures are not the storm's)
+  130  interrupted (Ctrl-C, SIGTERM): what the command started is stopped, its leases reverted"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stormlab",
         description=(
             "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
-            "nodes exchanging membership over HTTP on loopback."
+            "nodes exchanging membership over HTTP on loopback. `stormlab chaos` breaks the world; `stormlab ops` "
+            "holds the operator's moves."
         ),
+        epilog=EXIT_CODES,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"stormlab {stormlab_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -169,9 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("sizing", sizing, "CPU, memory and Prometheus series per process, measured here, and what 100,000 nodes need: docs/sizing.md"),
     )
     for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
-        p = sub.add_parser(name, help=summary, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(func=module.run)
+    every_parser_says_its_defaults(parser)
     return parser
 
 

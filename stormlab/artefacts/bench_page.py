@@ -59,14 +59,15 @@ def fleets(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## Fleets: start-up, CPU, scrape",
         "",
-        "10 racks, 4 virtual cores per 100 nodes, at the speed `--speed auto` picks for the fleet; CPU and lag "
+        "4 virtual cores per 100 nodes, at the speed `--speed auto` picks for the fleet; CPU and lag "
         "over two renewal periods of the baseline; CPU per 1,000 nodes scaled to speed 1.",
         "",
-        "| nodes | speed | `up` healthy | every node serving | the lab's CPU | per 1,000 at speed 1 | lag p99 | a rack's scrape |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| nodes | racks | speed | `up` healthy | every node serving | the lab's CPU | per 1,000 at speed 1 | lag p99 | a rack's scrape |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {r['nodes']:,} | {r['speed']:g} | {r['up_to_healthy_s']} s | {r.get('to_every_node_serving_s', 'never')} s | "
+        f"| {r['nodes']:,} | {r.get('racks', 10)} | {r['speed']:g} | {r['up_to_healthy_s']} s | "
+        f"{r.get('to_every_node_serving_s', 'never')} s | "
         f"{r['lab_cpu_cores']} cores | {r['cpu_cores_per_1000_nodes']} cores | {r['loop_lag_p99_ms']} ms | "
         f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B |"
         for r in rows

@@ -1,7 +1,8 @@
 """The compose stack as game days and `ops` see it: the /status of the metadata service, loadgen
-and the cascade's services (published ports), each rack's state from Prometheus (the racks
-publish no port), faults through the chaos container (exactly what `docker compose run --rm
-chaos …` does)."""
+and the cascade's services (their published ports, or the URLs the environment gives: inside
+the stack's network, the `ops` container), each rack's state from Prometheus (the racks publish
+no port), faults through the chaos container (exactly what `docker compose run --rm chaos …`
+does)."""
 
 from __future__ import annotations
 
@@ -86,16 +87,22 @@ def interface_address(name: str) -> str | None:
     return socket.inet_ntoa(answer[20:24])
 
 
+def published_url(name: str) -> str:
+    """Where a process of the stack answers: ``STORMLAB_<NAME>_URL`` (inside the stack's network,
+    or a port-forward to a cluster), else its port published on this host (``<NAME>_PORT``)."""
+    default = PUBLISHED.get(name, 9090 if name == "prometheus" else 0)
+    return os.environ.get(f"STORMLAB_{name.upper()}_URL") or f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', default)}"
+
+
 def docker_state(directory: Path) -> dict[str, Any]:
-    """A state for `ops` on the compose stack: the metadata service's published port and the
-    stack's token (the environment overrides both)."""
-    os.environ.setdefault(auth.ENV, compose_token())
-    port = os.environ.get("METADATA_PORT", "8700")
-    url = os.environ.get("STORMLAB_METADATA_URL", f"http://127.0.0.1:{port}")
-    services = {name: {"url": f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', port)}"} for name, port in PUBLISHED.items()}
+    """A state for `ops` on an engine (compose, a swarm, a cluster): its processes' URLs and the
+    stack's token (``STORMLAB_TOKEN``, ``STORMLAB_TOKEN_FILE``, else asked of the stack)."""
+    if not os.environ.get(auth.ENV) and not os.environ.get(auth.FILE_ENV):
+        os.environ[auth.ENV] = compose_token()
+    services = {name: {"url": published_url(name)} for name in PUBLISHED}
     return {
         "directory": str(directory),
-        "components": {**{k: v for k, v in services.items() if k in roster.CASCADE}, "metadata": {"url": url}},
+        "components": {k: v for k, v in services.items() if k in roster.CASCADE or k == "metadata"},
         "supervisor_url": None,
         "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
     }
@@ -114,11 +121,8 @@ class DockerStack:
         self.state = docker_state(directory)
         self.directory = directory
         self.metadata = self.state["components"]["metadata"]["url"]
-        self.published = {
-            name: self.metadata if name == "metadata" else f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', port)}"
-            for name, port in PUBLISHED.items()
-        }
-        self.prometheus = f"http://127.0.0.1:{os.environ.get('PROMETHEUS_PORT', '9090')}"
+        self.published = {name: published_url(name) for name in PUBLISHED}
+        self.prometheus = published_url("prometheus")
         self.compose = compose_cmd()
 
     def _prom(self, expr: str) -> dict[tuple[str, ...], float]:

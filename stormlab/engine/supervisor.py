@@ -4,7 +4,7 @@ Run by ``stormlab up`` as ``python -m stormlab.engine.supervisor STATE_DIR``; it
 keeps ``state.json`` (pids and URLs) current for ``status`` and ``down``, and serves a control
 API on its own port:
 
-  POST /faults {"fault": "pause", "target": "rack-03", "duration_s": 10}   SIGSTOP, SIGCONT at the end
+  POST /faults {"fault": "freeze", "target": "rack-03", "duration_s": 10}  SIGSTOP, SIGCONT at the end
   POST /faults {"fault": "kill", "target": "metadata", "duration_s": 5}    SIGKILL, restarted at the end
   GET|DELETE /faults, GET /status, /healthz, /metrics
 
@@ -142,12 +142,12 @@ class Supervisor:
                 f"{', '.join(n for n in self.comps if catalog.TARGET_NAME.match(n))}"
             )
         if name in self.held_down or name in self.stopped:
-            raise web.HTTPConflict(text=f"{name} already has a pause or kill fault on it")
+            raise web.HTTPConflict(text=f"{name} already has a freeze or kill fault on it")
         if self.procs[name].returncode is not None:
             raise web.HTTPConflict(text=f"{name} is not running right now (it is being restarted)")
         return name
 
-    async def pause(self, body: dict[str, Any]) -> Plan:
+    async def freeze(self, body: dict[str, Any]) -> Plan:
         name = self.target(body)
 
         def apply() -> None:
@@ -284,8 +284,8 @@ def create_app(sup: Supervisor) -> web.Application:
     add_fault_routes(
         app,
         runner,
-        {"pause": sup.pause, "kill": sup.kill, "deploy": sup.deploy},
-        conflict="the process already has a pause or kill on it, or is being restarted",
+        {"freeze": sup.freeze, "kill": sup.kill, "deploy": sup.deploy},
+        conflict="the process already has a freeze or kill on it, or is being restarted",
     )
 
     async def status(request: web.Request) -> web.Response:

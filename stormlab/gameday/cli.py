@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from chaos import catalog
+from chaos.flags import add_backend
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import compose, launcher
@@ -45,14 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = sc.add_subparsers(dest="scenario_command", required=True)
     v = actions.add_parser("validate", help="check a scenario file without running it (exit 2 if broken)")
     v.add_argument("file", type=Path)
+    v.add_argument("--json", action="store_true", help="one JSON document: the file, its title, profile and steps")
     r = actions.add_parser("run", help="run a scenario: starts a local lab if none is up, writes a run directory")
     r.add_argument("file", type=Path)
-    r.add_argument(
-        "--backend",
-        choices=("local", "docker"),
-        help="local processes (started if none is up), or the compose stack already up on this host "
-        "(default: STORMLAB_BACKEND, else detected: the compose stack if STORMLAB_COMPOSE_PROJECT is set, else local)",
-    )
+    add_backend(r, ("local", "docker"))
     r.add_argument(
         "--speed",
         default="1",
@@ -111,7 +108,12 @@ def check_faults(scenario: Scenario, source: str) -> None:
 def run(args: argparse.Namespace) -> int:
     scenario = read(args.file)
     if args.scenario_command == "validate":
-        print(f"{args.file}: ok — {scenario.title!r}, {len(scenario.steps)} steps, profile {scenario.profile}")
+        checked = {"file": str(args.file), "ok": True, "title": scenario.title, "profile": scenario.profile, "steps": len(scenario.steps)}
+        print(
+            json.dumps(checked)
+            if args.json
+            else f"{args.file}: ok — {scenario.title!r}, {len(scenario.steps)} steps, profile {scenario.profile}"
+        )
         return 0
     say = Say(args.json)
     requested = parse_speed(args.speed)

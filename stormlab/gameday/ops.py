@@ -20,16 +20,17 @@ A team plays with `--as ROLE` (or STORMLAB_ROLE): database, queues, scaling, met
 Each role makes its own service's moves (another role's are refused, exit 2) and everyone's
 (status, note, ack, post-status); the game day scores each role's moves and pages.
 
-The moves are fault leases of the service that holds them (chaos/catalog.py): each ends by
-itself, and its help says when and what the end does. Every command goes into the responders'
-journal (ops-journal.jsonl in the state directory), like the same moves made with `stormlab
-chaos`: a running scenario reads it to mark the players' moves and to score them.
+Each move is a lease held by the service it changes (chaos/catalog.py, as the faults are): it
+ends by itself, and its help says when and what the end does. Every command goes into the
+responders' journal (ops-journal.jsonl in the state directory), as the faults of `stormlab
+chaos` do: a running scenario reads it to mark the players' moves and to score them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any
 import aiohttp
 
 from chaos import catalog, client, journal
-from chaos.flags import add_fault_args
+from chaos.flags import add_backend, add_fault_args
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
@@ -138,12 +139,18 @@ class Ops:
         message = f"acknowledged {page['alert']} (paged {age:.0f}s ago): {page['summary']}"
         return journal.record(self.directory, "ack", {"alert": page["alert"]}, True, message, role=page["role"])
 
-    async def status(self) -> str:
+    async def reading(self) -> dict[str, Any]:
+        """One reading of the lab (the shape `stormlab status --json` prints)."""
         if self.docker is not None:
-            return first_look(await self.docker.sample())
+            return await self.docker.sample()
         async with aiohttp.ClientSession() as session:
             snap = await observe.snapshot(session, self.state)
-        return observe.render(snap) + "\n" + first_look(snap)
+        snap.pop("racks", None)
+        return snap
+
+    async def status(self) -> str:
+        snap = await self.reading()
+        return first_look(snap) if self.docker is not None else observe.render(snap) + "\n" + first_look(snap)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -153,12 +160,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ops.add_argument(
-        "--backend",
-        choices=("local", "docker"),
-        help="the local lab or the compose stack on this host (default: STORMLAB_BACKEND, else detected: "
-        "the compose stack if STORMLAB_COMPOSE_PROJECT is set, else the local lab)",
-    )
+    add_backend(ops)  # an engine's processes are reached by their URLs (STORMLAB_<NAME>_URL) or published ports
     ops.add_argument(
         "--as",
         dest="role",
@@ -189,8 +191,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 choices=action.fixes,
                 help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
             )
-        if fault:  # the lease's arguments, as `stormlab chaos` takes them (the move fills in a missing duration)
+        if fault:  # the lease's arguments, as the catalog names them (the move fills in a missing duration)
             add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False)
+        if action.name == "status":
+            p.add_argument("--json", action="store_true", help="one JSON document: the reading and the first look's lines")
         if action.name == "note":
             p.add_argument("text", nargs="+")
         if action.name == "ack":
@@ -210,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         kwargs = {"alert": args.alert}
     elif args.action == "post-status":
         kwargs = {"severity": args.severity, "text": " ".join(args.text)}
-    if backend(args.backend, ("local", "docker")) == "docker":
+    if backend(args.backend) in ("docker", "k8s"):  # an engine: its processes reached by their URLs
         stack = DockerStack(state_dir())
         ops = Ops(stack.state, docker=stack)
     else:
@@ -220,6 +224,12 @@ def run(args: argparse.Namespace) -> int:
                 "no lab is up: start one with `stormlab up` or `stormlab scenario run` (or --backend docker for the compose stack)"
             )
         ops = Ops(state)
+    if args.action == "status" and args.json:
+        snap = asyncio.run(ops.reading())
+        look = first_look(snap)
+        journal.record(ops.directory, "status", {}, True, look, role=args.role)
+        print(json.dumps(snap | {"first_look": look.splitlines()}, indent=1))
+        return 0
     entry = asyncio.run(ops.run(args.action, kwargs, args.role))
     print(entry["message"])
     if not entry["ok"]:

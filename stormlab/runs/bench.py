@@ -37,7 +37,7 @@ from aiohttp import web
 
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError, UsageError
-from stormcore.fleet import node_id
+from stormcore.fleet import FLEETS_HELP, node_id, parse_fleets
 from stormcore.settings import LabSettings
 from stormcore.web import serve
 from stormlab.artefacts import bench_page
@@ -45,7 +45,7 @@ from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
 
-DOC = Path("docs/benchmarks.md")
+DOC = Path("reports/benchmarks.md")  # `make bench` writes docs/benchmarks.md
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=3, help="rounds of each side of a comparison, alternated (default 3)")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight in the request rounds (default 32)")
     p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
-    p.add_argument("--fleets", default="1000", help="fleet sizes to bring up, comma-separated (racks of N/10 nodes; default 1000)")
+    p.add_argument("--fleets", default="1000", help=FLEETS_HELP)
     p.add_argument(
         "--fleet-speed",
         default="auto",
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--demos", nargs="*", default=[], type=Path, help="demo JSON files (reports/demo-*.json) for the storm table")
     p.add_argument("--out", type=Path, default=DOC, help=f"where to write the figures (default {DOC}; - for nowhere)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
+    p.add_argument("--json", action="store_true", help="the figures as one JSON document on stdout (progress on stderr)")
 
 
 def serve_bare(port: int, body: bytes) -> None:
@@ -108,7 +108,7 @@ class Bench:
         self.root = Path(tempfile.mkdtemp(prefix="stormlab-bench-"))
 
     def say(self, text: str) -> None:
-        print(text, flush=True)
+        print(text, file=sys.stderr if self.args.json else sys.stdout, flush=True)  # --json: stdout holds the one document
 
     def lab(self, name: str, settings: LabSettings) -> tuple[dict, float]:
         """A lab of its own (state directory, free ports): its state and the seconds `up` took."""
@@ -206,15 +206,15 @@ class Bench:
             f"revert (DELETE /faults): p50 {f['revert_p50_ms']} ms, p99 {f['revert_p99_ms']} ms ({f['count']} each)"
         )
 
-    async def fleet(self, nodes: int) -> None:
-        racks = 10
+    async def fleet(self, nodes: int, per_rack: int) -> None:
+        racks = nodes // per_rack
         requested = parse_speed(self.args.fleet_speed)
         speed = requested if requested is not None else first_guess(nodes)
         settings = LabSettings(racks=racks, nodes_per_rack=nodes // racks, capacity_cores=4.0 * nodes / 100).sped_up(speed)
         name = f"fleet-{nodes}"
         self.say(f"bringing up {nodes:,} nodes at speed {speed:g} …")
         state, healthy_s = self.lab(name, settings)
-        row: dict[str, Any] = {"nodes": nodes, "speed": speed, "up_to_healthy_s": round(healthy_s, 1)}
+        row: dict[str, Any] = {"nodes": nodes, "racks": racks, "speed": speed, "up_to_healthy_s": round(healthy_s, 1)}
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
                 try:
@@ -291,22 +291,17 @@ class Bench:
         self.say(f"wrote {out}")
 
 
-async def _measure(bench: Bench, fleets: list[int]) -> None:
+async def _measure(bench: Bench, fleets: list[tuple[int, int]]) -> None:
     bench.say("membership path against a bare handler …")
     await bench.membership_vs_bare()
     bench.say("fault apply and revert …")
     await bench.fault_latency()
-    for nodes in fleets:
-        await bench.fleet(nodes)
+    for nodes, per_rack in fleets:
+        await bench.fleet(nodes, per_rack)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        fleets = [int(x) for x in args.fleets.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--fleets takes node counts separated by commas, got {args.fleets!r}") from None
-    if any(n < 10 or n > 64_000 or n % 10 for n in fleets):
-        raise UsageError("each fleet is 10-64,000 nodes, a multiple of 10 (10 racks)")
+    fleets = parse_fleets(args.fleets)
     if args.seconds <= 0 or args.rounds < 1 or args.concurrency < 1 or args.faults < 1:
         raise UsageError("--seconds, --rounds, --concurrency and --faults must be positive")
     parse_speed(args.fleet_speed)

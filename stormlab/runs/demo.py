@@ -26,6 +26,7 @@ import aiohttp
 
 from chaos import catalog
 from stormcore.auth import ensure_token, headers
+from stormcore.errors import EXIT_INVALID
 from stormcore.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.artefacts.chart import write_chart
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
     result["speed_requested"] = args.speed
     result["chart"] = str(write_report(demo, result, Path(args.out)))
     print(json.dumps(result, indent=1) if args.json else render_summary(result))
-    return 0
+    return 0 if result["valid"] else EXIT_INVALID  # its figures are the host's: say so to whatever ran it
 
 
 def banner(settings: LabSettings, speed: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 import warnings
 from collections import Counter
@@ -318,7 +319,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=1000, help="generated requests per operation (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed for the generated requests")
     p.add_argument("--only", default=",".join(TARGETS), help=f"comma list of processes (default: {','.join(TARGETS)})")
-    p.add_argument("--json", action="store_true", help="print every operation's figures as JSON")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr): every operation's figures")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -327,7 +328,8 @@ def run(args: argparse.Namespace) -> int:
     only = tuple(t.strip() for t in args.only.split(",") if t.strip())
     if not only:
         raise UsageError("--only names no process")
-    result = fuzz(args.requests, args.seed, only, echo=lambda line: print(line, flush=True))
+    progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document
+    result = fuzz(args.requests, args.seed, only, echo=lambda line: print(line, file=progress, flush=True))
     if args.json:
         print(json.dumps(result, indent=1))
     else:

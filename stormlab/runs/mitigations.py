@@ -8,7 +8,7 @@ over the last 60 s), the time from the end of the blip until they are back under
 the metadata service did for clients that had given up (core-seconds), and the customers'
 error-minutes from the blip to the end. Times are profile time (the 2015 profile runs ~50x
 faster than 2015). Rows are appended to ``mitigations.csv`` as they finish: a stopped run
-resumes; ``--readme README.md`` puts the table into the README's ``<!-- mitigations -->`` block.
+resumes; ``--page docs/fixes.md`` puts the table into that page's ``<!-- mitigations -->`` block.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from stormcore.labstate import running
 from stormcore.settings import LabSettings, Pace, parse_duration
 from stormlab.artefacts.blocks import replace_block
 from stormlab.engine import launcher, observe
+from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.engine.story import ratio_between
 from stormlab.model.grid import PANELS, POINT_2015, SETTLE_S, Point
 from stormlab.runs.demo import Demo
@@ -142,10 +143,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", help=f"a comma list of rows (default all: {', '.join(r.name for r in ROWS)})")
     p.add_argument("--racks", type=int, default=10, help="racks of each lab (default 10)")
     p.add_argument("--nodes-per-rack", type=int, default=100, help="nodes per rack (default 100; capacity scales with the fleet)")
-    p.add_argument("--speed", type=float, default=1.0, help="time dilation of each run (default 1)")
+    p.add_argument("--speed", default="1", help="time dilation of each run: a number (0.05-20) or auto (default 1)")
     p.add_argument("--watch", default="120s", help="profile time watched after the blip (default 120s: 12 renewal periods)")
     p.add_argument("--out", default="reports/mitigations", help="where mitigations.csv and summary.md go; a run there resumes")
-    p.add_argument("--readme", help="also put the table into this file's <!-- mitigations --> block (e.g. README.md)")
+    p.add_argument("--page", help="also put the table into this page's <!-- mitigations --> block (make mitigations: docs/fixes.md)")
+    p.add_argument("--json", action="store_true", help="the rows as one JSON document on stdout instead of the table")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     if not 30 <= watch_s <= 3600:
         raise UsageError("--watch: between 30s and 1h")
     nodes = args.racks * args.nodes_per_rack
+    requested = parse_speed(args.speed)
+    args.speed = requested if requested is not None else first_guess(nodes)
     base = LabSettings(racks=args.racks, nodes_per_rack=args.nodes_per_rack, capacity_cores=40.0 * nodes / 1000)
     if running():
         raise LabError("a lab is up: each row starts a lab of its own; `stormlab down` first")
@@ -184,9 +188,9 @@ def run(args: argparse.Namespace) -> int:
         _say(f"   plateau {100 * (result['plateau'] or 0):.1f}%, recovered after {result['recovered_after_s']}, valid {result['valid']}")
     table = markdown([done[n] for n in names])
     (out / "summary.md").write_text(table + "\n")
-    if args.readme:
-        replace_block(Path(args.readme), "mitigations", table)
-    print(table)
+    if args.page:
+        replace_block(Path(args.page), "mitigations", table)
+    print(json.dumps([done[n] for n in names], indent=1) if args.json else table)
     return 0
 
 

@@ -1,6 +1,6 @@
 """`stormlab sizing`: what a lab costs per process, measured here, and what a fleet needs.
 
-For each fleet it is asked for (``--fleets NODES:PER_RACK``, e.g. ``1000:100``), a local lab is
+For each fleet it is asked for (``--fleets NODES[:PER_RACK]``, e.g. ``1000`` or ``10000:1000``), a local lab is
 brought up, every node left to start serving, then two renewal periods of its baseline are
 measured from /proc: each process's CPU (cores) and resident memory, by kind (a rack, the
 metadata service, loadgen, the link proxy), and the Prometheus series each kind exposes. The
@@ -30,12 +30,13 @@ import aiohttp
 
 from stormcore import roster
 from stormcore.errors import UsageError
+from stormcore.fleet import FLEETS_HELP, parse_fleets
 from stormcore.settings import LabSettings, Pace
 from stormlab.artefacts import sizing_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess
 
-DOC = Path("docs/sizing.md")
+DOC = Path("reports/sizing.md")  # `make sizing` writes docs/sizing.md
 KINDS = roster.module_kinds()  # python -m MODULE -> the kind of process (the link proxy: the local lab's network only)
 SPEEDS = (1.0, 0.5, 0.25, 0.1, 0.05)  # the speeds a plan may pick
 METADATA_BUSY = 0.5  # of its one core, in the baseline: the rest is the herd's
@@ -167,23 +168,12 @@ async def empty_rack_mib(directory: Path) -> float:
     return round(rack[0].rss_bytes / 2**20, 1) if rack else 0.0
 
 
-def parse_fleets(text: str) -> list[tuple[int, int]]:
-    try:
-        pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise UsageError(f"--fleets takes NODES:PER_RACK pairs separated by commas, got {text!r}") from None
-    for pair in pairs:
-        if len(pair) != 2 or pair[1] < 1 or pair[1] > 1000 or pair[0] % pair[1] or not 1 <= pair[0] // pair[1] <= 128:
-            raise UsageError(f"--fleets: {':'.join(map(str, pair))} is not NODES:PER_RACK with 1-1,000 per rack and 1-128 racks")
-    return [(a, b) for a, b in pairs]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fleets", default="1000:100,10000:1000", help="NODES:PER_RACK fleets to measure (default 1000:100,10000:1000)")
+    p.add_argument("--fleets", default="1000,10000:1000", help=FLEETS_HELP)
     p.add_argument("--target", type=int, default=100_000, help="the fleet to size for (default 100,000 nodes)")
     p.add_argument("--target-per-rack", type=int, default=1000, help="nodes per rack pod for the target (default 1,000)")
     p.add_argument("--out", type=Path, default=DOC, help=f"the page to write (default {DOC}; - for none)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    p.add_argument("--json", action="store_true", help="the figures as one JSON document on stdout (progress on stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.target <= 10_000_000 or not 1 <= args.target_per_rack <= 1000:
         raise UsageError("--target is 1-10,000,000 nodes and --target-per-rack 1-1,000")
     root = Path(tempfile.mkdtemp(prefix="stormlab-sizing-"))
-    say = lambda text: print(text, flush=True)  # noqa: E731
+    progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document
+    say = lambda text: print(text, file=progress, flush=True)  # noqa: E731
     try:
         empty = asyncio.run(empty_rack_mib(root / "empty"))
         measured = []

@@ -14,12 +14,12 @@ nftables rules are what they were; and every lease that was applied ended, by it
 its holder's restart (the fault event log). Prints the figures as JSON; exit 1 if any check fails.
 
 On compose (``--backend docker``; STORMLAB_COMPOSE_PROJECT, and STORMLAB_METADATA_URL and
-STORMLAB_TOKEN when not the defaults) the network and pause faults are fault shells in the
+STORMLAB_TOKEN when not the defaults) the network and freeze faults are fault shells in the
 target containers, and the holders killed are those shells (SIGKILL inside the container): the
 fault they held is an orphan until a listing reverts it: `chaos list` (run every 25 leases, as a
 person would; those it reverts are counted), `chaos halt`, or the chaos command's own look at
 its targets before it applies a fault there. A tenth of the kill faults are kept (compose
-restarts the service), the rest become pauses. At the end, after one last `list`: no fault file
+restarts the service), the rest become freezes. At the end, after one last `list`: no fault file
 left in any container, each container's iptables rules and netem qdiscs what they were, every
 container running and its service not stopped, the metadata service restored, the host's own
 rules (Docker's aside) unchanged.
@@ -32,6 +32,7 @@ import json
 import os
 import random
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from typing import Any
 
 from chaos import catalog, client
 from chaos.catalog import ChaosError
+from chaos.flags import add_backend
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
@@ -204,19 +206,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leases", type=int, default=1000, help="how many fault leases to ask for (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed for the faults, their arguments and the holder kills")
     p.add_argument("--holder-kills", type=float, default=0.01, help="chance per lease of SIGKILLing a holder (default 0.01)")
-    p.add_argument(
-        "--backend",
-        choices=("local", "docker"),
-        help="the local lab, or the compose stack (default: STORMLAB_BACKEND, else detected: the compose stack if "
-        "STORMLAB_COMPOSE_PROJECT is set, else the local lab)",
-    )
+    add_backend(p, ("local", "docker"))
+    p.add_argument("--json", action="store_true", help="only the result's JSON document on stdout (progress on stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= args.leases <= 100_000 or not 0 <= args.holder_kills <= 1:
         raise UsageError("--leases must be 1-100000 and --holder-kills 0-1")
     run_soak = docker_soak if backend(args.backend, ("local", "docker")) == "docker" else soak
-    result = run_soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, flush=True))
+    progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document
+    result = run_soak(args.leases, args.seed, args.holder_kills, echo=lambda line: print(line, file=progress, flush=True))
     print(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1
 

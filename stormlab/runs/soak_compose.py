@@ -1,10 +1,10 @@
 """The fault soak on the compose stack (`stormlab soak --backend docker`).
 
-The network and pause faults are fault shells in the target containers, and the holders killed
+The network and freeze faults are fault shells in the target containers, and the holders killed
 are those shells (SIGKILL inside the container): the fault they held is an orphan until a listing
 reverts it: `chaos list` (run every 25 leases, as a person would; those it reverts are counted),
 `chaos halt`, or the chaos command's own look at its targets before it applies a fault there. A
-tenth of the kill faults are kept (compose restarts the service), the rest become pauses. At the
+tenth of the kill faults are kept (compose restarts the service), the rest become freezes. At the
 end, after one last `list`: no fault file left in any container, each container's iptables rules
 and netem qdiscs what they were, every container running and its service not stopped, the
 metadata service restored, the host's own rules (Docker's aside) unchanged.
@@ -109,12 +109,12 @@ class ComposeSoak:
         return str(self.state["components"]["metadata"]["url"])
 
     def draw(self, rng: random.Random) -> tuple[str, dict[str, Any]]:
-        """A random lease the stack holds (the fixes and the deploy are the local lab's soak); most kills become pauses."""
+        """A random lease the stack holds (the fixes and the deploy are the local lab's soak); most kills become freezes."""
         targets = [*roster.NAMED_TARGETS, *(f"rack-{r}" for r in range(self.racks))]
         name, args = random_fault(rng, self.racks, targets)
         while catalog.FAULTS[name].holder not in ENGINE_HOLDERS or name == "deploy":
             name, args = random_fault(rng, self.racks, targets)
-        return ("pause" if name == "kill" and rng.random() > 0.1 else name), args  # keep the stack mostly up
+        return ("freeze" if name == "kill" and rng.random() > 0.1 else name), args  # keep the stack mostly up
 
     def lease(self, name: str, args: dict[str, Any]) -> None:
         """Ask for one lease; a fault held in the containers leaves its containers in ``applied_in``."""

@@ -21,7 +21,7 @@ def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[
         ("latency", {"racks": some, "delay": f"{rng.randint(10, 300)}ms", "jitter": "5ms"}),
         ("loss", {"racks": some, "probability": round(rng.uniform(0.05, 0.5), 2)}),
         ("isolate", {"target": rng.choice(catalog.SERVICES), "racks": some}),
-        ("pause", {"target": rng.choice(processes)}),
+        ("freeze", {"target": rng.choice(processes)}),
         ("kill", {"target": rng.choice(processes)}),
         ("pause-metadata", {}),
         ("capacity", {"cores": rng.choice([20, 60, 80]), "break_glass": "on"}),

@@ -37,6 +37,7 @@ from stormcore.settings import LabSettings, SettingsError, parse_duration
 from stormlab.artefacts.blocks import replace_block
 from stormlab.artefacts.sweep_map import draw
 from stormlab.engine import launcher
+from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model.grid import (
     PANELS,
     SETTLE_S,
@@ -198,10 +199,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watch", type=float, default=12, help="renewal periods after the blip when a point is judged (default 12)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the model's points (default: every core)")
     p.add_argument("--live", type=int, default=10, help="points of the grid to run live as well, one after another (default 10; 0: none)")
-    p.add_argument("--live-speed", type=float, default=1.0, help="time dilation of the live runs (default 1)")
+    p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
-    p.add_argument("--readme", help="also put the summary table into this file's <!-- sweep --> block (e.g. README.md)")
+    p.add_argument("--page", help="also put the summary table into this Markdown file's <!-- sweep --> block (make sweep: docs/sweep.md)")
+    p.add_argument("--json", action="store_true", help="the summary as one JSON document on stdout instead of the table")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -233,7 +235,9 @@ def run(args: argparse.Namespace) -> int:
         p.settings(base)  # a panel that makes impossible settings fails here, before anything runs
     model = run_model(base, points, out / "model.csv", args.watch, args.jobs, say)
     sample = live_sample(base, points, model, args.live, args.seed)
-    live = run_live(base, sample, out / "live.csv", args.watch, args.live_speed, say) if sample else {}
+    speed = parse_speed(args.speed)
+    live_speed = speed if speed is not None else first_guess(base.nodes_total)
+    live = run_live(base, sample, out / "live.csv", args.watch, live_speed, say) if sample else {}
     agreed = agreement(sample, model, live) if sample else None
     summary = summarize(grid, base, model, agreed)
     summary["live_sample"] = [{**asdict(p), "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live]
@@ -241,10 +245,13 @@ def run(args: argparse.Namespace) -> int:
     table = markdown(summary)
     (out / "summary.md").write_text(table + "\n")
     png = draw(grid, base, model, live, out / "map.png")
-    if args.readme:
-        replace_block(Path(args.readme), "sweep", table)
-    print(table)
-    print(f"\nmap: {png}\nCSV: {out / 'model.csv'}, {out / 'live.csv'}\nsummary: {out / 'summary.md'}")
+    if args.page:
+        replace_block(Path(args.page), "sweep", table)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(table)
+        print(f"\nmap: {png}\nCSV: {out / 'model.csv'}, {out / 'live.csv'}\nsummary: {out / 'summary.md'}")
     a = summary["agreement"]
     return 0 if a is None or a["ratio"] is None or a["ratio"] >= 0.9 else 1
 

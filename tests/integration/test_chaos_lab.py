@@ -38,7 +38,7 @@ def test_pause_freezes_a_rack_then_it_answers_again(lab, capsys):
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
-            assert main(["chaos", "pause", "--target", "rack-01", "--duration", "1.5s"]) == 0
+            assert main(["chaos", "freeze", "--target", "rack-01", "--duration", "1.5s"]) == 0
             with pytest.raises(asyncio.TimeoutError):
                 await json_get(s, f"{rack}/healthz", timeout=0.5)
             await asyncio.sleep(1.5)
@@ -118,6 +118,18 @@ def firewall() -> str:
     return "\n".join(out)
 
 
+def random_move(rng: random.Random) -> list[str]:
+    """An operator's move (`stormlab ops`): the metadata service's pause, readmission, capacity."""
+    d = f"{rng.uniform(0.1, 0.6):.2f}s"
+    return rng.choice(
+        [
+            ["pause-metadata", "--duration", d],
+            ["resume", "--staged", "3", "--every", "0.1s"],
+            ["set-capacity", "80", "--break-glass", "--duration", d],
+        ]
+    )
+
+
 def random_fault(rng: random.Random) -> list[str]:
     d = f"{rng.uniform(0.1, 0.6):.2f}s"
     rack = str(rng.randrange(2))
@@ -127,11 +139,9 @@ def random_fault(rng: random.Random) -> list[str]:
             ["partition", "--between", f"racks:{rack}", "metadata", "--one-way", "--duration", d],
             ["latency", "--racks", "2", "--delay", "50ms", "--duration", d],
             ["loss", "--racks", "1", "--probability", "0.3", "--duration", d],
-            ["pause", "--target", f"rack-0{rack}", "--duration", d],
+            ["freeze", "--target", f"rack-0{rack}", "--duration", d],
             ["kill", "--target", f"rack-0{rack}", "--duration", d],
-            ["pause-metadata", "--duration", d],
-            ["resume-metadata", "--staged", "3", "--every", "0.1s"],
-            ["capacity", "--cores", "80", "--break-glass", "--duration", d],
+            ["stuck-partition", "--duration", d],
             ["gsi-growth", "--factor", "1.5", "--duration", d],
         ]
     )
@@ -147,7 +157,7 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
     table_before = process_table(state["supervisor_pid"])
     applied = refused = 0
     for _ in range(SOAK_FAULTS):
-        code = main(["chaos", *random_fault(rng)])
+        code = main(["ops", *random_move(rng)] if rng.random() < 0.25 else ["chaos", *random_fault(rng)])
         capsys.readouterr()
         applied += code == 0
         refused += code == 2  # e.g. a pause on a process that is already paused: refused, nothing changed

@@ -54,12 +54,17 @@ def test_up_status_blip_down(lab, capsys):
         assert "stormlab:" in capsys.readouterr().err
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
+    assert main(["chaos", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["leases"] == []
+    assert main(["ops", "status", "--json"]) == 0
+    look = json.loads(capsys.readouterr().out)
+    assert look["nodes_serving"] == 40 and look["first_look"][0].startswith("diagnosis:")
 
     for bad in (
-        ["pause", "--target", "loadgen", "--duration", "1s"],
+        ["freeze", "--target", "loadgen", "--duration", "1s"],
         ["kill", "--target", "pid:1", "--duration", "1s"],
-        ["pause", "--target", "rack-07", "--duration", "1s"],
-        ["pause-metadata", "--duration", "11m"],
+        ["freeze", "--target", "rack-07", "--duration", "1s"],
+        ["gsi-growth", "--duration", "11m"],
     ):
         assert main(["chaos", *bad]) == 2, bad
         assert "stormlab:" in capsys.readouterr().err
@@ -161,9 +166,8 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(l
 def test_a_short_soak_leaves_no_fault_behind(lab, capsys):
     """The CI version of `make soak`: 80 random leases (the cascade's fixes among them), holders killed at random."""
     lab(cascade=roster.CASCADE)
-    code = main(["soak", "--leases", "80", "--seed", "7", "--holder-kills", "0.04"])
-    out = capsys.readouterr().out
-    result = json.loads(out[out.index("{") :])
+    code = main(["soak", "--leases", "80", "--seed", "7", "--holder-kills", "0.04", "--json"])
+    result = json.loads(capsys.readouterr().out)  # the one document on stdout, progress on stderr
     print(result)
     assert code == 0 and result["ok"], result
     assert result["applied"] >= 40 and result["ended_by_their_lease"] >= 30

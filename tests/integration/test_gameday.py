@@ -71,20 +71,22 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
 
 @pytest.mark.lab
 @pytest.mark.timeout(120)
-def test_a_move_made_with_chaos_is_journaled_and_scored_like_one_made_with_ops(small_lab, capsys):
+def test_the_operator_s_moves_are_ops_s_journaled_and_scored_and_chaos_breaks_the_world(small_lab, capsys):
     started = time.time()
     assert main(["ops", "pause-metadata", "--duration", "30s"]) == 0
-    assert main(["chaos", "capacity", "--cores", "60", "--duration", "30s"]) == 0
-    assert main(["chaos", "resume-metadata", "--staged", "2", "--every", "1s"]) == 0
-    assert main(["chaos", "capacity", "--cores", "0", "--duration", "30s"]) == 2  # refused: journaled as failed
+    assert main(["ops", "set-capacity", "60", "--duration", "30s"]) == 0
+    assert main(["ops", "resume", "--staged", "2", "--every", "1s"]) == 0
+    assert main(["ops", "set-capacity", "0", "--duration", "30s"]) == 2  # refused: journaled as failed
     assert main(["chaos", "blip", "--racks", "1", "--duration", "1s"]) == 0  # a fault, not a responder's move
-    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:  # a move is not a fault: chaos has no command for it
+        main(["chaos", "capacity", "--cores", "60", "--duration", "30s"])
+    assert refused.value.code == 2 and "invalid choice: 'capacity'" in capsys.readouterr().err
     moves = journal.moves_since(small_lab, started)
     assert [(m["fault"], m["via"], m["ok"]) for m in moves] == [
         ("pause-metadata", "ops", True),
-        ("capacity", "chaos", True),
-        ("resume-metadata", "chaos", True),
-        ("capacity", "chaos", False),
+        ("capacity", "ops", True),
+        ("resume-metadata", "ops", True),
+        ("capacity", "ops", False),
     ]
     operator = {"name": "recovery", "kind": "operator", "started_s": 0.0, "recovered_after_s": 5.0}
     score = scoring.score(SCENARIO_2015, {"steps": [operator], "samples": [], "player_actions": moves})

@@ -32,7 +32,7 @@ def test_the_largest_valid_fleet_at_speed_1_and_auto(tmp_path):
     ]
     out = tmp_path / "benchmarks.md"
     out.write_text("# old\n\n## Profiles\n\nkept as it was\n")
-    bench = Bench(argparse.Namespace(demos=demos, out=out))
+    bench = Bench(argparse.Namespace(demos=demos, out=out, json=False))
     bench.demos()
     assert bench.figures["largest_valid_fleet"] == {"speed_1": 5000, "auto": 7000}
     bench.write()

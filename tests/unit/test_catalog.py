@@ -6,6 +6,7 @@ from chaos import catalog
 from chaos.catalog import ChaosError
 from chaos.cli import add_arguments
 from stormlab.cli import build_parser
+from stormlab.gameday.moves import ACTIONS
 
 
 def test_racks_are_a_count_or_a_list_and_are_checked_against_the_lab():
@@ -45,7 +46,7 @@ def test_a_staged_resume_derives_its_lease_from_its_steps():
         ("capacity", {"cores": "0", "duration": "1s"}, "cores must be at least 0.1"),
         ("partition", {"direction": "sideways", "duration": "1s"}, "direction must be one of both"),
         ("gsi-growth", {"ramp": "2m", "duration": "1m"}, "ramp must not be longer than duration"),
-        ("pause", {"target": "prometheus", "duration": "1s"}, "target must name a process"),
+        ("freeze", {"target": "prometheus", "duration": "1s"}, "target must name a process"),
         ("meteor", {}, "unknown fault 'meteor'"),
     ],
 )
@@ -82,15 +83,20 @@ def test_the_chaos_cli_is_built_from_the_catalog(capsys):
     parser = build_parser()
     chaos = parser._subparsers._group_actions[0].choices["chaos"]
     faults = chaos._subparsers._group_actions[0].choices
-    assert set(catalog.FAULTS) | {"list", "halt"} == set(faults)
-    for fault in catalog.FAULTS.values():
+    assert {f.name for f in catalog.FAULTS.values() if not f.move} | {"list", "halt"} == set(faults)
+    for fault in (f for f in catalog.FAULTS.values() if not f.move):
         flags = {o for action in faults[fault.name]._actions for o in action.option_strings}
         assert {a.flag for a in fault.args} <= flags
         usage = faults[fault.name].format_usage()
         for arg in fault.args:  # a required flag shows as required (no brackets) in the usage line
             assert (f"[{arg.flag}" not in usage) == arg.required, (fault.name, arg.flag, usage)
-    help_text = faults["pause-metadata"].format_help()
-    assert "When the lease ends: the pause ends and everyone is readmitted at once" in help_text
+    help_text = faults["blip"].format_help()
+    assert "When the lease ends: the link heals; every node of the rack renews at once (the herd)" in help_text
+
+
+def test_every_move_of_the_catalog_is_an_ops_command_and_no_chaos_one():
+    takes = {fault for a in ACTIONS.values() for fault in ((a.fault,) if a.fault else a.fixes)}
+    assert takes == {f.name for f in catalog.FAULTS.values() if f.move}
 
 
 def test_python_m_chaos_is_the_chaos_tool(capsys):

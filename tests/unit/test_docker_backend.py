@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from chaos import client
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
 
@@ -43,19 +44,19 @@ def test_one_way_partition_drops_only_outgoing_traffic():
     assert "iptables -I OUTPUT -d 10.0.0.9 -j DROP" in text and "INPUT" not in text and "sleep 2.5" in text
 
 
-def test_latency_loss_pause_kill_commands():
+def test_latency_loss_freeze_kill_commands():
     assert "if ! tc qdisc add dev eth0 root netem delay 200ms 50ms; then exit 1; fi" in script(db.latency("m", 200, 50, 10))
     assert "netem loss 20%" in script(db.loss("m", 0.2, 3))
     # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
-    pause = script(db.pause("m", 4))
-    assert "if ! p=$(pgrep -o -P 1); then exit 1; fi; if ! kill -STOP $p; then exit 1; fi" in pause
-    assert "undo() { kill -CONT $p; rm -f $f; }" in pause
+    frozen = script(db.freeze("m", 4))
+    assert "if ! p=$(pgrep -o -P 1); then exit 1; fi; if ! kill -STOP $p; then exit 1; fi" in frozen
+    assert "undo() { kill -CONT $p; rm -f $f; }" in frozen
     assert db.kill("m") == [db.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
 
 
 def test_runner_runs_only_on_the_labs_containers():
     runner = FakeRunner({"stormlab-rack-1": OURS, "someone-elses-db": {db.PROJECT_LABEL: "payments"}})
-    db.run(runner, db.pause("stormlab-rack-1", 3))
+    db.run(runner, db.freeze("stormlab-rack-1", 3))
     assert [c.container for c in runner.ran] == ["stormlab-rack-1"]
     for other in ("someone-elses-db", "no-such-container"):
         with pytest.raises(db.NotOurs):
@@ -120,8 +121,8 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
     code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s", "--dry-run"], runner, capsys)
     assert out.startswith("docker exec -d --user root stormlab_rack-2_1 sh -c ") and "-I OUTPUT -d 172.30.0.2" in out
     assert len(runner.ran) == 2  # dry run changed nothing
-    chaos(["pause", "--target", "metadata", "--duration", "2s"], runner, capsys)
-    assert runner.ran[-1] == db.pause("stormlab_metadata_1", 2.0)[0]
+    chaos(["freeze", "--target", "metadata", "--duration", "2s"], runner, capsys)
+    assert runner.ran[-1] == db.freeze("stormlab_metadata_1", 2.0)[0]
 
 
 def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
@@ -131,7 +132,7 @@ def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
     for argv in (
         ["kill", "--target", "rack-9", "--duration", "1s"],
         ["kill", "--target", "rack-x", "--duration", "1s"],
-        ["pause", "--target", "db-0", "--duration", "1s"],
+        ["freeze", "--target", "db-0", "--duration", "1s"],
         ["blip", "--racks", "7", "--duration", "1s"],
         ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"],
         ["blip", "--duration", "0s"],
@@ -146,9 +147,9 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
     monkeypatch.setenv("STORMLAB_TOKEN", "t")
     runner = FakeCompose()
     chaos(["blip", "--racks", "2", "--duration", "30s"], runner, capsys)
-    chaos(["pause", "--target", "rack-3", "--duration", "30s"], runner, capsys)
+    chaos(["freeze", "--target", "rack-3", "--duration", "30s"], runner, capsys)
     _, out = chaos(["list"], runner, capsys)
-    assert out.count("blip") == 2 and "stormlab_rack-3_1" in out and "pause" in out
+    assert out.count("blip") == 2 and "stormlab_rack-3_1" in out and "freeze" in out
     _, out = chaos(["halt"], runner, capsys)
     assert out.strip() == "halted 3 fault(s)" and runner.holding == {}
     _, out = chaos(["list"], runner, capsys)
@@ -209,6 +210,11 @@ def test_a_swarm_stacks_containers_are_the_labs_too():
         db.check_ours(runner, ["other_db.1.y"])
 
 
-def test_a_fault_only_the_local_supervisor_holds_is_refused_on_compose(capsys):
-    with pytest.raises(ChaosError, match="held by the local lab's supervisor"):
-        chaos(["deploy", "--retry-policy", "full-jitter", "--duration", "5m"], FakeCompose(), capsys)
+def test_a_lease_only_the_local_supervisor_holds_is_refused_on_compose():
+    runner = FakeCompose()
+    with pytest.raises(db.NotOurs, match="held by the local lab's supervisor"):
+        db.build({"fault": "deploy", "duration_s": 300.0, "retry_policy": "full-jitter"}, runner)
+    compose = {"settings": {"STORMLAB_RACKS": "4"}, "components": {"metadata": {"url": "http://127.0.0.1:1"}}}  # no supervisor
+    with pytest.raises(ChaosError, match="held by the local lab's supervisor.*stormlab up"):
+        client.build(compose, "deploy", {"retry_policy": "full-jitter", "duration": "5m"})  # `ops deploy` on compose
+    assert runner.ran == []

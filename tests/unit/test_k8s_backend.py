@@ -111,10 +111,10 @@ class FakeApiServer:
         await ws.prepare(request)
         out = ""
         if tuple(argv) == db.LIST:
-            out = "".join(f"{pid} pause {time.time() + 20:.0f} held\n" for p, pid in self.paused.items() if p == pod)
+            out = "".join(f"{pid} freeze {time.time() + 20:.0f} held\n" for p, pid in self.paused.items() if p == pod)
         elif tuple(argv) == db.HALT:
             out = f"{int(self.paused.pop(pod, 0) > 0)}\n"
-        elif "kill -STOP $p" in argv[-1]:  # the detached shell holding a pause
+        elif "kill -STOP $p" in argv[-1]:  # the detached shell holding a freeze
             self.paused[pod] = 4242
         await ws.send_bytes(b"\x01" + out.encode())
         await ws.send_bytes(b"\x03" + json.dumps({"status": "Success"}).encode())
@@ -201,10 +201,10 @@ def test_kill_deletes_the_pod_and_its_controller_starts_another(api, capsys):
     assert fake.made() == [("DELETE", f"/api/v1/namespaces/{NS}/pods/rack-2", {"gracePeriodSeconds": ["0"]}, None)]
 
 
-def test_pause_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, capsys):
+def test_freeze_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, capsys):
     fake, runner = api
-    code, out = chaos(["pause", "--target", "rack-01", "--duration", "10s"], runner, capsys)
-    assert code == 0 and "pause on rack-1 for 10s" in out
+    code, out = chaos(["freeze", "--target", "rack-01", "--duration", "10s"], runner, capsys)
+    assert code == 0 and "freeze on rack-1 for 10s" in out
     execs = [q["command"] for m, p, q, _ in fake.made() if p.endswith("/rack-1/exec")]
     assert execs[0] == list(db.LIST)  # what was held before
     shell = execs[1]
@@ -216,11 +216,11 @@ def test_pause_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, capsy
 def test_list_and_halt_cover_the_lease_jobs_and_the_shells_in_the_pods(api, capsys):
     fake, runner = api
     chaos(["blip", "--racks", "3", "--duration", "20s"], runner, capsys)
-    chaos(["pause", "--target", "queues", "--duration", "20s"], runner, capsys)
+    chaos(["freeze", "--target", "queues", "--duration", "20s"], runner, capsys)
     code, out = chaos(["list"], runner, capsys)
     assert code == 0
     assert re.search(r"stormlab-chaos-blip-x0 blip on rack-0,rack-1,rack-2: (19|20)s left", out), out  # a second may tick by
-    assert re.search(r"queues-0 \(pid 4242\) pause: (19|20)s left", out), out
+    assert re.search(r"queues-0 \(pid 4242\) freeze: (19|20)s left", out), out
     code, out = chaos(["halt"], runner, capsys)
     assert code == 0 and "halted 2 fault(s)" in out
     assert (fake.jobs, fake.policies, fake.paused) == ({}, {}, {})
@@ -235,7 +235,7 @@ def test_list_and_halt_cover_the_lease_jobs_and_the_shells_in_the_pods(api, caps
         (["loss", "--racks", "1", "--probability", "0.1", "--duration", "5s"], "netem as root"),
         (["kill", "--target", "rack-9", "--duration", "5s"], "not a pod of the lab"),
         (["blip", "--racks", "7", "--duration", "5s"], "the lab has 4 racks"),
-        (["deploy", "--retry-policy", "full-jitter", "--duration", "5m"], "held by the local lab's supervisor"),
+        (["gsi-growth", "--factor", "2", "--duration", "5s"], "STORMLAB_METADATA_URL.*port-forward"),
         (["blip", "--racks", "2,9", "--duration", "5s"], "rack"),
     ],
 )
@@ -273,12 +273,11 @@ def test_pods_being_deleted_and_lease_pods_are_not_the_labs_targets():
     assert kb.leases_in({"items": [{"metadata": {"name": "j", "deletionTimestamp": "x"}}]}) == []
 
 
-def test_metadata_and_service_faults_go_to_their_holders_api_not_the_cluster(api, capsys, monkeypatch):
+def test_metadata_faults_go_to_the_metadata_service_s_api_not_the_cluster(api, capsys, monkeypatch):
     fake, runner = api
     monkeypatch.setenv("STORMLAB_METADATA_URL", "http://metadata.example:8700")
-    monkeypatch.setenv("STORMLAB_QUEUES_URL", "http://queues.example:8704")
-    code, out = chaos(["pause-metadata", "--duration", "30s", "--dry-run"], runner, capsys)
-    assert code == 0 and out.startswith('POST http://metadata.example:8700/faults {"fault": "pause-metadata"')
-    code, out = chaos(["stale-cache", "--duration", "1m", "--dry-run"], runner, capsys)
-    assert code == 0 and out.startswith('POST http://queues.example:8704/faults {"fault": "stale-cache"')
+    code, out = chaos(["gsi-growth", "--duration", "30s", "--dry-run"], runner, capsys)
+    assert code == 0 and out.startswith('POST http://metadata.example:8700/faults {"fault": "gsi-growth"')
+    code, out = chaos(["stuck-partition", "--duration", "1m", "--dry-run"], runner, capsys)
+    assert code == 0 and out.startswith('POST http://metadata.example:8700/faults {"fault": "stuck-partition"')
     assert fake.requests == []  # nothing asked of the Kubernetes API

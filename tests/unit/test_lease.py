@@ -14,7 +14,7 @@ def test_a_lease_is_due_at_its_end_and_only_once():
 
 def test_due_in_end_order_and_halt_takes_everything():
     book = LeaseBook()
-    a = book.open("pause", "rack-1", 10, now=0.0)
+    a = book.open("freeze", "rack-1", 10, now=0.0)
     b = book.open("blip", "rack-2", 3, now=0.0)
     assert book.due(11.0) == [b, a]
     book.open("kill", "rack-3", 60, now=0.0)
@@ -32,7 +32,7 @@ def test_bad_durations_are_refused_and_nothing_is_opened(duration):
 
 def test_holding():
     book = LeaseBook()
-    lease = book.open("pause", "metadata", 5, now=0.0)
+    lease = book.open("freeze", "metadata", 5, now=0.0)
     assert book.holding("metadata") == [lease] and book.holding("rack-0") == []
 
 

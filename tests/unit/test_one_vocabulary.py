@@ -6,10 +6,11 @@ import argparse
 import pytest
 
 from chaos import catalog
-from chaos.flags import add_fault_args
+from chaos.flags import add_fault_args, help_text
 from stormcore.errors import UsageError
 from stormcore.labstate import backend
 from stormlab.cli import build_parser
+from stormlab.gameday.ops import ACTIONS
 
 
 @pytest.mark.parametrize(
@@ -50,12 +51,22 @@ def subparser(*path: str) -> argparse.ArgumentParser:
     return parser
 
 
-@pytest.mark.parametrize("fault, move", [("capacity", "set-capacity"), ("resume-metadata", "resume"), ("deploy", "deploy")])
-def test_a_move_takes_its_lease_s_arguments_with_the_same_names_and_help_as_the_fault(fault, move):
-    chaos, ops = options(subparser("chaos", fault)), options(subparser("ops", move))
-    shared = set(chaos) & set(ops)
-    assert shared >= {a.key for a in catalog.FAULTS[fault].args} - {"duration"}  # every argument the move takes
-    assert {k: chaos[k] for k in shared} == {k: ops[k] for k in shared}
+MOVES = [(a.name, a.fault or a.fixes[0]) for a in ACTIONS.values() if a.fault or a.fixes]
+
+
+@pytest.mark.parametrize("move, lease", MOVES, ids=[m for m, _ in MOVES])
+def test_a_move_takes_its_lease_s_arguments_by_the_catalog_s_names_and_words(move, lease):
+    ops = options(subparser("ops", move))
+    taken = [a for a in catalog.FAULTS[lease].args if a.key in ops]
+    assert taken, f"ops {move} takes none of {lease}'s arguments"
+    for arg in taken:
+        assert ops[arg.key] == help_text(arg.describe())  # the one generator's words, whatever the command
+
+
+def test_chaos_breaks_the_world_and_ops_makes_the_moves():
+    chaos = {name for a in subparser("chaos")._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+    assert not chaos & set(catalog.MOVES) and {"list", "halt", "blip", "freeze"} <= chaos
+    assert {f for _, f in MOVES} <= set(catalog.MOVES)
 
 
 def test_the_generator_makes_a_metadata_fault_s_cell_flag_refuse_a_negative_cell():

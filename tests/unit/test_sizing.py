@@ -1,9 +1,13 @@
 """The sizing page's arithmetic (pure): readings by kind, series, and what a target fleet needs."""
 
+import argparse
+
 import pytest
 
 from stormcore.errors import UsageError
+from stormcore.fleet import FLEETS_HELP, parse_fleets
 from stormlab.artefacts import sizing_page
+from stormlab.cli import build_parser
 from stormlab.runs import sizing
 from stormlab.runs.sizing import Reading
 
@@ -72,11 +76,17 @@ def test_the_page_gives_every_measured_figure_and_the_plan():
     assert "not a run of that many nodes" in page  # the extrapolation says what it is
 
 
-@pytest.mark.parametrize("text", ["1000", "1000:0", "1000:300", "x:1", "200000:1000", "1000:2000"])
+@pytest.mark.parametrize("text", ["1005", "1000:0", "1000:300", "x:1", "200000:1000", "1000:2000", "", "1:2:3", "-10"])
 def test_bad_fleets_are_refused(text):
     with pytest.raises(UsageError):
-        sizing.parse_fleets(text)
+        parse_fleets(text)
 
 
-def test_fleets_parse():
-    assert sizing.parse_fleets("1000:100, 10000:1000") == [(1000, 100), (10000, 1000)]
+def test_fleets_have_one_format_wherever_they_are_taken():
+    assert parse_fleets("1000:100, 10000:1000") == [(1000, 100), (10000, 1000)]
+    assert parse_fleets("1000,10000:1000") == [(1000, 100), (10000, 1000)]  # NODES alone: ten racks
+    (commands,) = [a.choices for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for command in ("bench", "sizing"):
+        (fleets,) = [a for a in commands[command]._actions if a.dest == "fleets"]
+        assert fleets.help == FLEETS_HELP
+        assert parse_fleets(fleets.default)
