@@ -1,8 +1,10 @@
 """A PNG of a Grafana dashboard's time-series panels, drawn from Prometheus's own answers.
 
 Grafana is not always there (CI reaches no registry, a laptop may run only Prometheus); the
-dashboard JSON still says what to draw. ``python -m stormlab.artefacts.dashboard_png DASHBOARD.json OUT.png
---prometheus http://127.0.0.1:9090 --minutes 10 [--shade START,END]``.
+dashboard JSON still says what to draw. Axes say their units in words; with a blip given, time
+is counted from its start (seconds before it negative), and the blip is shaded.
+``python -m stormlab.artefacts.dashboard_png DASHBOARD.json OUT.png --prometheus
+http://127.0.0.1:9090 --minutes 10 [--shade START,END]``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -18,6 +21,29 @@ from pathlib import Path
 from stormlab.artefacts.plotting import pyplot
 
 PERCENT = {"percentunit"}
+UNITS = {  # Grafana's unit ids, as an axis says them
+    "percentunit": "%",
+    "s": "seconds",
+    "reqps": "requests per second",
+    "ops": "per second",
+    "short": "",
+    "none": "",
+}
+VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+
+
+def every_value(expr: str) -> str:
+    """A panel's query with each dashboard variable at All (a regex matcher's ``.*``)."""
+    return VARIABLE.sub(".*", expr)
+
+
+def axis_label(panel: dict) -> str:
+    """The y axis in words: the panel's own axis label and its unit's name."""
+    defaults = panel["fieldConfig"]["defaults"]
+    unit = defaults.get("unit") or "none"
+    words = UNITS.get(unit, unit.removeprefix("suffix:").strip())
+    label = defaults.get("custom", {}).get("axisLabel", "")
+    return f"{label} ({words})" if label and words else label or words
 
 
 def query_range(prometheus: str, expr: str, start: float, end: float, step: float) -> list[dict]:
@@ -35,25 +61,26 @@ def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tu
     panels = [p for p in dashboard["panels"] if p["type"] == "timeseries"]
     end = time.time()
     start = end - 60 * minutes
+    origin = shade[0] if shade else end  # time 0: the blip's start, else now
     cols = 2
     fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=False):
         percent = panel["fieldConfig"]["defaults"].get("unit") in PERCENT
         for target in panel["targets"]:
-            for series in query_range(prometheus, target["expr"], start, end, 5):
-                xs = [(float(t) - end) / 60 for t, _ in series["values"]]
+            for series in query_range(prometheus, every_value(target["expr"]), start, end, 5):
+                xs = [float(t) - origin for t, _ in series["values"]]
                 ys = [float(v) * (100 if percent else 1) for _, v in series["values"]]
                 ax.plot(xs, ys, lw=1.5, label=legend(target.get("legendFormat", ""), series["metric"]))
         if shade:
-            ax.axvspan((shade[0] - end) / 60, (shade[1] - end) / 60, color="#f39c12", alpha=0.3, lw=0)
+            ax.axvspan(0, shade[1] - shade[0], color="#f39c12", alpha=0.3, lw=0)
         ax.set_title(panel["title"], fontsize=10)
-        ax.set_ylabel("%" if percent else panel["fieldConfig"]["defaults"].get("unit", ""), fontsize=8)
+        ax.set_ylabel(axis_label(panel), fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     for ax in axes[-1]:
-        ax.set_xlabel("minutes before now")
+        ax.set_xlabel("seconds from the blip's start" if shade else "seconds before now")
     fig.suptitle(dashboard["title"] + (" (blip shaded)" if shade else ""))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

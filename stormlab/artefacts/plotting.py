@@ -14,8 +14,10 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as _pyplot
     from matplotlib.colors import LinearSegmentedColormap as _Colormap
+    from matplotlib.lines import Line2D as _Line2D
+    from matplotlib.patches import Patch as _Patch
 except ImportError:  # pragma: no cover - the lab image
-    _pyplot = _Colormap = None  # type: ignore[assignment,misc]
+    _pyplot = _Colormap = _Line2D = _Patch = None  # type: ignore[assignment,misc]
 
 
 def pyplot() -> Any:
@@ -28,3 +30,15 @@ def pyplot() -> Any:
 def colormap(name: str, colors: list[str]) -> Any:
     pyplot()
     return _Colormap.from_list(name, colors)
+
+
+def patch(**style: Any) -> Any:
+    """A legend entry that is a coloured square (or a frame)."""
+    pyplot()
+    return _Patch(**style)
+
+
+def mark(**style: Any) -> Any:
+    """A legend entry that is a marker alone."""
+    pyplot()
+    return _Line2D([], [], ls="", **style)

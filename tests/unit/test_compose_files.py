@@ -65,7 +65,7 @@ def test_every_lab_service_is_commented_healthchecked_and_waits_for_what_it_need
     services = compose()["services"]
     for name, service in services.items():
         assert re.search(rf"\n  # [^\n]+\n(  #[^\n]*\n)*  {re.escape(name)}:\n", text), f"{name} has no comment"
-        if name not in ("chaos", "secrets"):  # run on demand, and the one-shot that makes the token
+        if name not in ("chaos", "ops", "secrets"):  # run on demand, and the one-shot that makes the token
             assert "healthcheck" in service, name
             # cheap: no Python interpreter started every 5 s in every container
             assert "python" not in " ".join(service["healthcheck"]["test"]), name
@@ -108,24 +108,26 @@ def test_compose_file_validates_with_docker_compose():
     subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, check=True)
 
 
-def test_dashboards_have_fixed_uids_and_use_only_the_provisioned_datasource():
+def test_dashboards_have_fixed_uids_and_read_the_datasource_their_variable_names():
     assert len(DASHBOARDS) == 4
     uids = []
     for path in DASHBOARDS:
         dashboard = json.loads(path.read_text())
         uids.append(dashboard["uid"])
         sources = re.findall(r'"uid": "([^"]+)"', json.dumps(dashboard["panels"]) + json.dumps(dashboard["annotations"]))
-        assert set(sources) <= {DATASOURCE_UID, "-- Grafana --"}, path.name
+        assert set(sources) <= {"${datasource}", "-- Grafana --"}, path.name  # importable into any Grafana
         assert panel_exprs(dashboard), path.name
     assert sorted(uids) == ["stormlab-cascade", "stormlab-margin", "stormlab-storm", "stormlab-tables"]
     provisioned = yaml.safe_load((ROOT / "grafana/provisioning/datasources/prometheus.yml").read_text())
-    assert [d["uid"] for d in provisioned["datasources"]] == [DATASOURCE_UID]
+    assert [(d["uid"], d["isDefault"]) for d in provisioned["datasources"]] == [(DATASOURCE_UID, True)]  # the variable's pick
 
 
 def test_dashboards_read_recording_rules_and_rules_read_documented_metrics():
     rules = recorded()
     for path in DASHBOARDS:
-        for expr in panel_exprs(json.loads(path.read_text())):
+        dashboard = json.loads(path.read_text())
+        variables = [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+        for expr in panel_exprs(dashboard) + [re.sub(r"^label_values\((.*), \w+\)$", r"\1", q) for q in variables]:
             assert names_in(expr) <= rules, f"{path.name}: {expr} reads something that is not a recording rule"
     metrics = documented()
     groups = yaml.safe_load((ROOT / "prometheus/rules/recording.yml").read_text())["groups"]
