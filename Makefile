@@ -3,7 +3,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-run
+TOOLS  := $(VENV)/.installed-tools
 
 # docker compose: `make up` / `make down` / `make blip` / `make logs` / `make e2e`.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
@@ -14,67 +15,76 @@ ALERTMANAGER_PORT ?= 9093
 .PHONY: install test test-lab test-storm test-all test-unit check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean \
         up down blip logs token grafana-password e2e
 
+# What running the lab needs (the lab and its charts), and what testing it needs on top (the test
+# and lint tools): `make demo` installs the first, `make test` and `make check` both.
+# constraints.txt pins every package at the version CI tested: a fresh machine gets the same.
 install: $(STAMP)
 
-# constraints.txt pins every package at the version CI tested: a fresh machine gets the same.
-$(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || { echo "make: python3 -m venv failed: install python3-venv (Debian, Ubuntu) and run again" >&2; rm -rf $(VENV); exit 1; }
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts]'
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[charts]'
 	touch $(STAMP)
 
+$(TOOLS): $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts]'
+	touch $(TOOLS)
+
 # Lint, format check and types (ruff, mypy; configured in pyproject.toml).
-check: $(STAMP)
+check: $(TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 # After a deliberate upgrade: pin what the virtualenv now holds (run `make test check` first).
-constraints: $(STAMP)
+constraints: $(TOOLS)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,check,charts,docker]'
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
-#   test        the fast tier: unit tests, in-process tests and a few small live labs (~3 min)
-#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~6 min)
+#   test        the fast tier: unit tests, in-process tests and a few small live labs (~2½ min)
+#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~6½ min)
 #   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench (~7 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
-test: $(STAMP)
+test: $(TOOLS)
 	$(PYTEST) tests/unit tests/integration
 
-test-lab: $(STAMP)
+test-lab: $(TOOLS)
 	$(PYTEST) -m lab tests/integration
 
-test-storm: $(STAMP)
+test-storm: $(TOOLS)
 	$(PYTEST) -m storm tests/integration
 
-test-all: $(STAMP)
+test-all: $(TOOLS)
 	$(PYTEST) -m "" tests/unit tests/integration
 
-test-unit: $(STAMP)
+test-unit: $(TOOLS)
 	$(PYTEST) tests/unit
 
-# The whole 2015 story: 1,000 nodes, a 5 s blip of 3 racks, the storm, a summary and a PNG.
+# The whole 2015 story, about 5 minutes: 1,000 nodes, a 5 s blip of 3 racks, the storm, a summary
+# and a PNG. Exit 3 if the run was INVALID (the host shaped it).
 demo: $(STAMP)
 	$(BIN)/stormlab demo $(ARGS)
 
-# The 2015 game day, played by the autopilot: storm, failed capacity, pause, capacity, staged
+# The 2015 game day, played by the autopilot (about 6 minutes): storm, failed capacity, pause, capacity, staged
 # resume, the Monday tail; a report in reports/gamedays. Players drop --autopilot (ARGS is passed on).
 gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
-# The map of where a blip leaves the lab stuck (~10 min of model on both cores, then ~35 min of
-# live points one after another); updates docs/sweep/ and README's table. It resumes if stopped.
+# The map of where a blip leaves the lab stuck (about 15 minutes of model on both cores, then about
+# 35 of live points one after another); updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
 sweep: $(STAMP)
-	$(BIN)/stormlab sweep --out docs/sweep --readme README.md $(ARGS)
+	$(BIN)/stormlab sweep --out docs/sweep --page docs/sweep.md $(ARGS)
 
-# The 2015 trigger against every policy and fix, live, one 1,000-node lab each (~45 min);
-# updates docs/mitigations/ and README's table. It resumes if stopped.
+# The 2015 trigger against every policy and fix, live, one 1,000-node lab each (about 42 minutes);
+# updates docs/mitigations/ and docs/fixes.md's table. It resumes if stopped.
 mitigations: $(STAMP)
-	$(BIN)/stormlab mitigations --out docs/mitigations --readme README.md $(ARGS)
+	$(BIN)/stormlab mitigations --out docs/mitigations --page docs/fixes.md $(ARGS)
 
-# The fault soak on a lab of its own (1,000 random leases, holders killed at random; ~10 min):
+# The fault soak on a lab of its own (1,000 random leases, holders killed at random; ~3 min):
 # every lease reverted, nothing stopped or missing, the host's rules untouched. LEASES=… to change.
 LEASES ?= 1000
 soak: $(STAMP)
@@ -87,25 +97,25 @@ soak-compose: $(STAMP)
 	STORMLAB_COMPOSE_PROJECT=$${COMPOSE_PROJECT_NAME:-stormlab} $(BIN)/stormlab soak --backend docker --leases $(LEASES) --holder-kills 0.05 $(ARGS)
 
 # The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm):
-# REQUESTS generated requests per operation of every process (~10 min at 1,000), judged by each
+# REQUESTS generated requests per operation of every process (~9 min at 1,000), judged by each
 # process's /openapi.json; exit 1 on any finding.
 REQUESTS ?= 1000
-fuzz: $(STAMP)
+fuzz: $(TOOLS)
 	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 --racks 2 --nodes-per-rack 20 --renewal-period 1s \
 	  --set cost_base_s=0.0001 --set cost_per_entry_s=0.00001 --set admin_cost_s=0.001 && \
 	  { $(BIN)/stormlab fuzz --requests $(REQUESTS) $(ARGS); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
 
-# The lab's costs on this machine into docs/benchmarks.md (~2 min at the default fleet; run it
+# The lab's costs on this machine into docs/benchmarks.md (~1 min at the default fleet; run it
 # alone): membership path against a bare aiohttp handler, fault apply and revert, fleets.
 # E.g. ARGS="--fleets 1000,10000 --demos reports/demo-*.json" for start-up at 10,000 nodes and
 # the storm table from demo runs.
 bench: $(STAMP)
-	$(BIN)/stormlab bench $(ARGS)
+	$(BIN)/stormlab bench --out docs/benchmarks.md $(ARGS)
 
 # CPU, memory and Prometheus series per process at 1,000 and 10,000 nodes, and what 100,000
 # need on a cluster: docs/sizing.md (~5 min).
 sizing: $(STAMP)
-	$(BIN)/stormlab sizing $(ARGS)
+	$(BIN)/stormlab sizing --out docs/sizing.md $(ARGS)
 
 # The Kubernetes base's ConfigMaps from prometheus/, alertmanager/ and grafana/ (a test fails
 # when they drift).
@@ -161,7 +171,7 @@ grafana-password:
 	@$(COMPOSE) exec -T metadata cat /run/stormlab/grafana-password
 
 # End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
-e2e: $(STAMP)
+e2e: $(TOOLS)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,charts,docker]'
 	$(BIN)/pytest -p no:cacheprovider --tb=long --durations=10 tests/e2e -s
 

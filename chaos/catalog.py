@@ -246,7 +246,10 @@ def check(name: str, body: Mapping[str, Any], racks_total: int | None = None) ->
         elif arg.default is not None:
             out[arg.name] = arg.parse(arg.default, racks_total)
     if fault.lease_s is not None and "duration_s" in body:
-        out["duration_s"] = body["duration_s"]  # checked by the lease book like any other lease
+        duration = body["duration_s"]
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)):
+            raise ChaosError(f"{name}: duration_s must be a number of seconds")
+        out["duration_s"] = duration  # its range is checked by the lease book like any other lease
     return _finish(fault, out)
 
 

@@ -64,14 +64,14 @@ def _cell(plt, ax, grid: Grid, base: LabSettings, model: dict[str, Verdict], liv
 def _legend(fig, image) -> None:
     """What the colours and marks say, beside the panels."""
     handles = [
-        patch(color=STUCK[-1], label="S: stuck (the customers' error at the end, red)"),
+        patch(color=STUCK[-1], label="S: stuck\n(the customers' error\nat the end, in red)"),
         patch(color=STUCK[0], label="recovered"),
-        patch(color="#95a5a6", label="D: down before any blip"),
+        patch(color="#95a5a6", label="D: down before\nany blip"),
         patch(fill=False, ec="#f1c40f", lw=2, label="the 2015 point"),
-        mark(marker="o", mfc="none", mec="#1a5276", mew=1.4, label="run live: the same verdict"),
-        mark(marker="X", mfc="none", mec="black", mew=1.4, label="run live: disagreed"),
+        mark(marker="o", mfc="none", mec="#1a5276", mew=1.4, label="run live:\nthe same verdict"),
+        mark(marker="X", mfc="none", mec="black", mew=1.4, label="run live:\ndisagreed"),
     ]
-    fig.legend(handles=handles, loc="upper right", bbox_to_anchor=(0.995, 0.97), fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.795, 0.955), fontsize=8, frameon=False, labelspacing=0.9)
     if image is not None:
         bar = fig.colorbar(image, cax=fig.add_axes((0.81, 0.12, 0.018, 0.35)))
         bar.set_label("customers' error at the end", fontsize=8)

@@ -63,6 +63,11 @@ def test_bad_values_name_what_is_wrong(fault, values, says):
         ({"fault": "capacity", "cores": "80", "duration_s": 5}, "cores must be a number"),
         ({"fault": "capacity", "cores": 80, "break_glass": "yes", "duration_s": 5}, "break_glass must be true or false"),
         ({"fault": "blip", "racks": [0], "duration_s": 5, "extra": 1}, "blip takes no extra"),
+        # a fault whose lease follows from its steps still checks a duration it is given (the fuzzer
+        # found null and strings reaching the steps' check as a 500)
+        ({"fault": "resume-metadata", "staged": 2, "duration_s": None}, "duration_s must be a number"),
+        ({"fault": "resume-metadata", "duration_s": "10"}, "duration_s must be a number"),
+        ({"fault": "resume-metadata", "duration_s": True}, "duration_s must be a number"),
     ],
 )
 def test_holders_check_json_strictly(body, says):

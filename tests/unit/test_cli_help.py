@@ -43,7 +43,9 @@ ALL = commands(cli.build_parser())
 
 def test_there_are_commands_to_walk():
     paths = {p for p, _ in ALL}
-    assert {(), ("up",), ("chaos", "blip"), ("chaos", "freeze"), ("ops", "pause-metadata"), ("ops", "set-capacity"), ("scenario", "run")} <= paths
+    expected = {(), ("up",), ("chaos", "blip"), ("chaos", "freeze"), ("ops", "pause-metadata"), ("ops", "set-capacity")}
+    expected.add(("scenario", "run"))
+    assert expected <= paths
     assert len(ALL) > 30  # the tools, chaos's faults, ops's moves, scenario's two
 
 

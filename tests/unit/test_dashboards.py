@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dashboard_schema
 
