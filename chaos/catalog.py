@@ -430,7 +430,7 @@ _DEPLOY = Fault(
     "supervisor",
     "deploy a retry policy, an allowance or a renewal period to the running fleet, rack by rack",
     "AWS's fixes (a longer allowance, fewer renewals, backoff) rolled out into a storm instead of at start-up",
-    "every rack goes back to what it ran before the deploy (a rack restarted meanwhile starts with its start-up settings)",
+    "its values stop being held: each rack runs what the other live deploys hold, or its start-up settings (in whatever order leases end)",
     (
         Arg("retry_policy", CHOICE, "the renewal retry policy to deploy", choices=POLICIES),
         Arg("allowance_s", DURATION, "the renewal timeout to deploy, e.g. 2s", lo=0.01, hi=600),

@@ -23,9 +23,13 @@ from stormcore.errors import LabError
 from stormcore.fleet import cell_name
 
 
+class ServerFailed(LabError):
+    """A process answered 5xx: a bug in it (a refusal is a 4xx), not a process that is away."""
+
+
 def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict[str, Any]:
-    """One JSON request; a 4xx answer raises ChaosError, an unreachable or failing process
-    LabError, a request slower than ``timeout`` TimeoutError."""
+    """One JSON request; a 4xx answer raises ChaosError, a 5xx ServerFailed, an unreachable
+    process LabError, a request slower than ``timeout`` TimeoutError."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers(token)})
     try:
@@ -39,7 +43,7 @@ def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, 
         except (ValueError, AttributeError):
             message = f"{exc}: {raw[:200].decode(errors='replace')}"
         if exc.code >= 500:
-            raise LabError(f"{url} failed: {message}") from None
+            raise ServerFailed(f"{url} failed ({exc.code}): {message}") from None
         if exc.code == 401:
             raise LabError(f"refused: {message}") from None
         raise ChaosError(message) from None

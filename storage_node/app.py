@@ -9,14 +9,15 @@ partition it does not hold answers 409 ``wrong_owner``; an unknown node 404.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from aiohttp import web
 
 from storage_node.metrics import RackMetrics
-from storage_node.rack import DEPLOYABLE, Node, Rack
+from storage_node.rack import DEPLOYABLE, Node, Rack, StaleDeploy
 from storage_node.store import AsyncItemStore, QuotaExceeded
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
@@ -33,9 +34,12 @@ METRICS = web.AppKey("metrics", RackMetrics)
 LAG = web.AppKey("lag", LoopLag)
 MAX_KEY = 256
 MAX_VALUE_BYTES = 4096
+MAX_GENERATION = 2**53 - 1  # a deploy push's generation: an integer every JSON reader keeps exact
 
 
-def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path, token: str | None = None) -> web.Application:
+def create_app(
+    settings: LabSettings, rack: int, link_url: str, data_dir: Path, token: str | None = None, held: tuple[dict, int] | None = None
+) -> web.Application:
     metrics = RackMetrics.create(rack)
     metrics.allowance.labels(str(rack)).set(settings.allowance_s)
     lag = LoopLag(metrics.registry)
@@ -53,6 +57,8 @@ def create_app(settings: LabSettings, rack: int, link_url: str, data_dir: Path, 
         data_dir.mkdir(parents=True, exist_ok=True)
         app[STORE] = AsyncItemStore(data_dir / f"rack-{rack:02d}.sqlite3")
         app[RACK] = holder["rack"] = Rack(settings, rack, link_url, metrics)
+        if held is not None:  # a restarted rack runs what the live deploys hold from its first renewal
+            app[RACK].hold(*held)
         app[RACK].start()
         yield
         await app[RACK].stop()
@@ -107,7 +113,7 @@ def describe_routes(app: web.Application, nodes: list[str]) -> None:
     openapi.add(app, Operation("GET", "/status", "the rack's nodes: serving, disqualified, renewal latency", {
         200: Answer("the rack's status", schema_of(RackStatus)),
     }, parameters=(LAG_WINDOW, nodes_param)), status)  # fmt: skip
-    deployed = {
+    held = {
         "type": "object",
         "properties": {
             "retry_policy": {"type": "string"},
@@ -116,26 +122,72 @@ def describe_routes(app: web.Application, nodes: list[str]) -> None:
         },
         "additionalProperties": False,
     }
-    openapi.add(app, Operation("POST", "/admin/deploy", "a live deploy: retry policy, allowance or renewal period (profile time)", {
-        200: Answer("what was in force before", {**deployed, "required": list(DEPLOYABLE)}),
+    push = {
+        "type": "object",
+        "required": ["generation", "held"],
+        "properties": {"generation": {"type": "integer", "minimum": 0, "maximum": MAX_GENERATION}, "held": held},
+        "additionalProperties": False,
+    }
+    answer = {
+        "type": "object",
+        "required": ["generation", "held", "running"],
+        "properties": {"generation": {"type": "integer"}, "held": held, "running": {**held, "required": list(DEPLOYABLE)}},
+    }
+    openapi.add(app, Operation("POST", "/admin/deploy", (
+        "what the live deploys hold on this rack, whole (the supervisor's push): the rack runs its "
+        "start-up settings with these over them (profile time)"), {
+        200: Answer("what the rack holds and runs now", answer),
         400: Answer("an unknown setting or a value out of range: nothing changed", ERROR),
-    }, body={**deployed, "minProperties": 1}, body_required=True, protected=True, tag="admin"), deploy)  # fmt: skip
+        409: Answer("a generation older than the one the rack runs (a push overtaken): nothing changed", ERROR),
+    }, body=push, body_required=True, protected=True, tag="admin"), deploy)  # fmt: skip
+
+
+def check_held(held: object) -> dict[str, object]:
+    """A deploy push's held settings, checked as JSON values (SettingsError checks the ranges)."""
+    if not isinstance(held, dict):
+        raise BadRequest("held must be an object of settings")
+    unknown = sorted(set(held) - set(DEPLOYABLE))
+    if unknown:
+        raise BadRequest(f"a deploy holds {', '.join(DEPLOYABLE)}, not {', '.join(unknown)}")
+    for key, value in held.items():
+        wanted = str if key == "retry_policy" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, wanted) or (key != "retry_policy" and value <= 0):  # type: ignore[operator]
+            raise BadRequest(f"{key} must be {'a policy name' if key == 'retry_policy' else 'a positive number of seconds'}")
+    return held
+
+
+HELD_ENV = "STORMLAB_DEPLOY_HELD"  # {"generation": N, "held": {...}}: what holds when a rack (re)starts
+
+
+def held_from_env(environ: Mapping[str, str]) -> tuple[dict, int] | None:
+    """What the supervisor handed a (re)starting rack: the held settings and their generation."""
+    text = environ.get(HELD_ENV)
+    if not text:
+        return None
+    try:
+        body = json.loads(text)
+        return dict(check_held(body["held"])), int(body["generation"])
+    except (ValueError, KeyError, TypeError, BadRequest) as exc:
+        raise SystemExit(f"{HELD_ENV} is not a deploy push ({exc}): {text!r}") from None
 
 
 async def deploy(request: web.Request) -> web.Response:
     body = await read_object(request)
-    unknown = sorted(set(body) - set(DEPLOYABLE))
-    if unknown or not body:
-        raise BadRequest(f"deploy takes {', '.join(DEPLOYABLE)} (at least one), not {', '.join(unknown) or 'nothing'}")
-    for key, value in body.items():
-        wanted = str if key == "retry_policy" else (int, float)
-        if isinstance(value, bool) or not isinstance(value, wanted) or (key != "retry_policy" and value <= 0):  # type: ignore[operator]
-            raise BadRequest(f"{key} must be {'a policy name' if key == 'retry_policy' else 'a positive number of seconds'}")
+    unknown = sorted(set(body) - {"generation", "held"})
+    if unknown:
+        raise BadRequest(f"a deploy push takes generation and held, not {', '.join(unknown)}")
+    generation = body.get("generation")
+    if isinstance(generation, bool) or not isinstance(generation, int) or not 0 <= generation <= MAX_GENERATION:
+        raise BadRequest(f"generation must be a whole number from 0 to {MAX_GENERATION}")
+    held = check_held(body.get("held"))
+    rack = request.app[RACK]
     try:
-        before = request.app[RACK].deploy(body)
+        now_held = rack.hold(held, generation)
+    except StaleDeploy as exc:
+        return json_error(409, "stale_deploy", str(exc), generation=exc.generation)
     except SettingsError as exc:
         raise BadRequest(str(exc)) from None
-    return web.json_response(before)
+    return web.json_response({"generation": rack.generation, "held": now_held, "running": rack.deployed()})
 
 
 def _target(request: web.Request) -> tuple[Node, str, int, str] | web.Response:
@@ -221,6 +273,7 @@ async def status(request: web.Request) -> web.Response:
             renewal_p99_s=rack.renewal_latency.quantile(0.99, rack.now()),
             renewal_attempts_total=rack.attempts_total(),
             allowance_s=rack.settings.allowance_s,
+            deployed=rack.deployed() | {"held": dict(rack.held), "generation": rack.generation},
             nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
         ).to_json()
     )

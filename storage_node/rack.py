@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 
 import aiohttp
@@ -21,13 +22,21 @@ from storage_node.refusal import NodeState, Refusal
 from storage_node.renewal import OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import node_id, startup_phases
-from stormcore.settings import LabSettings
+from stormcore.settings import LabSettings, SettingsError
 from stormcore.window import Window
 from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER, REFUSALS, Membership, WireError
 
 log = logging.getLogger(__name__)
 Owned = frozenset[tuple[str, str | None, int]]
 DEPLOYABLE = ("retry_policy", "allowance_s", "renewal_period_s")  # what a live deploy may change
+
+
+class StaleDeploy(Exception):
+    """A deploy push older than the one the rack runs (``generation``)."""
+
+    def __init__(self, message: str, generation: int) -> None:
+        super().__init__(message)
+        self.generation = generation
 
 
 class Node:
@@ -136,6 +145,9 @@ class Rack:
         nodes = (Node(self, i, now, phases[node_id(index, i)]) for i in range(settings.nodes_per_rack))
         self.nodes = {n.id: n for n in nodes}
         self._tasks: list[asyncio.Task] = []
+        self.startup = self.deployed()  # what the rack runs when no deploy holds a setting
+        self.held: dict[str, object] = {}
+        self.generation = 0
 
     def now(self) -> float:
         return self._loop.time()
@@ -149,20 +161,35 @@ class Rack:
             "renewal_period_s": s.pace.profile(s.renewal_period_s),
         }
 
+    def hold(self, held: dict[str, object], generation: int) -> dict[str, object]:
+        """Run the start-up settings with ``held`` over them: what the live deploy leases hold on
+        this rack now, sent whole by the supervisor with a generation. A generation older than
+        the one the rack runs is refused (StaleDeploy: a push that landed late must not undo a
+        newer one). Raises SettingsError (nothing changed) for a value out of range."""
+        if generation < self.generation:
+            raise StaleDeploy(f"generation {generation} is older than the {self.generation} this rack runs", self.generation)
+        unknown = sorted(set(held) - set(DEPLOYABLE))
+        if unknown:
+            raise SettingsError(f"a deploy holds {', '.join(DEPLOYABLE)}, not {', '.join(unknown)}")
+        self.deploy(self.startup | held)
+        self.held, self.generation = dict(held), generation
+        return dict(self.held)
+
     def deploy(self, changes: dict[str, object]) -> dict[str, object]:
-        """A live deploy to every node of the rack (profile-time values, as `stormlab ops deploy`
-        gives them): each node's next decision uses the new retry policy and allowance; a new
-        renewal period starts from each node's next slot, its phase kept. Returns what was in
+        """Set deployable settings on every node of the rack (profile-time values, as `stormlab ops
+        deploy` gives them): each node's next decision uses the new retry policy and allowance; a
+        new renewal period starts from each node's next slot, its phase kept. Returns what was in
         force before. Raises SettingsError (nothing changed) for a value out of range."""
         before = self.deployed()
         s = self.settings
-        scaled = {k: (s.pace.wall(float(v)) if k.endswith("_s") else v) for k, v in changes.items()}  # type: ignore[arg-type]
-        new = s.replace(**scaled)
+        new = s.deployed(changes)
+        if new == s:
+            return before
         self.settings, self.policy = new, rack_policy(new)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{new.allowance_s:g}"}
         self.metrics.allowance.labels(self.label).set(new.allowance_s)
-        if new.renewal_period_s != s.renewal_period_s:
+        if not math.isclose(new.renewal_period_s, s.renewal_period_s):
             now = self.now()
             for node in self.nodes.values():
                 node.schedule = RenewalSchedule(node.schedule.next_after(now), new.renewal_period_s, new.renewal_jitter, node.rng)

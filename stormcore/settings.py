@@ -191,6 +191,11 @@ class LabSettings:
     def replace(self, **changes: Any) -> LabSettings:
         return dataclasses.replace(self, **changes)
 
+    def deployed(self, changes: Mapping[str, Any]) -> LabSettings:
+        """These settings with a live deploy's changes, given in profile time as people give
+        them (durations scaled to this run's speed); SettingsError for a value out of range."""
+        return self.replace(**{k: (self.pace.wall(float(v)) if k.endswith("_s") else v) for k, v in changes.items()})
+
     def with_text(self, pairs: list[str]) -> LabSettings:
         """These settings changed by ``KEY=VALUE`` pairs as people type them (``fix_stale_cache=on``,
         ``allowance_s=2s``); an unknown key or a bad value raises SettingsError."""

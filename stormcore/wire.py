@@ -200,6 +200,7 @@ class RackStatus(Status):
     renewal_attempts_total: dict[str, float]  # "first" and "retry"
     allowance_s: float
     nodes: list[dict[str, Any]] | None = None  # each node's state, when asked for (?nodes=1)
+    deployed: dict[str, Any] | None = None  # the deployable settings it runs (profile time), and what the live deploys hold
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,7 @@ class QueuesStatus(Status):
     metadata_age_s: float  # the oldest cached queue metadata
     messages_stored: int
     fix_stale_cache: bool
+    messages_in_flight: int = 0  # received, hidden for their visibility timeout, not yet deleted
 
 
 @dataclass(frozen=True)

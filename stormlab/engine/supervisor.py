@@ -31,15 +31,20 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
+from storage_node.app import HELD_ENV
 from stormcore import openapi
 from stormcore.auth import from_env, headers, token_middleware
 from stormcore.openapi import Answer, Operation
+from stormcore.settings import LabSettings, SettingsError
 from stormcore.web import BadRequest, LoopLag, base_app, serve
+from stormlab.engine.deploys import DeployBook, Held, Reconciler, Stale
 
 PR_SET_PDEATHSIG = 1
 RESTART_DELAY_S = 1.0  # after a first crash; doubling with each quick crash after it ...
 RESTART_MAX_DELAY_S = 30.0  # ... up to this
 STABLE_S = 60.0  # a child that ran this long starts counting its crashes afresh
+DEPLOY_ANSWER_S = 3.0  # a deploy's answer waits this long for its first step's racks to run it
+PUSH_TIMEOUT_S = 2.0  # a push to a rack that takes longer is tried again (a frozen rack is not pushed to)
 LOG_MAX_BYTES = 20 * 1024 * 1024  # a component's log is rotated (one old copy kept) at a start past this
 
 
@@ -81,10 +86,15 @@ class Supervisor:
         self.stopping = False
         self.started_at = time.time()
         self._watchers: set[asyncio.Task] = set()
+        self.deploys = DeployBook(self.racks)
+        self.reconciler = Reconciler(self.deploys, self.push_held, self.ready, time.monotonic)
 
     async def start(self, name: str) -> None:
         comp = self.comps[name]
         env = {**os.environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
+        if name in self.deploys.racks:  # a (re)started rack runs what the live deploys hold from its start
+            generation, held = self.reconciler.started(name)
+            env[HELD_ENV] = json.dumps({"generation": generation, "held": held})
         path = self.directory / "logs" / f"{name}.log"
         rotate(path)
         self.started[name] = time.monotonic()
@@ -186,58 +196,57 @@ class Supervisor:
 
         return Plan(name, apply, revert, {"pid": self.procs[name].pid})
 
+    @property
+    def racks(self) -> tuple[str, ...]:
+        return tuple(sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1])))
+
+    def ready(self, name: str) -> bool:
+        """Can this process take a request now (running, not frozen, not held down)?"""
+        proc = self.procs.get(name)
+        return proc is not None and proc.returncode is None and name not in self.stopped and name not in self.held_down
+
     async def deploy(self, body: dict[str, Any]) -> Plan:
         """A live deploy, rolled out in ``staged`` steps ``every_s`` apart (the racks in order, as
-        evenly as they divide); its revert puts every rack it reached back as it was."""
-        racks = sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1]))
+        evenly as they divide). The lease holds its values on every rack it has reached, and the
+        reconciler keeps each rack on what the live deploys hold (a rack down, frozen or slow is
+        brought to it when it answers); when the lease ends its values are no longer held."""
         changes = {k: body[k] for k in sorted(catalog.DEPLOYED & set(body))}
-        steps = min(body["staged"], len(racks))
-        groups = [racks[i * len(racks) // steps : (i + 1) * len(racks) // steps] for i in range(steps)]
-        before: dict[str, dict[str, Any]] = {}
-        rollout: list[asyncio.Task[None]] = []
-
-        async def step(group: list[str]) -> None:
-            for name in group:
-                before[name] = await self.rack_admin(name, changes)
-
-        async def rest() -> None:
-            for group in groups[1:]:
-                await asyncio.sleep(body["every_s"])
-                await step(group)
+        try:
+            LabSettings.from_env(self.comps[self.racks[0]]["env"]).deployed(changes)  # every rack takes them, or none
+        except SettingsError as exc:
+            raise BadRequest(f"deploy: {exc}") from None
+        seq: list[int] = []
 
         async def apply() -> None:
-            await step(groups[0])  # the first step answers the request: a rack that refuses fails it
-            rollout.append(asyncio.ensure_future(rest()))
-
-        async def undo() -> None:
-            for task in rollout:
-                task.cancel()
-            await asyncio.gather(*rollout, return_exceptions=True)
-            for name, old in before.items():
-                try:
-                    await self.rack_admin(name, old)
-                except (OSError, aiohttp.ClientError, BadRequest):  # restarted meanwhile: it runs its start-up settings
-                    pass
+            now = time.monotonic()
+            seq.append(self.deploys.add(changes, body["staged"], now, body["every_s"]))
+            first = [r for r in self.deploys.reached(seq[0], now) if self.ready(r)]  # a frozen or down rack catches up later
+            await self.reconciler.settle(first, timeout_s=DEPLOY_ANSWER_S)  # the first step, if its racks answer
 
         def revert() -> None:
-            task = asyncio.ensure_future(undo())
-            self._watchers.add(task)
-            task.add_done_callback(self._watchers.discard)
+            if seq:
+                self.deploys.end(seq[0])
+            self.reconciler.wake()
 
-        return Plan(",".join(racks), apply, revert, {"changes": changes, "steps": steps})
+        return Plan(",".join(self.racks), apply, revert, {"changes": changes, "steps": min(body["staged"], len(self.racks))})
 
-    async def rack_admin(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
-        """POST a rack's /admin/deploy; its answer (what ran before), or BadRequest with its refusal."""
+    async def push_held(self, name: str, held: Held, generation: int) -> Held:
+        """POST a rack what the live deploys hold on it; what it holds now (Stale if it runs a newer push)."""
         async with (
             aiohttp.ClientSession() as session,
             session.post(
-                f"{self.comps[name]['url']}/admin/deploy", json=changes, headers=headers(from_env()), timeout=aiohttp.ClientTimeout(total=5)
+                f"{self.comps[name]['url']}/admin/deploy",
+                json={"generation": generation, "held": held},
+                headers=headers(from_env()),
+                timeout=aiohttp.ClientTimeout(total=PUSH_TIMEOUT_S),
             ) as resp,
         ):
             answer = await resp.json()
+            if resp.status == 409:
+                raise Stale(answer.get("message", "stale"), int(answer.get("generation", 0)))
             if resp.status != 200:
-                raise BadRequest(f"{name} refused the deploy: {answer.get('message', resp.status)}")
-            return dict(answer)
+                raise RuntimeError(f"{name} refused the deploy: {answer.get('message', resp.status)}")
+            return dict(answer["held"])
 
     async def shutdown(self) -> None:
         self.stopping = True
@@ -273,6 +282,15 @@ STATUS_SCHEMA = {  # the supervisor's /status
         "component": {"const": "supervisor"},
         "components": {"type": "object", "additionalProperties": _COMPONENT},
         "faults": {"type": "array", "items": LEASE_SCHEMA},
+        "deploys": {
+            "type": "object",
+            "description": "the live deploy leases, the racks not yet running what they hold, and why",
+            "properties": {
+                "live": {"type": "array", "items": {"type": "integer"}},
+                "behind": {"type": "array", "items": {"type": "string"}},
+                "failures": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
     },
 }
 
@@ -300,13 +318,19 @@ def create_app(sup: Supervisor) -> web.Application:
             }
             for n, p in sup.procs.items()
         }
-        return web.json_response({"component": "supervisor", "components": comps, "faults": runner.book.active(now)})
+        rec = sup.reconciler
+        deploys = {"live": sup.deploys.live(), "behind": rec.behind(), "failures": dict(rec.failures)}
+        return web.json_response({"component": "supervisor", "components": comps, "faults": runner.book.active(now), "deploys": deploys})
 
     async def lifecycle(app: web.Application):
         for name in sup.comps:
             await sup.start(name)
+        reconciling = asyncio.ensure_future(sup.reconciler.run())
         yield
         runner.halt()
+        reconciling.cancel()
+        await asyncio.gather(reconciling, return_exceptions=True)
+        await sup.reconciler.stop()
         await sup.shutdown()
 
     openapi.add(

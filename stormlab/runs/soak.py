@@ -41,6 +41,7 @@ from typing import Any
 
 from chaos import catalog, client
 from chaos.catalog import ChaosError
+from chaos.client import ServerFailed
 from chaos.flags import add_backend
 from stormcore import roster
 from stormcore.auth import ensure_token
@@ -72,11 +73,18 @@ def switches(state: dict[str, Any], token: str) -> dict[str, dict[str, Any]]:
     """Each rack's allowance and each service's fixes now."""
     out = {}
     for name, comp in state["components"].items():
-        keys = ("allowance_s",) if name.startswith("rack-") else SWITCHES.get(name, ())
+        keys = ("deployed",) if name.startswith("rack-") else SWITCHES.get(name, ())
         if keys:
             status = client.call("GET", f"{comp['url']}/status", token)
             out[name] = {k: status.get(k) for k in keys}
+            if "deployed" in out[name]:  # every deployable setting and what is held; not the push count
+                out[name]["deployed"] = {k: v for k, v in (out[name]["deployed"] or {}).items() if k != "generation"}
     return out
+
+
+def changed(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each process whose switches differ: what they were and what they are."""
+    return {n: {"before": before.get(n), "now": after.get(n)} for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n)}
 
 
 def stopped(pid: int) -> bool:
@@ -97,7 +105,10 @@ class LocalSoak:
     meta_before: dict[str, Any] = field(default_factory=dict)
     switches_before: dict[str, dict[str, Any]] = field(default_factory=dict)
     first_event: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: {"requested": 0, "applied": 0, "refused": 0, "holders_killed": 0})
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"requested": 0, "applied": 0, "refused": 0, "server_errors": 0, "holders_killed": 0}
+    )
+    server_errors: list[str] = field(default_factory=list)
     kills: list[tuple[float, str]] = field(default_factory=list)
     longest_s: float = 0.0
 
@@ -124,6 +135,9 @@ class LocalSoak:
             _, req = client.apply(self.state, name, args, self.token)
             self.counts["applied"] += 1
             self.longest_s = max(self.longest_s, float(req.body["duration_s"]))
+        except ServerFailed as exc:  # a 5xx is a bug, not a refusal: it may have changed something
+            self.counts["server_errors"] += 1
+            self.server_errors.append(f"{name} {args}: {exc}")
         except (ChaosError, UsageError, LabError):
             self.counts["refused"] += 1
 
@@ -171,16 +185,24 @@ class LocalSoak:
 
     def verdict(self) -> dict[str, Any]:
         now, books, sup, meta = self.read_back()
-        comps = sup["components"]
+        comps, after = sup["components"], switches(now, self.token)
         result = self.leases_left_open() | {
             "still_held": sum(len(book) for book in books.values()),
             "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
             "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
             "metadata_restored": metadata_restored(meta, self.meta_before),
-            "switches_restored": switches(now, self.token) == self.switches_before,
+            "switches_restored": after == self.switches_before,
+            "switches_changed": changed(self.switches_before, after),
+            "server_errors": self.server_errors[:10],
             "host_rules_unchanged": host_rules() == self.rules_before,
         }
-        clean = not (result["never_ended"] or result["still_held"] or result["processes_missing"] or result["processes_stopped"])
+        clean = not (
+            result["never_ended"]
+            or result["still_held"]
+            or result["processes_missing"]
+            or result["processes_stopped"]
+            or self.server_errors
+        )
         result["ok"] = clean and result["metadata_restored"] and result["switches_restored"] and result["host_rules_unchanged"]
         return result
 

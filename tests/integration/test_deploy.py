@@ -57,3 +57,36 @@ def test_a_staged_deploy_reaches_the_racks_step_by_step_and_its_lease_puts_them_
     until(lambda: rack_allowances(state) == [1.0] * 4, limit_s=5, what="every rack back on its start-up allowance")
     moves = [(e["action"], e["ok"], e.get("role")) for e in journal.read_journal(started.directory)]
     assert moves == [("deploy", False, None), ("deploy", False, None), ("deploy", True, "database")]
+
+
+def supervisor_deploys(state: dict) -> dict:
+    with urllib.request.urlopen(f"{state['supervisor_url']}/status", timeout=5) as resp:
+        return json.loads(resp.read())["deploys"]
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(150)
+def test_deploys_are_held_values_through_overlaps_a_frozen_rack_and_a_killed_one(lab):
+    """Two overlapping deploys ended oldest first leave every rack on its start-up allowance (the
+    fuzzer found the older one put back for good); a rack frozen through a deploy takes it when
+    it wakes; a rack killed and restarted runs what holds from its start."""
+    state = lab(racks=4, nodes_per_rack=10, serving=False).state
+    assert main(["ops", "deploy", "--allowance", "2s", "--duration", "4s"]) == 0
+    assert main(["ops", "deploy", "--allowance", "5s", "--duration", "9s"]) == 0
+    assert rack_allowances(state) == [5.0] * 4  # the newest decides
+    until(lambda: len(supervisor_deploys(state)["live"]) == 1, limit_s=8, what="the older deploy's lease to end")
+    assert rack_allowances(state) == [5.0] * 4  # the older one's end does not put anything back
+    until(lambda: rack_allowances(state) == [1.0] * 4, limit_s=10, what="every rack back on its start-up allowance")
+
+    assert main(["chaos", "freeze", "--target", "rack-01", "--duration", "6s"]) == 0
+    assert main(["ops", "deploy", "--allowance", "2s", "--duration", "60s"]) == 0  # a frozen rack does not fail it
+    racks = rack_allowances({**state, "components": {n: c for n, c in state["components"].items() if n != "rack-01"}})
+    assert racks == [2.0] * 3
+    assert "rack-01" in supervisor_deploys(state)["behind"]
+    until(lambda: rack_allowances(state) == [2.0] * 4, limit_s=10, what="the frozen rack to take the deploy when it wakes")
+
+    assert main(["chaos", "kill", "--target", "rack-02", "--duration", "1s"]) == 0
+    until(lambda: rack_allowances(state) == [2.0] * 4, limit_s=30, what="rack-02 restarted, on 2 s from its start")
+    assert supervisor_deploys(state)["behind"] == []
+    assert main(["chaos", "halt"]) == 0
+    until(lambda: rack_allowances(state) == [1.0] * 4, limit_s=10, what="every rack back on its start-up allowance")

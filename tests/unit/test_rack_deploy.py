@@ -4,7 +4,7 @@ period starts from each node's next slot, in profile time whatever the lab's spe
 import pytest
 
 from storage_node.metrics import RackMetrics
-from storage_node.rack import Rack
+from storage_node.rack import Rack, StaleDeploy
 from stormcore.settings import LabSettings, SettingsError
 
 
@@ -40,3 +40,24 @@ async def test_a_value_out_of_range_changes_nothing(rack):
     with pytest.raises(SettingsError):
         rack.deploy({"retry_policy": "hope"})
     assert rack.deployed() == {"retry_policy": "immediate", "allowance_s": 1.0, "renewal_period_s": 10.0}
+
+
+async def test_a_rack_runs_its_start_up_settings_with_what_the_deploys_hold_over_them(rack):
+    assert rack.hold({"allowance_s": 2.0}, generation=1) == {"allowance_s": 2.0}
+    assert rack.hold({"retry_policy": "full-jitter"}, generation=2) == {"retry_policy": "full-jitter"}
+    assert rack.deployed() == {"retry_policy": "full-jitter", "allowance_s": 1.0, "renewal_period_s": 10.0}  # the allowance no longer held
+    assert rack.hold({}, generation=3) == {}
+    assert rack.deployed() == {"retry_policy": "immediate", "allowance_s": 1.0, "renewal_period_s": 10.0}
+    assert rack.settings.allowance_s == 0.5  # back on its start-up allowance, in this run's time
+
+
+async def test_a_push_that_lands_late_cannot_undo_a_newer_one(rack):
+    rack.hold({}, generation=7)
+    with pytest.raises(StaleDeploy):
+        rack.hold({"allowance_s": 5.0}, generation=6)  # sent before, timed out, landed after
+    assert rack.deployed()["allowance_s"] == 1.0 and rack.generation == 7
+    with pytest.raises(SettingsError):
+        rack.hold({"allowance_s": 10_000.0}, generation=8)
+    with pytest.raises(SettingsError):
+        rack.hold({"cores": 4}, generation=8)
+    assert rack.generation == 7  # a refused push changes nothing, its generation included
