@@ -1,7 +1,9 @@
 """The write checker through the whole 2015 game day: unique writes while the storm, the pause,
-the staged readmission and the Monday tail play out, and a rack SIGKILLed every 20 s.
+the staged readmission and the Monday tail play out, and a rack SIGKILLed every 20 s; and the
+queue checker beside it (every acknowledged send received at least once), the queues service
+SIGKILLed every 30 s.
 
-    .venv/bin/python benchmarks/write_check_gameday.py [--rate 40] [--kill-every 20s] [--seed 2015]
+    .venv/bin/python benchmarks/write_check_gameday.py [--rate 40] [--kill-every 20s] [--kill-queues-every 30s] [--seed 2015]
 
 Starts `stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot --keep-lab` in its own
 state directory, writes until the game day ends (about 6 minutes), reads every item back, stops
@@ -25,7 +27,7 @@ from pathlib import Path
 from stormcore.labstate import running
 from stormcore.settings import parse_duration
 from stormlab.engine import launcher
-from stormlab.runs import writecheck
+from stormlab.runs import queuecheck, writecheck
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,6 +36,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--kill-every", default="20s")
+    parser.add_argument("--kill-queues-every", default="30s")
     parser.add_argument("--seed", type=int, default=2015)
     args = parser.parse_args()
     state_dir = Path(tempfile.mkdtemp(prefix="stormlab-writecheck-")) / "state"
@@ -50,12 +53,16 @@ def main() -> int:
         print(f"writing at {args.rate:g}/s while the game day plays; a rack killed every {args.kill_every}", flush=True)
         started = time.monotonic()
 
-        async def until_the_game_ends() -> writecheck.Verdict:
-            killer = writecheck.rack_killer(state, parse_duration(args.kill_every), args.seed)
-            # writes stop when the game day's process ends (it keeps its lab for the read-back)
-            return await writecheck.check(state, 24 * 3600, args.rate, killer, tag="gameday", stop=lambda: game.poll() is not None)
+        async def until_the_game_ends() -> tuple[writecheck.Verdict, queuecheck.QueueVerdict]:
+            racks = writecheck.rack_killer(state, parse_duration(args.kill_every), args.seed)
+            queues = writecheck.killer(state, parse_duration(args.kill_queues_every), args.seed, ["queues"])
+            over = lambda: game.poll() is not None  # noqa: E731  writes stop when the game day's process ends (its lab stays for the read-back)
+            return await asyncio.gather(
+                writecheck.check(state, 24 * 3600, args.rate, racks, tag="gameday", stop=over),
+                queuecheck.check_queues(state, 24 * 3600, args.rate / 4, queues, tag=f"gameday-{int(time.time())}", stop=over),
+            )
 
-        result = asyncio.run(until_the_game_ends())
+        result, queued = asyncio.run(until_the_game_ends())
         out, _ = game.communicate()
     finally:
         if game.poll() is None:
@@ -63,11 +70,13 @@ def main() -> int:
             game.wait()
         launcher.down(state_dir)
     outcome = next((line for line in out.splitlines() if line.startswith("DynamoDB")), "the game day printed no outcome")
-    report = asdict(result) | {"ok": result.ok, "game_day": outcome.strip(), "writing_s": round(time.monotonic() - started)}
+    ok = result.ok and queued.ok
+    report = asdict(result) | {"queues": asdict(queued) | {"ok": queued.ok}, "ok": ok, "game_day": outcome.strip()}
+    report["writing_s"] = round(time.monotonic() - started)
     (ROOT / "reports").mkdir(exist_ok=True)
     (ROOT / "reports" / f"write-check-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
-    return 0 if result.ok else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

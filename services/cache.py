@@ -17,13 +17,17 @@ class TtlCache:
     ttl_s: float
     serve_stale: bool
     entries: dict[str, tuple[Any, float]] = field(default_factory=dict)  # key -> (row, fetched at)
+    max_entries: int = 10_000  # past this the entry fetched longest ago goes (the callers name the keys)
 
     def fresh(self, key: str, now: float) -> bool:
         entry = self.entries.get(key)
         return entry is not None and now - entry[1] < self.ttl_s
 
     def store(self, key: str, row: Any, now: float) -> None:
+        self.entries.pop(key, None)  # to the end: the dict keeps entries in the order they were fetched
         self.entries[key] = (row, now)
+        while len(self.entries) > self.max_entries:
+            del self.entries[next(iter(self.entries))]
 
     def after_failed_refresh(self, key: str) -> bool:
         """May a call go on when its row could not be refreshed (a stale copy, by the fix)?"""

@@ -20,27 +20,29 @@ SCHEMA = (
 )
 
 
-QUOTA_BYTES = 64 * 1024 * 1024  # a rack's items, as stored: the customer API cannot fill the disk
+QUOTA_BYTES = 64 * 1024 * 1024  # a rack's store on disk (keys, rows, index): the customer API cannot fill the disk
 
 
 class QuotaExceeded(Exception):
-    """The write would take the rack's items past its quota: refused, nothing written."""
+    """The write would take the rack's store past its quota: refused, nothing written."""
 
 
 class ItemStore:
     def __init__(self, path: Path | str, quota_bytes: int = QUOTA_BYTES) -> None:
-        self._db = sqlite.connect(path, SCHEMA)
+        self._db = sqlite.connect(path, SCHEMA, max_bytes=quota_bytes)
         self.quota_bytes = quota_bytes
-        self.bytes = int(self._db.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM items").fetchone()[0])
 
     def put(self, table: str, partition: int, key: str, value: Any) -> None:
-        data = json.dumps(value)
-        old = self._db.execute("SELECT LENGTH(value) FROM items WHERE tbl=? AND part=? AND key=?", (table, partition, key)).fetchone()
-        total = self.bytes - (old[0] if old else 0) + len(data)
-        if total > self.quota_bytes and total > self.bytes:  # writes that do not grow the store still go in
-            raise QuotaExceeded(f"the rack's items would take {total} bytes; its quota is {self.quota_bytes}")
-        self._db.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, data))
-        self.bytes = total
+        try:
+            sqlite.writing(self._db, "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, json.dumps(value)))
+        except sqlite.StoreFull:
+            raise QuotaExceeded(f"the rack's store is at its quota of {self.quota_bytes:,} bytes on disk") from None
+
+    @property
+    def bytes(self) -> int:
+        """The store's size on disk (its pages)."""
+        pages, size = (int(self._db.execute(f"PRAGMA {p}").fetchone()[0]) for p in ("page_count", "page_size"))
+        return pages * size
 
     def get(self, table: str, partition: int, key: str) -> tuple[bool, Any]:
         row = self._db.execute("SELECT value FROM items WHERE tbl=? AND part=? AND key=?", (table, partition, key)).fetchone()

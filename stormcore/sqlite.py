@@ -21,8 +21,15 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def connect(path: Path | str, schema: tuple[str, ...]) -> sqlite3.Connection:
-    """A WAL database with ``schema`` applied (statements run once, idempotent)."""
+class StoreFull(Exception):
+    """The database is at its size on disk (``max_bytes``): the write is refused, nothing
+    written; reads go on (a 507 to the caller)."""
+
+
+def connect(path: Path | str, schema: tuple[str, ...], max_bytes: int | None = None) -> sqlite3.Connection:
+    """A WAL database with ``schema`` applied (statements run once, idempotent), held to
+    ``max_bytes`` on disk when given: its pages, keys, rows and indexes all count (the WAL
+    adds at most its checkpoint size, about 4 MB, on top)."""
     old = os.umask(0o077)
     try:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -32,7 +39,25 @@ def connect(path: Path | str, schema: tuple[str, ...]) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     for statement in schema:
         db.execute(statement)
+    if max_bytes is not None:
+        page = int(db.execute("PRAGMA page_size").fetchone()[0])
+        db.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page)}")
     return db
+
+
+def full(exc: BaseException) -> bool:
+    """Is this SQLite's "database or disk is full" (SQLITE_FULL)?"""
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
+
+
+def writing(db: sqlite3.Connection, sql: str, args: tuple[Any, ...] | list[tuple[Any, ...]], many: bool = False) -> sqlite3.Cursor:
+    """One write; StoreFull (nothing written) if the database is at its size."""
+    try:
+        return db.executemany(sql, args) if many else db.execute(sql, args)
+    except sqlite3.OperationalError as exc:
+        if full(exc):
+            raise StoreFull(f"the store is full ({exc})") from None
+        raise
 
 
 class Worker(Generic[T]):

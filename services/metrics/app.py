@@ -51,13 +51,16 @@ def namespace_key(namespace: str) -> str:
     return "ns-" + namespace.encode().hex()
 
 
+QUOTA_BYTES = 64 * 1024 * 1024  # the datapoints on disk: puts past it are refused (507)
+
+
 class DatapointStore:
-    def __init__(self, path: Path) -> None:
-        self._db = sqlite.connect(path, SCHEMA)
+    def __init__(self, path: Path, quota_bytes: int = QUOTA_BYTES) -> None:
+        self._db = sqlite.connect(path, SCHEMA, max_bytes=quota_bytes)
 
     def put(self, namespace: str, name: str, group: str, value: float, enriched: bool) -> int:
         row = (namespace, name, group, value, int(enriched))
-        cursor = self._db.execute("INSERT INTO datapoints (namespace, name, grp, value, enriched) VALUES (?, ?, ?, ?, ?)", row)
+        cursor = sqlite.writing(self._db, "INSERT INTO datapoints (namespace, name, grp, value, enriched) VALUES (?, ?, ?, ?, ?)", row)
         return int(cursor.lastrowid or 0)
 
     def count(self) -> int:
@@ -150,7 +153,7 @@ class MetricsService:
             await asyncio.sleep(1.0 / self.settings.cascade_rate)
             try:
                 await self.put(rng.choice(NAMESPACES), "CPUUtilization", rng.choice(GROUPS), rng.uniform(0, 100))
-            except StorageError:
+            except (StorageError, sqlite.StoreFull):
                 pass
 
     def loops(self) -> list[Coroutine[Any, Any, None]]:
@@ -199,6 +202,8 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
             enriched = await request.app[SERVICE].put(namespace, name, group, float(value))
         except StorageError as exc:
             return json_error(503, "namespace_unavailable", str(exc))
+        except sqlite.StoreFull as exc:
+            return json_error(507, "store_full", f"the datapoints' store is full: {exc}")
         return web.json_response({"stored": True, "enriched": enriched}, status=201)
 
     name = {"type": "string", "pattern": NAME.pattern}
@@ -211,5 +216,6 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
     openapi.add(app, Operation("POST", "/data", "PutMetricData: a datapoint, enriched with its group's row when it can be read", {
         201: Answer("stored (enriched false: stored without its group)", stored),
         503: Answer("the namespace's metadata could not be read", ERROR),
+        507: Answer("the datapoints' store is at its quota on disk (64 MiB): nothing stored", ERROR),
     }, body=datapoint, body_required=True, tag="metrics"), put)  # fmt: skip
     return app

@@ -1,8 +1,14 @@
 """queues: the lab's SQS. Its queue metadata lives in the lab's ``queue-metadata`` table and is
 cached here; its messages are its own (``messages.py``).
 
-  POST /queues/{queue}/messages  {"body": …}   send; 201 {"id"} once the message is committed
-  POST /queues/{queue}/receive   {"max": N}     receive up to N (1-10); they are deleted
+  POST   /queues/{queue}/messages            {"body": …}  send; 201 {"id"} once the message is committed
+  POST   /queues/{queue}/receive             {"max": N, "visibility_timeout_s": S}  up to N (1-10) messages,
+                                             each hidden for S seconds and handed out with a receipt
+  DELETE /queues/{queue}/messages/{receipt}  delete a received message (SQS's DeleteMessage)
+  GET    /queues/{queue}                     how many messages it holds, and how many are in flight
+
+As in SQS, delivery is at least once: a message received and not deleted within its visibility
+timeout (the receiver crashed, or its answer never arrived) is received again.
   GET  /status, /metrics, /healthz
 
 A call whose queue metadata is older than ``queue_cache_ttl_s`` refreshes it from the table
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +33,7 @@ from services.cache import TtlCache
 from services.dependent import Switch, fix_gauge
 from services.queues.messages import AsyncMessageStore
 from services.storage import Storage, StorageError
-from stormcore import openapi
+from stormcore import openapi, sqlite
 from stormcore.metrics import MetricFactory
 from stormcore.openapi import ERROR, Answer, Operation
 from stormcore.racks import RackUrls
@@ -36,10 +43,14 @@ from stormcore.window import Window
 from stormcore.wire import HostReadings, QueuesStatus
 
 TABLE = "queue-metadata"
-QUEUES = tuple(f"q-{i}" for i in range(8))
-OPS = ("send", "receive")
+CLIENT_QUEUES = tuple(f"q-{i}" for i in range(8))  # what the service's own clients send to and receive from
+CHECKS = "checks"  # a queue they never touch: the write checker's (`stormlab writecheck --queues`)
+QUEUES = (*CLIENT_QUEUES, CHECKS)
+OPS = ("send", "receive", "delete")
 OUTCOMES = ("ok", "unavailable")
 MAX_BODY = 4096
+MAX_VISIBILITY_S = 43_200.0  # SQS's limit: 12 hours
+RECEIPT = re.compile(r"[0-9]{1,19}\.[0-9a-f]{16}")
 T = TypeVar("T")
 
 
@@ -52,7 +63,7 @@ class QueueService:
         self.settings, self.storage, self.messages = settings, storage, messages
         self.cache = TtlCache(settings.queue_cache_ttl_s, settings.fix_stale_cache)
         self.window = Window(span_s=10.0)
-        self.requests = f.counter("stormlab_queue_requests_total", "Send and receive calls by outcome", ("op", "outcome"))
+        self.requests = f.counter("stormlab_queue_requests_total", "Send, receive and delete calls by outcome", ("op", "outcome"))
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
         self.age = f.gauge("stormlab_queue_metadata_age_seconds", "Age of the oldest cached queue metadata")
         self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet received")
@@ -96,19 +107,29 @@ class QueueService:
         self.failed += 0 if ok else 1
 
     async def send(self, queue: str, body: Any) -> int:
-        return await self._with_metadata("send", queue, lambda: self.messages.send(queue, body))
+        return await self._with_metadata("send", queue, lambda _row: self.messages.send(queue, body))
 
-    async def receive(self, queue: str, most: int) -> list[dict[str, Any]]:
-        return await self._with_metadata("receive", queue, lambda: self.messages.receive(queue, most))
+    async def receive(self, queue: str, most: int, visibility_s: float | None = None) -> list[dict[str, Any]]:
+        """Up to ``most`` messages, hidden for ``visibility_s`` (the queue's own timeout if None,
+        in profile time like every duration people give)."""
 
-    async def _with_metadata(self, op: str, queue: str, act: Callable[[], Awaitable[T]]) -> T:
+        def act(row: dict[str, Any]) -> Awaitable[list[dict[str, Any]]]:
+            given = row.get("visibility_timeout_s", 30) if visibility_s is None else visibility_s
+            return self.messages.receive(queue, most, self.settings.pace.wall(float(given)))
+
+        return await self._with_metadata("receive", queue, act)
+
+    async def delete(self, queue: str, receipt: str) -> bool:
+        return await self._with_metadata("delete", queue, lambda _row: self.messages.delete(queue, receipt))
+
+    async def _with_metadata(self, op: str, queue: str, act: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
         """A call goes on only with its queue's metadata (fresh, or stale by the fix)."""
         try:
-            await self.metadata(queue)
+            row = await self.metadata(queue)
         except Unavailable:
             self.record(op, False)
             raise
-        result = await act()
+        result = await act(row)
         self.record(op, True)
         return result
 
@@ -124,14 +145,16 @@ class QueueService:
         while True:
             await asyncio.sleep(1.0 / self.settings.cascade_rate)
             try:
-                await self.send(rng.choice(QUEUES), {"at": self.now()})
-                await self.receive(rng.choice(QUEUES), 10)
-            except Unavailable:
+                await self.send(rng.choice(CLIENT_QUEUES), {"at": self.now()})
+                queue = rng.choice(CLIENT_QUEUES)
+                for message in await self.receive(queue, 10):
+                    await self.delete(queue, message["receipt"])
+            except (Unavailable, sqlite.StoreFull):
                 pass
 
     async def status(self, host: HostReadings) -> QueuesStatus:
         now = self.now()
-        depth = await self.messages.depth()
+        depth, hidden = await self.messages.depth()
         self.stored.set(depth)
         self.age.set(self.cache.oldest_age_s(now))
         return QueuesStatus(
@@ -142,6 +165,7 @@ class QueueService:
             metadata_age_s=round(self.cache.oldest_age_s(now), 3),
             messages_stored=depth,
             fix_stale_cache=self.cache.serve_stale,
+            messages_in_flight=hidden,
         )
 
 
@@ -169,17 +193,38 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
             message_id = await request.app[SERVICE].send(name, body["body"])
         except Unavailable as exc:
             return json_error(503, "queue_metadata_unavailable", str(exc))
+        except sqlite.StoreFull as exc:
+            return json_error(507, "queue_full", f"the queues' store is full: {exc}; receive and delete to make room")
         return web.json_response({"id": message_id}, status=201)
 
     async def receive(request: web.Request) -> web.Response:
         name = queue(request)
         body = await read_object(request)
+        unknown = sorted(set(body) - {"max", "visibility_timeout_s"})
+        if unknown:
+            raise BadRequest(f"receive takes max and visibility_timeout_s, not {', '.join(unknown)}")
         most = int(number(body | {"max": body.get("max", 1)}, "max", 1, 10, integer=True))
+        visibility = number(body, "visibility_timeout_s", 0, MAX_VISIBILITY_S) if "visibility_timeout_s" in body else None
         try:
-            got = await request.app[SERVICE].receive(name, most)
+            got = await request.app[SERVICE].receive(name, most, visibility)
         except Unavailable as exc:
             return json_error(503, "queue_metadata_unavailable", str(exc))
         return web.json_response({"messages": got})
+
+    async def attributes(request: web.Request) -> web.Response:
+        name = queue(request)
+        stored, hidden = await request.app[SERVICE].messages.depth(name)
+        return web.json_response({"queue": name, "stored": stored, "in_flight": hidden})
+
+    async def delete(request: web.Request) -> web.Response:
+        name, receipt = queue(request), request.match_info["receipt"]
+        if not RECEIPT.fullmatch(receipt):
+            raise BadRequest("receipt must be one a receive handed out, e.g. 12.0123456789abcdef")
+        try:
+            deleted = await request.app[SERVICE].delete(name, receipt)
+        except Unavailable as exc:
+            return json_error(503, "queue_metadata_unavailable", str(exc))
+        return web.json_response({"deleted": deleted})
 
     where = ({"name": "queue", "in": "path", "required": True, "schema": {"type": "string", "examples": list(QUEUES)}},)
     unavailable = Answer("the queue's metadata could not be read from the database", ERROR)
@@ -187,13 +232,49 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
     openapi.add(app, Operation("POST", "/queues/{queue}/messages", f"send a message (at most {MAX_BODY} bytes)", {
         201: Answer("sent", {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}),
         404: Answer("no such queue", ERROR),
+        507: Answer("the queues' store is at its quota on disk (64 MiB): nothing stored", ERROR),
         503: unavailable,
     }, parameters=where, body=message, body_required=True, tag="queues"), send)  # fmt: skip
-    most = {"type": "object", "properties": {"max": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}}}
-    messages = {"type": "object", "required": ["messages"], "properties": {"messages": {"type": "array", "items": {"type": "object"}}}}
-    openapi.add(app, Operation("POST", "/queues/{queue}/receive", "receive up to max messages", {
-        200: Answer("the messages received (perhaps none)", messages),
+    most = {
+        "type": "object",
+        "properties": {
+            "max": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+            "visibility_timeout_s": {"type": "number", "minimum": 0, "maximum": MAX_VISIBILITY_S,
+                                     "description": "how long the messages stay hidden (the queue's 30 s if not given)"},
+        },
+        "additionalProperties": False,
+    }  # fmt: skip
+    received = {
+        "type": "object",
+        "required": ["id", "body", "receipt", "receives"],
+        "properties": {"id": {"type": "integer"}, "body": {}, "receipt": {"type": "string"}, "receives": {"type": "integer", "minimum": 1}},
+    }
+    messages = {"type": "object", "required": ["messages"], "properties": {"messages": {"type": "array", "items": received}}}
+    openapi.add(app, Operation("POST", "/queues/{queue}/receive", "receive up to max messages, each hidden for its visibility timeout", {
+        200: Answer("the messages received (perhaps none), each with the receipt that deletes it", messages),
+        400: Answer("max or visibility_timeout_s out of range", ERROR),
         404: Answer("no such queue", ERROR),
         503: unavailable,
     }, parameters=where, body=most, tag="queues"), receive)  # fmt: skip
+    depth = {
+        "type": "object",
+        "required": ["queue", "stored", "in_flight"],
+        "properties": {
+            "queue": {"type": "string"},
+            "stored": {"type": "integer", "minimum": 0},
+            "in_flight": {"type": "integer", "minimum": 0},
+        },
+    }
+    openapi.add(app, Operation("GET", "/queues/{queue}", "how many messages the queue holds, and how many a receive hides now", {
+        200: Answer("the queue's depth (SQS's approximate numbers of messages, visible and not)", depth),
+        404: Answer("no such queue", ERROR),
+    }, parameters=where, tag="queues"), attributes)  # fmt: skip
+    receipt = {"name": "receipt", "in": "path", "required": True, "schema": {"type": "string", "pattern": RECEIPT.pattern}}
+    deleted = {"type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "boolean"}}}
+    openapi.add(app, Operation("DELETE", "/queues/{queue}/messages/{receipt}", "delete a message received with this receipt", {
+        200: Answer("deleted, or false: gone already or received again since (its newer receipt deletes it)", deleted),
+        400: Answer("not a receipt", ERROR),
+        404: Answer("no such queue", ERROR),
+        503: unavailable,
+    }, parameters=(*where, receipt), tag="queues"), delete)  # fmt: skip
     return app

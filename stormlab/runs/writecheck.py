@@ -11,9 +11,11 @@ write ends one of three ways, as the client saw it:
 - indeterminate: the request timed out or the connection broke after it was sent: the client
   does not know, and either ending is correct.
 
-    stormlab writecheck --duration 2m [--rate 40] [--kill-every 20s]   (against the running lab)
+    stormlab writecheck --duration 2m [--rate 40] [--kill-every 20s] [--queues]   (against the running lab)
 
 Prints the counts and exits 1 if anything acknowledged was lost or anything refused was stored.
+With --queues the queues service is checked too (queuecheck.py: every acknowledged send
+received at least once), its process SIGKILLed every --kill-queues-every.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
 from stormcore.racks import RackUrls
 from stormcore.settings import parse_duration
+from stormlab.runs.queuecheck import QueueVerdict, check_queues
 
 ACKED, REFUSED, UNKNOWN = "acknowledged", "refused", "indeterminate"
 TABLES = ("orders", "carts", "sessions", "catalog")
@@ -177,13 +180,17 @@ async def check(
 
 def rack_killer(state: dict[str, Any], every_s: float, seed: int = 0) -> Callable[[], Coroutine[Any, Any, None]]:
     """SIGKILL a random rack through the chaos tool every ``every_s`` (restarted 2 s later)."""
-    token, racks = ensure_token(state_dir()), sorted(n for n in state["components"] if n.startswith("rack-"))
-    rng = random.Random(seed)
+    return killer(state, every_s, seed, sorted(n for n in state["components"] if n.startswith("rack-")))
+
+
+def killer(state: dict[str, Any], every_s: float, seed: int, targets: list[str]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """SIGKILL one of ``targets`` through the chaos tool every ``every_s`` (restarted 2 s later)."""
+    token, rng = ensure_token(state_dir()), random.Random(seed)
 
     async def kill() -> None:
         while True:
             await asyncio.sleep(every_s)
-            target = rng.choice(racks)
+            target = rng.choice(targets)
             try:
                 await asyncio.to_thread(client.apply, state, "kill", {"target": target, "duration": "2s"}, token)
                 print(f"writecheck: killed {target}", file=sys.stderr, flush=True)
@@ -198,6 +205,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=40.0, help="writes per second (default 40)")
     p.add_argument("--kill-every", default="20s", help="SIGKILL a random rack this often (0: never; default 20s)")
     p.add_argument("--seed", type=int, default=0, help="seed for which racks are killed")
+    p.add_argument(
+        "--queues",
+        action="store_true",
+        help="also check the queues service (Jepsen's total-queue): every acknowledged send received at least once, "
+        "nothing received that was never sent, duplicates counted",
+    )
+    p.add_argument("--kill-queues-every", default="30s", help="with --queues: SIGKILL the queues service this often (0: never)")
     p.add_argument("--json", action="store_true", help="the result is one JSON document on stdout either way (kills on stderr)")
 
 
@@ -208,6 +222,22 @@ def run(args: argparse.Namespace) -> int:
     state = running()
     if not state:
         raise LabError("no lab is up: start one with `stormlab up`")
-    result = asyncio.run(check(state, duration, args.rate, rack_killer(state, every, args.seed) if every else None))
-    print(json.dumps(asdict(result) | {"ok": result.ok}, indent=1))
-    return 0 if result.ok else 1
+    if args.queues and "queues" not in state["components"]:
+        raise LabError("--queues needs the cascade's queues service in the lab (`stormlab up` starts it unless --cascade none)")
+    kill_queues = parse_duration(args.kill_queues_every) if args.queues else 0.0
+    if kill_queues < 0:
+        raise UsageError("--kill-queues-every must not be negative")
+
+    async def both() -> tuple[Verdict, QueueVerdict | None]:
+        items = check(state, duration, args.rate, rack_killer(state, every, args.seed) if every else None)
+        if not args.queues:
+            return await items, None
+        queues = check_queues(state, duration, args.rate, killer(state, kill_queues, args.seed, ["queues"]) if kill_queues else None,
+                              tag=f"qc-{int(time.time())}")  # fmt: skip
+        return tuple(await asyncio.gather(items, queues))  # type: ignore[return-value]
+
+    result, queues = asyncio.run(both())
+    ok = result.ok and (queues is None or queues.ok)
+    report = asdict(result) | ({"queues": asdict(queues) | {"ok": queues.ok}} if queues else {}) | {"ok": ok}
+    print(json.dumps(report, indent=1))
+    return 0 if ok else 1

@@ -172,3 +172,19 @@ def test_a_short_soak_leaves_no_fault_behind(lab, capsys):
     assert code == 0 and result["ok"], result
     assert result["applied"] >= 40 and result["ended_by_their_lease"] >= 30
     assert result["still_held"] == 0 and result["never_ended"] == 0
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(240)
+def test_every_acknowledged_send_is_received_while_the_queues_service_is_killed(lab, capsys):
+    """`stormlab writecheck --queues`: Jepsen's total-queue through SIGKILLs of the queues service
+    (a receive whose answer died with it leaves its messages to be received again, not lost)."""
+    lab(cascade=("queues",), queue_cache_ttl_s=30.0)
+    argv = ["writecheck", "--duration", "15s", "--rate", "20", "--kill-every", "0", "--queues", "--kill-queues-every", "4s", "--json"]
+    code = main(argv)
+    result = json.loads(capsys.readouterr().out)
+    print(result)
+    queues = result["queues"]
+    assert queues["acknowledged"] > 100 and queues["refused"] + queues["indeterminate"] > 0  # the kills refused or cut some
+    assert queues["lost"] == 0 and queues["unexpected"] == 0 and queues["drained"], queues
+    assert code == 0 and result["ok"]

@@ -42,9 +42,18 @@ def test_bad_input_gets_a_json_4xx_and_changes_nothing(lab):
                 ("/queues/q-1/receive", {"max": True}, None, 400),
                 ("/queues/q-1/receive", {"max": "3"}, None, 400),
                 ("/queues/q-1/receive", None, b"[" * 5000, 400),
+                ("/queues/q-1/receive", {"visibility_timeout_s": -1}, None, 400),
+                ("/queues/q-1/receive", {"visibility_timeout_s": 1e9}, None, 400),
+                ("/queues/q-1/receive", {"visibility_timeout_s": "30s"}, None, 400),
+                ("/queues/q-1/receive", {"max": 1, "wait": 5}, None, 400),
             ]:
                 got, answer = await post(s, queues + path, body, raw)
                 assert got == status and "error" in answer and "message" in answer, (path, body, raw, got, answer)
+            for path, status in [("/queues/q-1/messages/not-a-receipt", 400), ("/queues/q-99/messages/1.0123456789abcdef", 404),
+                                 ("/queues/q-1/messages/" + "9" * 30 + ".0123456789abcdef", 400)]:  # fmt: skip
+                async with s.delete(queues + path, timeout=aiohttp.ClientTimeout(total=3)) as r:
+                    answer = await r.json(content_type=None)
+                    assert r.status == status and "error" in answer, (path, r.status, answer)
             _, after = await json_status(s, queues)
             assert after["messages_stored"] == before["messages_stored"]
 

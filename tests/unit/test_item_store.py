@@ -7,24 +7,29 @@ import pytest
 
 from storage_node.store import ItemStore, QuotaExceeded
 
+QUOTA = 64 * 1024
 
-def test_writes_past_the_quota_are_refused_and_change_nothing(tmp_path):
-    store = ItemStore(tmp_path / "rack.sqlite3", quota_bytes=1000)
+
+def test_writes_past_the_quota_on_disk_are_refused_and_change_nothing(tmp_path):
+    """Keys and rows count, not only values: 256-byte keys with 1-byte values once took ~600x a
+    quota that counted value bytes."""
+    store = ItemStore(tmp_path / "rack.sqlite3", quota_bytes=QUOTA)
     written = 0
-    with pytest.raises(QuotaExceeded):
-        for i in range(100):
-            store.put("orders", 0, f"k{i}", "x" * 90)
+    with pytest.raises(QuotaExceeded, match="at its quota"):
+        for i in range(10_000):
+            store.put("orders", 0, f"{i:0256d}", 1)
             written += 1
-    assert 8 <= written < 12 and store.count() == written and store.bytes <= 1000
-    found, value = store.get("orders", 0, f"k{written}")
-    assert not found and value is None  # the refused write is not there
-    store.put("orders", 0, "k0", "y" * 90)  # a write that does not grow the store still goes in
-    store.put("orders", 0, "k1", "z")  # nor one that shrinks it
-    assert store.get("orders", 0, "k0") == (True, "y" * 90)
-    before = store.bytes
+    assert 20 <= written < 200 and store.count() == written and store.bytes <= QUOTA
+    assert store.get("orders", 0, f"{written:0256d}") == (False, None)  # the refused write is not there
+    assert store.get("orders", 0, f"{0:0256d}") == (True, 1)  # a full store keeps serving reads
+    store.put("orders", 0, f"{0:0256d}", 2)  # an overwrite of the same size fits in its page
+    assert store.get("orders", 0, f"{0:0256d}") == (True, 2)
     store.close()
-    again = ItemStore(tmp_path / "rack.sqlite3", quota_bytes=1000)  # the size is read back from disk
-    assert again.bytes == before and again.count() == written
+    assert (tmp_path / "rack.sqlite3").stat().st_size <= QUOTA  # on disk, once the WAL is checkpointed
+    again = ItemStore(tmp_path / "rack.sqlite3", quota_bytes=QUOTA)  # the limit holds after a restart
+    with pytest.raises(QuotaExceeded):
+        again.put("orders", 0, "one more" * 30, 1)
+    assert again.count() == written
     again.close()
 
 

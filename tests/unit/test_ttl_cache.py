@@ -18,3 +18,15 @@ def test_a_failed_refresh_fails_the_call_unless_the_stale_cache_fix_is_on():
     assert not plain.after_failed_refresh("q-0")
     assert fixed.after_failed_refresh("q-0")
     assert not fixed.after_failed_refresh("q-1")  # never seen: nothing stale to serve
+
+
+def test_the_cache_is_bounded_and_drops_what_was_fetched_longest_ago():
+    cache = TtlCache(ttl_s=5.0, serve_stale=True, max_entries=3)
+    for i, key in enumerate(["a", "b", "c"]):
+        cache.store(key, i, now=float(i))
+    cache.store("a", 10, now=3.0)  # fetched again: now the newest
+    cache.store("d", 11, now=4.0)  # one too many: b goes, fetched longest ago
+    assert list(cache.entries) == ["c", "a", "d"] and cache.fresh("a", 4.0)
+    for i in range(1000):  # names a client makes up cannot grow it
+        cache.store(f"ns-{i}", i, now=5.0)
+    assert len(cache.entries) == 3
