@@ -46,11 +46,30 @@ def ensure_token(directory: Path) -> str:
     found = read_token(env_file)
     if found:
         return found
-    token = secrets.token_urlsafe(24)
+    if env_file.exists():
+        raise LabError(f"{env_file} has no {ENV}= line: add one, or remove the file and a token is generated")
     directory.mkdir(parents=True, exist_ok=True)
-    env_file.touch(mode=0o600)
-    with env_file.open("a") as f:
-        f.write(f"{ENV}={token}\n")
+    return write_new_token(env_file, f"{ENV}={{token}}\n")
+
+
+def write_new_token(path: Path, template: str = "{token}\n") -> str:
+    """A new token into ``path``, which must not exist: written 0600 under a temporary name, then
+    linked into place, so nobody reads a half-written file and two first starts agree (the
+    loser reads the winner's token)."""
+    token = secrets.token_urlsafe(24)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(template.format(token=token))
+        os.link(tmp, path)  # fails if another start got there first
+    except FileExistsError:
+        won = read_token(path) if path.name == ".env" else path.read_text().strip()
+        if not won:
+            raise LabError(f"{path} appeared without a token") from None
+        return won
+    finally:
+        tmp.unlink(missing_ok=True)
     return token
 
 

@@ -58,6 +58,7 @@ class ScalingService:
             "prune-activities": Switch(gauges["prune-activities"], settings.fix_prune_activities, self._prune),
         }
         self._extra: set[asyncio.Task[None]] = set()  # workers started by a scale-workers lease
+        self._live: set[int] = set()  # the indices that have a worker running: never two for one
         for outcome in ("ok", "failed"):
             self.api.labels(outcome)
         for outcome in ("queued", "done", "write_failed", "pruned"):
@@ -72,6 +73,8 @@ class ScalingService:
         before = self.backlog.workers
         self.backlog.resize(workers)
         for index in range(before, workers):
+            if index in self._live:  # still finishing its activity from before a shrink: it carries on
+                continue
             task = asyncio.get_running_loop().create_task(self.worker(index))
             self._extra.add(task)
             task.add_done_callback(self._extra.discard)
@@ -101,23 +104,35 @@ class ScalingService:
         self.calls += 1
         self.failed += 0 if ok else 1
 
-    async def worker(self, index: int) -> None:
-        while index < self.backlog.workers:
-            activity = self.backlog.next_for(index)
-            if activity is None:
-                await asyncio.sleep(0.05)
-                continue
-            await asyncio.sleep(self.settings.activity_work_s)  # launching or terminating an instance
-            try:
-                await self.storage.put(TABLE, f"activity:{activity.id}", {"group": activity.group, "desired": activity.desired})
-            except StorageError:
-                self.activities.labels("write_failed").inc()
-                await asyncio.sleep(RETRY_S)
-                continue
-            self.backlog.done(index, activity)
-            self.activities.labels("done").inc()
-            self.done += 1
-            self.backlog_size.set(len(self.backlog))
+    def worker(self, index: int) -> Coroutine[Any, Any, None]:
+        """The worker for ``index`` (one at a time: it runs until the backlog has fewer workers)."""
+        self._live.add(index)
+        return self._work(index)
+
+    async def _work(self, index: int) -> None:
+        try:
+            while index < self.backlog.workers:
+                activity = self.backlog.take(index)
+                if activity is None:
+                    await asyncio.sleep(0.05)
+                    continue
+                try:
+                    await asyncio.sleep(self.settings.activity_work_s)  # launching or terminating an instance
+                    await self.storage.put(TABLE, f"activity:{activity.id}", {"group": activity.group, "desired": activity.desired})
+                except StorageError:
+                    self.activities.labels("write_failed").inc()
+                    self.backlog.release(activity)
+                    await asyncio.sleep(RETRY_S)
+                    continue
+                except BaseException:  # cancelled on it (the service stopping): not done, not busy
+                    self.backlog.release(activity)
+                    raise
+                self.backlog.done(index, activity)
+                self.activities.labels("done").inc()
+                self.done += 1
+                self.backlog_size.set(len(self.backlog))
+        finally:
+            self._live.discard(index)
 
     async def scheduler(self, rng: random.Random) -> None:
         """Activities the service itself decides on (replacements, scheduled changes)."""

@@ -31,6 +31,7 @@ class Backlog:
     prune: bool
     queues: list[deque[Activity]] = field(init=False)
     pruned: int = 0
+    busy: set[int] = field(default_factory=set)  # activities a worker is on (kept in place until done)
 
     def __post_init__(self) -> None:
         self.queues = [deque() for _ in range(self.workers)]
@@ -52,7 +53,21 @@ class Backlog:
         queue = self.queues[worker]
         return queue[0] if queue else None
 
+    def take(self, worker: int) -> Activity | None:
+        """The oldest activity this worker owns, marked busy; None if there is none, or if another
+        worker is still on it (shared out again by a resize while it worked: one worker at a time)."""
+        activity = self.next_for(worker)
+        if activity is None or activity.id in self.busy:
+            return None
+        self.busy.add(activity.id)
+        return activity
+
+    def release(self, activity: Activity) -> None:
+        """A worker gave up on it for now (its write failed): another take may have it."""
+        self.busy.discard(activity.id)
+
     def done(self, worker: int, activity: Activity) -> None:
+        self.busy.discard(activity.id)
         queue = self.queues[worker] if worker < self.workers else deque()
         if queue and queue[0] is activity:
             queue.popleft()

@@ -17,6 +17,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
 
@@ -39,11 +40,25 @@ def every_value(expr: str) -> str:
 
 def axis_label(panel: dict) -> str:
     """The y axis in words: the panel's own axis label and its unit's name."""
-    defaults = panel["fieldConfig"]["defaults"]
-    unit = defaults.get("unit") or "none"
+    return _label(panel["fieldConfig"]["defaults"])
+
+
+def _label(config: dict) -> str:
+    unit = config.get("unit") or "none"
     words = UNITS.get(unit, unit.removeprefix("suffix:").strip())
-    label = defaults.get("custom", {}).get("axisLabel", "")
-    return f"{label} ({words})" if label and words else label or words
+    label = config.get("custom", {}).get("axisLabel", "")
+    return label if label and words and words in label else f"{label} ({words})" if label and words else label or words
+
+
+def right_axis(panel: dict) -> dict[str, dict]:
+    """The series a panel's overrides put on a right axis of their own (by display name), each
+    with its unit and label as a config like the panel's defaults."""
+    out = {}
+    for override in panel["fieldConfig"].get("overrides", []):
+        props = {p["id"]: p["value"] for p in override.get("properties", [])}
+        if override.get("matcher", {}).get("id") == "byName" and props.get("custom.axisPlacement") == "right":
+            out[override["matcher"]["options"]] = {"unit": props.get("unit"), "custom": {"axisLabel": props.get("custom.axisLabel", "")}}
+    return out
 
 
 def query_range(prometheus: str, expr: str, start: float, end: float, step: float) -> list[dict]:
@@ -65,18 +80,26 @@ def draw(dashboard: dict, prometheus: str, path: Path, minutes: float, shade: tu
     cols = 2
     fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(14, 3.2 * math.ceil(len(panels) / cols)), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=False):
-        percent = panel["fieldConfig"]["defaults"].get("unit") in PERCENT
+        right, twin = right_axis(panel), None
+        lines: list[Any] = []
         for target in panel["targets"]:
             for series in query_range(prometheus, every_value(target["expr"]), start, end, 5):
+                name = legend(target.get("legendFormat", ""), series["metric"])
+                config = right.get(name, panel["fieldConfig"]["defaults"])
+                if name in right and twin is None:
+                    twin = ax.twinx()
+                    twin.set_ylabel(_label(config), fontsize=8)
+                on = twin if twin is not None and name in right else ax
                 xs = [float(t) - origin for t, _ in series["values"]]
-                ys = [float(v) * (100 if percent else 1) for _, v in series["values"]]
-                ax.plot(xs, ys, lw=1.5, label=legend(target.get("legendFormat", ""), series["metric"]))
+                ys = [float(v) * (100 if config.get("unit") in PERCENT else 1) for _, v in series["values"]]
+                color = f"C{len(lines) % 10}"
+                lines += on.plot(xs, ys, lw=1.5, label=name, color=color)
         if shade:
             ax.axvspan(0, shade[1] - shade[0], color="#f39c12", alpha=0.3, lw=0)
         ax.set_title(panel["title"], fontsize=10)
         ax.set_ylabel(axis_label(panel), fontsize=8)
         ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize=7)
+        ax.legend(handles=lines, loc="upper left", fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     for ax in axes[-1]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import socket
@@ -32,8 +33,13 @@ SIOCGIFADDR = 0x8915  # Linux: an interface's address
 
 
 def compose_cmd() -> list[str]:
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
+    """`docker compose` where the plugin is there, else `docker-compose` (raises nothing: a
+    container without the docker CLI, the stack's own ops, never runs it)."""
+    try:
+        if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+            return ["docker", "compose"]
+    except FileNotFoundError:
+        pass
     return ["docker-compose"]
 
 
@@ -123,7 +129,11 @@ class DockerStack:
         self.metadata = self.state["components"]["metadata"]["url"]
         self.published = {name: published_url(name) for name in PUBLISHED}
         self.prometheus = published_url("prometheus")
-        self.compose = compose_cmd()
+
+    @functools.cached_property
+    def compose(self) -> list[str]:
+        """The compose command, found when first needed (the stack's ops container has none)."""
+        return compose_cmd()
 
     def _prom(self, expr: str) -> dict[tuple[str, ...], float]:
         reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))

@@ -145,7 +145,7 @@ def up(
     _STARTED[proc.pid] = proc
     pending = {c.name: c.url for c in components} | {"supervisor": f"http://{HOST}:{sup_port}"}
     try:
-        with _term_as_interrupt():
+        with terms_as_interrupt():  # the half-started lab is stopped
             _wait_healthy(proc, pending, wait_s, directory)
     except BaseException:  # Ctrl-C, SIGTERM, a component that never came up: nothing stays behind
         _stop(proc)
@@ -167,22 +167,35 @@ def _wait_healthy(proc: subprocess.Popen, pending: dict[str, str], wait_s: float
         time.sleep(0.2)
 
 
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)  # a stop asked of the process, by a supervisor or a closed terminal
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def interrupt_on_term() -> None:
+    """SIGTERM and SIGHUP interrupt the main thread like Ctrl-C from now on (so the `finally`
+    that stops a lab runs). Again after an asyncio.run: closing its loop puts them back to the
+    default, which kills the process on the spot."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in TERMINATING:
+            signal.signal(sig, _interrupt)
+
+
 @contextlib.contextmanager
-def _term_as_interrupt() -> Iterator[None]:
-    """SIGTERM during start-up interrupts it like Ctrl-C (in the main thread, where Python takes
-    signals), so the half-started lab is stopped; the previous handler comes back after."""
+def terms_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP as Ctrl-C while the block runs; the previous handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.getsignal(sig) for sig in TERMINATING}
+    interrupt_on_term()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stop(proc: subprocess.Popen, wait_s: float = 15.0) -> None:

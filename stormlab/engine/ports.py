@@ -62,6 +62,10 @@ def port_plan(settings: LabSettings, base_port: int, cascade: Sequence[str]) -> 
         [base_port + CELLS_AT + c for c in range(1, settings.cells)],
     )
     every = [*plan.single.values(), *plan.racks, *plan.links, *(p for ps in plan.paths.values() for p in ps), *plan.cells]
+    if len(set(every)) != len(every) or max(every) > 65535:
+        raise LabError(
+            f"the fixed port plan has no room for {n} racks (it holds up to {PATHS_EVERY}, one port each): use --base-port 0 for free ports"
+        )
     busy = [p for p in every if not port_free(p)]
     if busy:
         raise LabError(f"ports {busy} are in use on {HOST}; pick another --base-port, or 0 for any free ports")

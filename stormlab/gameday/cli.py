@@ -6,10 +6,11 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import time
+from collections.abc import Coroutine
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 from chaos import catalog
 from chaos.flags import add_backend
@@ -27,6 +28,8 @@ from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
+
+T = TypeVar("T")
 
 
 class RealClock:
@@ -149,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         say("starting", f"starting a local lab: {settings.nodes_total} nodes, {args.speed:g}x speed, seed {seed}")
         state, started = launcher.up(settings, args.base_port), True
     try:
-        return play(scenario, plan, seed, args, LocalLab(state))
+        with launcher.terms_as_interrupt():  # SIGTERM or SIGHUP at any point still stops the lab it started
+            return play(scenario, plan, seed, args, LocalLab(state))
     finally:
         if started and not args.keep_lab:
             launcher.down()
@@ -195,7 +199,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         progress=say.progress,
     )
     try:
-        journal = asyncio.run(settle_then(lab, runner, args, say))
+        journal = run_loop(settle_then(lab, runner, args, say))
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
         say("interrupted", "interrupted: rollbacks ran, every fault halted")
@@ -204,6 +208,15 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
     journal["pages"] = [p | {"t": round(p["at"] - lab.started_at, 3)} for p in desk.read_pages(directory, lab.started_at)]
     return finish(scenario, journal, args, say)
+
+
+def run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, then SIGTERM and SIGHUP interrupting again: closing the loop put them back
+    to the default, which would kill the runner during scoring and reports, its lab left up."""
+    try:
+        return asyncio.run(coro)
+    finally:
+        launcher.interrupt_on_term()
 
 
 def page(directory: Path, body: dict, via: str, say: Say) -> None:
@@ -243,7 +256,8 @@ async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, l
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
     task = asyncio.current_task()
     assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    for sig in launcher.TERMINATING:
+        asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
     async with desk.serving(

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from stormcore import auth
+from stormcore.errors import LabError
 
 
 @pytest.mark.parametrize("token", ["", "stormlab-training-token", "short", "CHANGEME"])
@@ -46,3 +47,26 @@ def test_a_client_uses_the_stacks_token_file_rather_than_making_its_own(monkeypa
     monkeypatch.setenv(auth.FILE_ENV, str(tmp_path / "secrets" / "token"))
     assert auth.ensure_token(tmp_path / "state") == (tmp_path / "secrets" / "token").read_text().strip()
     assert not (tmp_path / "state" / ".env").exists()
+
+
+def test_a_first_start_writes_the_token_0600_and_never_appends_to_a_file_it_did_not_write(tmp_path, monkeypatch):
+    monkeypatch.delenv("STORMLAB_TOKEN", raising=False)
+    monkeypatch.delenv("STORMLAB_TOKEN_FILE", raising=False)
+    token = auth.ensure_token(tmp_path)
+    env = tmp_path / ".env"
+    assert env.stat().st_mode & 0o777 == 0o600 and env.read_text() == f"STORMLAB_TOKEN={token}\n"
+    assert auth.ensure_token(tmp_path) == token and [p.name for p in tmp_path.iterdir()] == [".env"]  # no temporary left
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".env").write_text("PROMETHEUS_PORT=9090\n")
+    (other / ".env").chmod(0o644)
+    with pytest.raises(LabError, match="has no STORMLAB_TOKEN= line"):
+        auth.ensure_token(other)
+    assert (other / ".env").read_text() == "PROMETHEUS_PORT=9090\n"
+
+
+def test_two_first_starts_agree_on_one_token(tmp_path):
+    path = tmp_path / ".env"
+    first = auth.write_new_token(path, "STORMLAB_TOKEN={token}\n")
+    assert auth.write_new_token(path, "STORMLAB_TOKEN={token}\n") == first  # the loser reads the winner's
+    assert path.read_text() == f"STORMLAB_TOKEN={first}\n"

@@ -39,3 +39,11 @@ def test_no_bridge_at_all_says_what_to_set(monkeypatch):
 
 def test_the_kernel_knows_the_loopback_s_address():
     assert compose.interface_address("lo") == "127.0.0.1" and compose.interface_address("no-such-if") is None
+
+
+def test_the_stacks_own_ops_container_has_no_docker_cli_and_needs_none(monkeypatch, tmp_path):
+    """`docker compose run --rm ops status` crashed on FileNotFoundError: 'docker' (the e2e)."""
+    from stormlab.engine import compose
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker here
+    assert compose.compose_cmd() == ["docker-compose"]

@@ -70,3 +70,14 @@ def test_no_panel_draws_two_units_on_one_axis(name):
             "Validity: is this run the model's?",
         )
         assert len(units) == (2 if mixed else 1), (panel["title"], units)
+
+
+def test_the_pngs_draw_a_right_axis_series_on_its_own_axis_with_its_unit_in_words():
+    from stormlab.artefacts.dashboard_png import _label, right_axis
+
+    panels = {p["title"]: p for p in DASHBOARDS["storm-overview"]["panels"]}
+    validity = next(p for t, p in panels.items() if t.startswith("Validity"))
+    right = right_axis(validity)
+    assert list(right) == ["the lab's CPU (cores)"] and _label(right["the lab's CPU (cores)"]) == "the lab's CPU (cores)"
+    metadata = next(p for t, p in panels.items() if t.startswith("Metadata service"))
+    assert _label(right_axis(metadata)["CPU busy"]) == "share of its virtual cores (%)"

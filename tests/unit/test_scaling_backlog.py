@@ -42,3 +42,25 @@ def test_a_pruned_activity_being_worked_on_is_not_removed_twice():
     backlog.add(Activity(2, "g-0", 2, 1.0))  # supersedes the one in progress
     backlog.done(0, first)
     assert [a.id for a in backlog.queues[0]] == [2]
+
+
+def test_an_activity_shared_out_again_by_a_resize_is_worked_by_one_worker_at_a_time():
+    backlog = Backlog(workers=4, prune=False)
+    for i, group in enumerate(["g-0", "g-1", "g-2", "g-3", "g-4", "g-5"]):
+        backlog.add(Activity(i, group, 1, float(i)))
+    taken = {w: backlog.take(w) for w in range(4)}
+    busy = next(a for w, a in taken.items() if a is not None and w != 0)  # a worker beyond 0 on its activity
+    for a in taken.values():
+        if a is not None and a is not busy:
+            backlog.release(a)  # the others had not started on theirs
+    backlog.resize(1)  # every activity is worker 0's now, the busy one included
+    seen = []
+    while (a := backlog.take(0)) is not None:
+        seen.append(a.id)
+        backlog.done(0, a)
+    assert busy.id not in seen and len(backlog) > 1  # worker 0 waits behind it instead of working it too
+    backlog.done(9, busy)  # its old worker finishes it
+    while (a := backlog.take(0)) is not None:
+        seen.append(a.id)
+        backlog.done(0, a)
+    assert busy.id not in seen and len(backlog) == 0 and not backlog.busy

@@ -90,3 +90,24 @@ def test_the_settings_a_scenario_needs_are_named_for_compose_and_a_running_lab()
     assert differences(scenario.settings, running) == {"STORMLAB_SEED": "2015"}
     # a sped-up lab carries the profile's values and its speed: only the speed differs
     assert differences(scenario.settings.sped_up(2), running) == {"STORMLAB_SEED": "2015", "STORMLAB_SPEED": "2.0"}
+
+
+LAUGHS = "\n".join(
+    ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(8)]
+    + ["title: laughs", "steps: []"]
+)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (LAUGHS, "YAML nodes once its aliases are expanded"),  # ~4 M nodes from 1 kB: refused before reading
+        ("title: deep\nsteps: " + "[" * 40 + "]" * 40, "nested deeper than 32 levels"),
+        ("title: deeper\nsteps: " + "[" * 2000 + "]" * 2000, "nested"),  # was a RecursionError
+        ("title: big\ndescription: " + "x" * 300_000, "a scenario may have at most"),
+    ],
+)
+def test_a_scenario_that_would_build_too_much_is_refused_with_the_reason(text, says):
+    with pytest.raises(ScenarioError, match=says):
+        load(text, "s.yaml")
