@@ -193,7 +193,7 @@ class LocalSoak:
             "metadata_restored": metadata_restored(meta, self.meta_before),
             "switches_restored": after == self.switches_before,
             "switches_changed": changed(self.switches_before, after),
-            "server_errors": self.server_errors[:10],
+            "server_error_examples": self.server_errors[:10],
             "host_rules_unchanged": host_rules() == self.rules_before,
         }
         clean = not (

@@ -46,6 +46,7 @@ def test_bad_input_gets_a_json_4xx_and_changes_nothing(lab):
                 ("/queues/q-1/receive", {"visibility_timeout_s": 1e9}, None, 400),
                 ("/queues/q-1/receive", {"visibility_timeout_s": "30s"}, None, 400),
                 ("/queues/q-1/receive", {"max": 1, "wait": 5}, None, 400),
+                ("/queues/q-1/receive", None, b"\n", 400),  # blanks are not JSON (the fuzzer's finding)
             ]:
                 got, answer = await post(s, queues + path, body, raw)
                 assert got == status and "error" in answer and "message" in answer, (path, body, raw, got, answer)
