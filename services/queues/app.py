@@ -66,7 +66,7 @@ class QueueService:
         self.requests = f.counter("stormlab_queue_requests_total", "Send, receive and delete calls by outcome", ("op", "outcome"))
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
         self.age = f.gauge("stormlab_queue_metadata_age_seconds", "Age of the oldest cached queue metadata")
-        self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet received")
+        self.stored = f.gauge("stormlab_queue_messages", "Messages sent and not yet deleted")
         gauges = fix_gauge(f, "queues", {"stale-cache": settings.fix_stale_cache})
         self.switches = {"stale-cache": Switch(gauges["stale-cache"], settings.fix_stale_cache, self._serve_stale)}
         for op in OPS:
