@@ -49,11 +49,11 @@ def ensure_token(directory: Path) -> str:
     if env_file.exists():
         raise LabError(f"{env_file} has no {ENV}= line: add one, or remove the file and a token is generated")
     directory.mkdir(parents=True, exist_ok=True)
-    return write_new_token(env_file, f"{ENV}={{token}}\n")
+    return write_new_token(env_file)
 
 
-def write_new_token(path: Path, template: str = "{token}\n") -> str:
-    """A new token into ``path``, which must not exist: written 0600 under a temporary name, then
+def write_new_token(path: Path) -> str:
+    """A new token into the env file ``path``, which must not exist: written 0600 under a temporary name, then
     linked into place, so nobody reads a half-written file and two first starts agree (the
     loser reads the winner's token)."""
     token = secrets.token_urlsafe(24)
@@ -61,10 +61,10 @@ def write_new_token(path: Path, template: str = "{token}\n") -> str:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(template.format(token=token))
+            f.write(f"{ENV}={token}\n")
         os.link(tmp, path)  # fails if another start got there first
     except FileExistsError:
-        won = read_token(path) if path.name == ".env" else path.read_text().strip()
+        won = read_token(path)
         if not won:
             raise LabError(f"{path} appeared without a token") from None
         return won

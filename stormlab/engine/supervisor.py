@@ -86,6 +86,7 @@ class Supervisor:
         self.stopping = False
         self.started_at = time.time()
         self._watchers: set[asyncio.Task] = set()
+        self.racks = tuple(sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1])))
         self.deploys = DeployBook(self.racks)
         self.reconciler = Reconciler(self.deploys, self.push_held, self.ready, time.monotonic)
 
@@ -195,10 +196,6 @@ class Supervisor:
             task.add_done_callback(self._watchers.discard)
 
         return Plan(name, apply, revert, {"pid": self.procs[name].pid})
-
-    @property
-    def racks(self) -> tuple[str, ...]:
-        return tuple(sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1])))
 
     def ready(self, name: str) -> bool:
         """Can this process take a request now (running, not frozen, not held down)?"""

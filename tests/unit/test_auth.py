@@ -67,6 +67,6 @@ def test_a_first_start_writes_the_token_0600_and_never_appends_to_a_file_it_did_
 
 def test_two_first_starts_agree_on_one_token(tmp_path):
     path = tmp_path / ".env"
-    first = auth.write_new_token(path, "STORMLAB_TOKEN={token}\n")
-    assert auth.write_new_token(path, "STORMLAB_TOKEN={token}\n") == first  # the loser reads the winner's
+    first = auth.write_new_token(path)
+    assert auth.write_new_token(path) == first  # the loser reads the winner's
     assert path.read_text() == f"STORMLAB_TOKEN={first}\n"
