@@ -21,6 +21,7 @@ from typing import Any
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
 from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
+from chaos.lease import describe_effect
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
@@ -116,7 +117,7 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
     return state
 
 
-ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, held_rows, halt
+ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, listing, halt
 ENGINE_HOLDERS = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.engines)  # reached by URL on an engine
 
 
@@ -148,26 +149,25 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
 def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: bool = False) -> int:
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
-    rows, halted, failed = [], 0, []
+    rows, ended, halted, failed = [], [], 0, []
     for who, url in client.holders(state).items():
         try:
             if what == "list":
-                rows += [(who, f) for f in client.call("GET", f"{url}/faults", token).get("faults", [])]
+                book = client.call("GET", f"{url}/faults", token)
+                rows += [(who, f) for f in book.get("faults", [])]
+                ended += [(who, e) for e in book.get("ended", []) if e.get("ended_s_ago", NO_EFFECT_SHOWN_S) < NO_EFFECT_SHOWN_S]
             else:
                 halted += client.call("DELETE", f"{url}/faults", token).get("halted", 0)
         except (LabError, ChaosError) as exc:
             failed.append(f"{who}: {exc}")
     if what == "list":
-        held = engine.held_rows(runner) if engine else []
+        held, shells = engine.listing(runner) if engine else ([], [])
         if as_json:
-            print(json.dumps({"leases": [{"holder": who, **f} for who, f in rows], "held_in_containers": held, "unanswered": failed}))
-        for who, f in [] if as_json else rows:
-            extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s"))
-            print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}")
-        for row in [] if as_json else held:
-            print(row)
-        if not rows and not held and not as_json:
-            print("no active faults")
+            leases = [{"holder": who, **f} for who, f in rows]
+            ends = [{"holder": who, **e} for who, e in ended]
+            print(json.dumps({"leases": leases, "ended": ends, "held_in_containers": held, "shells": shells, "unanswered": failed}))
+        else:
+            print_listing(rows, ended, held)
     else:
         halted += engine.halt(runner) if engine else 0
         print(f"halted {halted} fault(s)")
@@ -176,6 +176,23 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     if failed:
         raise LabError(f"{len(failed)} holder(s) did not answer; the others were {'listed' if what == 'list' else 'halted'}")
     return 0
+
+
+NO_EFFECT_SHOWN_S = 600.0  # `list` warns of leases that ended with no effect in the last ten minutes
+
+
+def print_listing(rows: list[tuple[str, dict[str, Any]]], ended: list[tuple[str, dict[str, Any]]], held: list[str]) -> None:
+    for who, f in rows:
+        extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s", "effect"))
+        so_far = f"  ({describe_effect(f['effect'])} so far)" if f.get("effect") is not None else ""
+        print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}{so_far}".rstrip())
+    for row in held:
+        print(row)
+    if not rows and not held:
+        print("no active faults")
+    for who, e in ended:
+        if e.get("no_effect"):
+            print(f"{who}#{e['id']} {e['fault']} on {e['target']} ended {e['ended_s_ago']:.0f}s ago: {describe_effect(e['effect'])}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,11 @@ process's event loop at the same moment. Every start and end is recorded: the
 ``stormlab_chaos_*`` metrics, a JSON-lines event log, and a Grafana annotation when a Grafana
 URL and token are configured.
 
+A fault that acts on traffic says what it did (its plan's ``effect``: the bytes it dropped or
+held back so far), counted where it acts. A lease that ends having done nothing is marked
+``no_effect`` in its end event, in the listing of recently ended leases and in
+``stormlab_chaos_no_effect_total``: a blip that cut nothing is a finding, not a blip.
+
 Recording never stands between a fault and its revert: a revert that raises, or an event log
 that cannot be written (disk full, state directory gone), is logged and counted, and every other
 lease is still reverted and the timer re-armed. Each applied lease is reverted exactly once.
@@ -18,6 +23,7 @@ lease is still reverted and the timer re-armed. Each applied lease is reverted e
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import json
 import logging
@@ -44,14 +50,27 @@ log = logging.getLogger(__name__)
 OUTCOMES = ("applied", "reverted", "halted")
 
 
+Effect = dict[str, int]  # what a fault did so far, by what it counts ("dropped_bytes": 1200)
+
+
 @dataclass
 class Plan:
-    """What a fault request amounts to: the target, how to apply it and how to revert it."""
+    """What a fault request amounts to: the target, how to apply it and how to revert it, and
+    (for a fault on traffic) what it has done so far."""
 
     target: str
     apply: Callable[[], Awaitable[None] | None]
     revert: Callable[[], None]
     detail: dict[str, Any]
+    effect: Callable[[], Effect] | None = None
+
+
+def no_effect(effect: Effect | None) -> bool:
+    """A measured fault that did nothing (an unmeasured one, None, is not judged)."""
+    return effect is not None and not any(effect.values())
+
+
+ENDED_KEPT = 200  # recently ended leases a holder remembers for `chaos list`
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[Plan]]  # gets the request as the catalog checked it
@@ -65,17 +84,26 @@ class Recorder:
         self.failures = Counter(
             "stormlab_chaos_record_failures_total", "Reverts that raised and event-log writes that failed", ["what"], registry=registry
         )
+        self.no_effect = Counter(
+            "stormlab_chaos_no_effect_total",
+            "Leases of a fault on traffic that ended having dropped or held back nothing",
+            ["fault"],
+            registry=registry,
+        )
         for what in ("revert", "event_log"):
             self.failures.labels(what)
         for fault in faults:
+            self.no_effect.labels(fault)
             for outcome in OUTCOMES:
                 self.events.labels(fault, outcome)
         self.event_log = Path(os.environ["STORMLAB_EVENT_LOG"]) if os.environ.get("STORMLAB_EVENT_LOG") else None
         self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), grafana_auth())
         self._tasks: set[asyncio.Task] = set()
 
-    def record(self, outcome: str, lease: Lease, book: LeaseBook) -> None:
+    def record(self, outcome: str, lease: Lease, book: LeaseBook, effect: Effect | None = None) -> None:
         self.events.labels(lease.fault, outcome).inc()
+        if outcome != "applied" and no_effect(effect):
+            self.no_effect.labels(lease.fault).inc()
         for target in lease.targets:  # one series per rack or process: labels stay bounded
             self.active.labels(lease.fault, target).set(1 if book.holding(target, lease.fault) else 0)
         event = {
@@ -88,6 +116,7 @@ class Recorder:
             "target": lease.target,
             "duration_s": round(lease.ends_at - lease.started_at, 3),
             **lease.detail,
+            **({"effect": effect, "no_effect": no_effect(effect)} if outcome != "applied" and effect is not None else {}),
         }
         log.info("fault %s", json.dumps(event))
         if self.event_log is not None:
@@ -107,7 +136,9 @@ class Recorder:
         body = {
             "time": int(event["at"] * 1000),
             "tags": ["stormlab", "chaos", event["fault"], event["event"]],
-            "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']})",
+            "text": f"{event['fault']} {event['event']} on {event['target']} ({event['outcome']}"
+            + (", NO EFFECT: it dropped nothing" if event.get("no_effect") else "")
+            + ")",
         }
         try:
             async with (
@@ -126,6 +157,8 @@ class LeaseRunner:
         self.book = LeaseBook(max_duration_s or lease_max_duration_s())
         self.recorder = recorder
         self._reverts: dict[int, Callable[[], None]] = {}
+        self._effects: dict[int, Callable[[], Effect]] = {}
+        self.ended: collections.deque[dict[str, Any]] = collections.deque(maxlen=ENDED_KEPT)
         self._timer: asyncio.TimerHandle | None = None
 
     async def apply(self, fault: str, duration_s: Any, plan: Plan) -> Lease:
@@ -136,6 +169,8 @@ class LeaseRunner:
         loop = asyncio.get_running_loop()
         lease = self.book.open(fault, plan.target, duration_s, loop.time(), **plan.detail)
         self._reverts[lease.id] = plan.revert
+        if plan.effect is not None:
+            self._effects[lease.id] = plan.effect
         self._arm()  # armed before anything else can fail
         self._record("applied", lease)
         return lease
@@ -149,18 +184,45 @@ class LeaseRunner:
             self._arm()
         return len(leases)
 
+    def effect(self, lease_id: int) -> Effect | None:
+        """What a lease in force has done so far (None: its fault is not measured)."""
+        measure = self._effects.get(lease_id)
+        try:
+            return None if measure is None else dict(measure())
+        except Exception:  # a count that fails says nothing; it never stops a revert
+            log.exception("effect of lease #%s not read", lease_id)
+            return None
+
+    def active(self, now: float) -> list[dict[str, Any]]:
+        """The leases in force, with what each has done so far."""
+        out = []
+        for row in self.book.active(now):
+            effect = self.effect(row["id"])
+            out.append(row if effect is None else row | {"effect": effect})
+        return out
+
+    def recently_ended(self, now: float) -> list[dict[str, Any]]:
+        """The last leases to end, newest first, each with its effect and how long ago it ended."""
+        return [
+            {k: v for k, v in e.items() if k != "ended_at"} | {"ended_s_ago": round(now - e["ended_at"], 3)} for e in reversed(self.ended)
+        ]
+
     def _end(self, lease: Lease, outcome: str) -> None:
-        """Revert and record; never raises (the caller still has other leases to end)."""
+        """Read what it did, revert and record; never raises (the caller still has other leases to end)."""
+        effect = self.effect(lease.id)  # before the revert, which forgets the counts
+        self._effects.pop(lease.id, None)
         try:
             self._reverts.pop(lease.id)()
         except Exception:  # a revert must not stop the others
             self.recorder.failures.labels("revert").inc()
             log.exception("revert of %s #%s failed", lease.fault, lease.id)
-        self._record(outcome, lease)
+        ended = {"id": lease.id, "fault": lease.fault, "target": lease.target, "outcome": outcome, "effect": effect}
+        self.ended.append(ended | {"no_effect": no_effect(effect), "ended_at": _loop_time()})
+        self._record(outcome, lease, effect)
 
-    def _record(self, outcome: str, lease: Lease) -> None:
+    def _record(self, outcome: str, lease: Lease, effect: Effect | None = None) -> None:
         try:
-            self.recorder.record(outcome, lease, self.book)
+            self.recorder.record(outcome, lease, self.book, effect)
         except Exception:  # metrics or logging failing must not strand a lease
             log.exception("fault %s #%s %s, not recorded", lease.fault, lease.id, outcome)
 
@@ -181,7 +243,33 @@ class LeaseRunner:
             self._arm()
 
 
+def _loop_time() -> float:
+    """The event loop's clock (a halt at shutdown runs outside the loop: the same monotonic clock)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 RUNNER = web.AppKey("lease_runner", LeaseRunner)
+EFFECT_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "additionalProperties": {"type": "integer", "minimum": 0},
+    "description": "what a fault on traffic did (bytes dropped or held back); null where not measured",
+}
+ENDED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "fault", "target", "outcome", "effect", "no_effect", "ended_s_ago"],
+    "properties": {
+        "id": {"type": "integer"},
+        "fault": {"type": "string"},
+        "target": {"type": "string"},
+        "outcome": {"enum": ["reverted", "halted"]},
+        "effect": EFFECT_SCHEMA,
+        "no_effect": {"type": "boolean", "description": "a measured fault that did nothing"},
+        "ended_s_ago": {"type": "number", "minimum": 0},
+    },
+}
 LEASE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "fault", "target", "left_s"],
@@ -211,7 +299,8 @@ def add_fault_routes(
         return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": values["duration_s"]}, status=201)
 
     async def listing(request: web.Request) -> web.Response:
-        return web.json_response({"faults": runner.book.active(asyncio.get_running_loop().time())})
+        now = asyncio.get_running_loop().time()
+        return web.json_response({"faults": runner.active(now), "ended": runner.recently_ended(now)})
 
     async def halt(request: web.Request) -> web.Response:
         return web.json_response({"halted": runner.halt()})
@@ -226,8 +315,10 @@ def add_fault_routes(
         400: Answer("the request is refused (unknown fault, an argument out of range): nothing changed", ERROR),
         **({409: Answer(conflict, ERROR)} if conflict else {}),
     }, body=body, body_required=True, protected=True, tag="faults"), apply)  # fmt: skip
-    openapi.add(app, Operation("GET", "/faults", "the leases in force", {
-        200: Answer("every lease this process holds", obj(faults={"type": "array", "items": lease})),
+    ended = {**ENDED_SCHEMA, "additionalProperties": True}
+    openapi.add(app, Operation("GET", "/faults", "the leases in force, and the last ones to end with what they did", {
+        200: Answer("every lease this process holds, and the last ones it ended",
+                    obj(faults={"type": "array", "items": lease}, ended={"type": "array", "items": ended})),
     }, protected=True, tag="faults"), listing)  # fmt: skip
     openapi.add(app, Operation("DELETE", "/faults", "end every lease now (each reverted)", {
         200: Answer("how many leases were ended", obj(halted={"type": "integer", "minimum": 0})),

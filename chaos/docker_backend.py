@@ -46,9 +46,18 @@ class Exec:
 
 
 # The shell holding a fault writes ``FAULT_FILE + its pid`` once every rule is in: the first line
-# "fault ends-at-epoch-seconds", then its undo commands (newest first). /dev/shm is a tmpfs that
-# a container restart empties, so a file never outlives the container's processes.
+# "fault ends-at-epoch-seconds", the second the command that counts what the fault has done so
+# far (packets its rules dropped, or its netem qdisc held back; ":" where nothing is counted),
+# then its undo commands (newest first). When it ends it writes ``ENDED_FILE + its pid``: "fault
+# ended-at count", kept ten minutes for `chaos list`, which reports a fault that did nothing.
+# /dev/shm is a tmpfs that a container restart empties, so a file never outlives the container's
+# processes.
 FAULT_FILE = "/dev/shm/stormlab-fault."
+ENDED_KEPT_S = 600
+
+
+def ended_prefix(prefix: str) -> str:
+    return prefix.rsplit("fault.", 1)[0] + "ended."
 
 
 # Only files owned by the user reading them (root: the fault shells run as root) are trusted; the
@@ -64,13 +73,34 @@ def _each(prefix: str) -> str:
     )
 
 
-_REAP = 'else tail -n +2 "$f" | sh; rm -f "$f"; '
+_COUNT = 'n="$(sed -n 2p "$f" | sh 2>/dev/null)"; '
+_REAP = 'else tail -n +3 "$f" | sh; rm -f "$f"; '
+
+
+def _ended(prefix: str) -> str:
+    """The ended records: listed while young, removed once ``ENDED_KEPT_S`` old (or malformed)."""
+    return (
+        f'for f in {ended_prefix(prefix)}*; do [ -f "$f" ] && [ -O "$f" ] || continue; p="${{f##*.}}"; set -- $(cat "$f"); '
+        'case "$p:${2:-}" in *[!0-9:]*|:*|*:) rm -f "$f"; continue;; esac; '
+        f'if [ $(( $(date +%s) - $2 )) -gt {ENDED_KEPT_S} ]; then rm -f "$f"; else echo "$p $1 $2 ended ${{3:--}}"; fi; done; '
+    )
 
 
 def list_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
-    """Faults held in a container, one line each: "pid fault ends-at state" (state: held, or
-    orphan: its holder was gone and it has just been reverted)."""
-    return ("sh", "-c", _each(prefix) + 'echo "$p $first held"; ' + _REAP + 'echo "$p $first orphan"; fi; done; true')
+    """Faults in a container, one line each: "pid fault time state count". State: held (time is
+    when it ends), orphan (its holder was gone and it has just been reverted), ended (time is when
+    it ended); count: what it did (packets), or "-" where not counted."""
+    return (
+        "sh",
+        "-c",
+        _each(prefix)
+        + _COUNT
+        + 'echo "$p $first held ${n:--}"; '
+        + _REAP
+        + 'echo "$p $first orphan ${n:--}"; fi; done; '
+        + _ended(prefix)
+        + "true",
+    )
 
 
 def halt_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
@@ -81,6 +111,7 @@ def halt_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
 LIST, HALT = list_command(), halt_command()
 
 Step = tuple[str, "str | None"]  # a command, and what undoes it (None: nothing to undo)
+PID = "{pid}"  # in a count command: the holding shell's pid (its rules carry it as their comment)
 
 
 def _dq(command: str) -> str:
@@ -88,21 +119,31 @@ def _dq(command: str) -> str:
     return '"' + command.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
 
 
-def _armed(fault: str, steps: list[Step], duration_s: float, prefix: str = FAULT_FILE) -> tuple[str, ...]:
+def _with_pid(template: str) -> str:
+    """A shell word that is ``template`` with its pid placeholder as the writing shell's pid."""
+    head, _, tail = template.partition(PID)
+    return shlex.quote(head) + ('"$$"' + shlex.quote(tail) if _ else "")
+
+
+def _armed(fault: str, steps: list[Step], duration_s: float, prefix: str = FAULT_FILE, count: str = ":") -> tuple[str, ...]:
     """One shell that applies the steps, writes its fault file, waits out the lease, and reverts;
     TERM or INT (`chaos halt`) reverts at once. A step that fails undoes the steps before it and
-    the shell exits 1 without a file: nothing applied, nothing reverted that was not its own."""
-    parts: list[str] = ["f=" + prefix + "$$"]
+    the shell exits 1 without a file: nothing applied, nothing reverted that was not its own.
+    ``count`` prints what the fault has done so far (its pid placeholder: this shell's pid); it
+    is read once more as the fault ends, into the ended record."""
+    parts: list[str] = ["f=" + prefix + "$$", "e=" + ended_prefix(prefix) + "$$"]
     undone: list[str] = []
     for apply, undo in steps:
         parts.append(f"if ! {apply}; then {'; '.join([*undone, 'exit 1'])}; fi")
         if undo is not None:
             undone.insert(0, undo)
     ends = f"$(( $(date +%s) + {max(1, round(duration_s))} ))"
+    record_end = f'n="$(count 2>/dev/null)"; printf \'%s\\n\' "{fault} $(date +%s) ${{n:--}}" > $e'
     parts += [
-        f"undo() {{ {'; '.join([*undone, 'rm -f $f'])}; }}",
+        f"count() {{ {count.replace(PID, '$$')}; }}",
+        f"undo() {{ {'; '.join([record_end, *undone, 'rm -f $f'])}; }}",
         "trap 'kill $! 2>/dev/null; undo; exit 0' TERM INT",
-        f"printf '%s\\n' \"{fault} {ends}\" {' '.join(_dq(u) for u in undone)} > $f",
+        f"printf '%s\\n' \"{fault} {ends}\" {_with_pid(count)} {' '.join(_dq(u) for u in undone)} > $f",
         f"sleep {duration_s:g} & wait $!",
         "undo",
     ]
@@ -113,34 +154,52 @@ def _drop_rules(peer_ips: list[str], direction: str) -> list[list[str]]:
     rules = []
     for ip in peer_ips:
         if direction in ("both", "out"):
-            rules.append(["OUTPUT", "-d", ip, "-j", "DROP"])
+            rules.append(["OUTPUT", "-d", ip])
         if direction in ("both", "in"):
-            rules.append(["INPUT", "-s", ip, "-j", "DROP"])
+            rules.append(["INPUT", "-s", ip])
     return rules
 
 
+# Each rule carries its shell's pid as a comment, so the shell's own rules are counted and removed,
+# never another lease's that drops the same address.
+TAGGED = "-m comment --comment stormlab-$$ -j DROP"
+COUNT_DROPPED = 'iptables -w -L -v -x -n | awk -v c="/* stormlab-' + PID + " */\" 'index($0, c) {s += $1} END {print s + 0}'"
+
+
 def partition(container: str, peer_ips: list[str], duration_s: float, direction: str = "both", fault: str = "partition") -> list[Exec]:
-    """Cut ``container`` off from ``peer_ips``: both ways, or only ``out`` / ``in``."""
+    """Cut ``container`` off from ``peer_ips``: both ways, or only ``out`` / ``in``; counts the
+    packets its rules drop."""
     if direction not in ("both", "out", "in"):
         raise ValueError("direction must be both, out or in")
     if not peer_ips:
         raise ValueError("no peers to cut off")
-    steps: list[Step] = [(shlex.join(["iptables", "-I", *r]), shlex.join(["iptables", "-D", *r])) for r in _drop_rules(peer_ips, direction)]
-    return [Exec(container, _armed(fault, steps, duration_s))]
+    steps: list[Step] = [
+        (f"{shlex.join(['iptables', '-w', '-I', *r])} {TAGGED}", f"{shlex.join(['iptables', '-w', '-D', *r])} {TAGGED}")
+        for r in _drop_rules(peer_ips, direction)
+    ]
+    return [Exec(container, _armed(fault, steps, duration_s, count=COUNT_DROPPED))]
 
 
-def _netem(container: str, fault: str, spec: list[str], duration_s: float, device: str) -> list[Exec]:
+def _netem(container: str, fault: str, spec: list[str], duration_s: float, device: str, count: str) -> list[Exec]:
     add = shlex.join(["tc", "qdisc", "add", "dev", device, "root", "netem", *spec])
-    return [Exec(container, _armed(fault, [(add, shlex.join(["tc", "qdisc", "del", "dev", device, "root", "netem"]))], duration_s))]
+    undo = shlex.join(["tc", "qdisc", "del", "dev", device, "root", "netem"])
+    return [Exec(container, _armed(fault, [(add, undo)], duration_s, count=count))]
+
+
+def _qdisc_count(device: str, field: str) -> str:
+    """The netem qdisc's packets (``$4`` of its "Sent … bytes N pkt (dropped D, …)" line) or drops (``$7``)."""
+    return f"tc -s qdisc show dev {shlex.quote(device)} | awk '/netem/ {{on = 1}} on && /Sent/ {{print {field} + 0; exit}}'"
 
 
 def latency(container: str, delay_ms: float, jitter_ms: float, duration_s: float, device: str = "eth0") -> list[Exec]:
+    """Hold back every packet ``container`` sends; counts the packets it held back."""
     spec = ["delay", f"{delay_ms:g}ms"] + ([f"{jitter_ms:g}ms"] if jitter_ms else [])
-    return _netem(container, "latency", spec, duration_s, device)
+    return _netem(container, "latency", spec, duration_s, device, _qdisc_count(device, "$4"))
 
 
 def loss(container: str, probability: float, duration_s: float, device: str = "eth0") -> list[Exec]:
-    return _netem(container, "loss", ["loss", f"{100 * probability:g}%"], duration_s, device)
+    """Drop a share of the packets ``container`` sends; counts the packets it dropped."""
+    return _netem(container, "loss", ["loss", f"{100 * probability:g}%"], duration_s, device, _qdisc_count(device, "$7"))
 
 
 # The lab's containers run with `init: true`: PID 1 is docker-init, the service is its child.
@@ -255,25 +314,53 @@ def run(runner: Runner, commands: list[Exec], project: str = DEFAULT_PROJECT) ->
         runner.exec(command)
 
 
+COUNTED = {"latency": "delayed_packets"}  # what each fault's count is; the others drop packets
+NOT_COUNTED = ("freeze",)
+
+
 @dataclass(frozen=True)
 class Held:
     container: str
     pid: int  # of the shell holding it
     fault: str
-    ends_at: float
-    orphan: bool  # its holder was gone: reverted just now by the listing
+    at: float  # when it ends (held, orphan) or ended (ended)
+    state: str  # held; orphan: its holder was gone, reverted just now by the listing; ended: by its lease or a halt
+    acted: int | None = None  # packets it dropped or held back (None: not counted)
+
+    @property
+    def orphan(self) -> bool:
+        return self.state == "orphan"
+
+    @property
+    def ends_at(self) -> float:
+        return self.at
+
+    @property
+    def effect(self) -> dict[str, int] | None:
+        if self.fault in NOT_COUNTED or self.acted is None:
+            return None
+        return {COUNTED.get(self.fault, "dropped_packets"): self.acted}
 
 
-def held(runner: Runner, containers: Iterable[str]) -> list[Held]:
-    """Faults held now (orphans found on the way are reverted and reported as such)."""
+def listed(runner: Runner, containers: Iterable[str]) -> list[Held]:
+    """Every fault a listing finds in the containers: held, orphaned (reverted on the way) and
+    recently ended, each with its count."""
     rows = []
     for container in containers:
         for line in runner.exec(Exec(container, LIST, detach=False)).splitlines():
             parts = line.split()
-            if len(parts) == 4 and parts[0].isdigit():
-                pid, fault, ends_at, state = parts
-                rows.append(Held(container, int(pid), fault, float(ends_at), state == "orphan"))
+            if len(parts) == 5 and parts[0].isdigit() and parts[3] in ("held", "orphan", "ended"):
+                pid, fault, at, state, count = parts
+                try:
+                    rows.append(Held(container, int(pid), fault, float(at), state, int(count) if count.isdigit() else None))
+                except ValueError:  # a line that is not a fault's: skipped, the others still count
+                    continue
     return rows
+
+
+def held(runner: Runner, containers: Iterable[str]) -> list[Held]:
+    """Faults held now (orphans found on the way are reverted and reported as such)."""
+    return [h for h in listed(runner, containers) if h.state != "ended"]
 
 
 def halt(runner: Runner, containers: Iterable[str]) -> int:

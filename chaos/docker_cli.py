@@ -9,9 +9,12 @@ import shlex
 import sys
 import time
 import urllib.request
+from typing import Any
 
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
+from chaos.control import no_effect
+from chaos.lease import describe_effect
 from stormcore.auth import grafana_auth
 from stormcore.errors import LabError
 
@@ -81,13 +84,38 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, before: set[tuple
         time.sleep(0.1)
 
 
-def held_rows(runner: db.Runner) -> list[str]:
-    now = time.time()
-    return [
-        f"{h.container} (pid {h.pid}) {h.fault}: "
-        + ("its holder was gone: reverted now" if h.orphan else f"{max(0.0, h.ends_at - now):.0f}s left")
-        for h in db.held(runner, lab_containers(runner))
-    ]
+def listing(runner: db.Runner) -> tuple[list[str], list[dict[str, Any]]]:
+    """The fault shells in the lab's containers, as lines (each held one with its time left and what
+    it did so far, each orphan reverted by this listing, each that ended lately having done
+    nothing) and as records for `chaos list --json`."""
+    found = db.listed(runner, lab_containers(runner))
+    return rows_of(found, time.time()), [shell_record(h) for h in found]
+
+
+def shell_record(h: db.Held) -> dict[str, Any]:
+    return {
+        "container": h.container,
+        "pid": h.pid,
+        "fault": h.fault,
+        "state": h.state,
+        "at": h.at,
+        "effect": h.effect,
+        "no_effect": no_effect(h.effect),
+    }
+
+
+def rows_of(found: list[db.Held], now: float) -> list[str]:
+    rows = []
+    for h in found:
+        so_far = "" if h.effect is None else f" ({describe_effect(h.effect)} so far)"
+        if h.state == "held":
+            rows.append(f"{h.container} (pid {h.pid}) {h.fault}: {max(0.0, h.at - now):.0f}s left{so_far}")
+        elif h.state == "orphan":
+            did = "" if h.effect is None else f"; {describe_effect(h.effect)}"
+            rows.append(f"{h.container} (pid {h.pid}) {h.fault}: its holder was gone: reverted now{did}")
+        elif no_effect(h.effect):
+            rows.append(f"{h.container} (pid {h.pid}) {h.fault} ended {max(0.0, now - h.at):.0f}s ago: {describe_effect(h.effect)}")
+    return rows
 
 
 def halt(runner: db.Runner) -> int:

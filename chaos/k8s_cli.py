@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 from chaos import docker_backend as db
 from chaos import docker_cli
@@ -61,10 +62,11 @@ def apply(body: dict, runner: kb.KubeRunner, dry_run: bool = False, wait: bool =
     return 0
 
 
-def held_rows(runner: kb.KubeRunner) -> list[str]:
+def listing(runner: kb.KubeRunner) -> tuple[list[str], list[dict[str, Any]]]:
     now = time.time()
     leases = [f"{lease.job} {lease.fault} on {lease.targets}: {max(0.0, lease.ends_at - now):.0f}s left" for lease in runner.leases()]
-    return leases + docker_cli.held_rows(runner)
+    rows, shells = docker_cli.listing(runner)
+    return leases + rows, shells
 
 
 def halt(runner: kb.KubeRunner) -> int:

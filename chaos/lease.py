@@ -77,3 +77,11 @@ class LeaseBook:
 
     def __len__(self) -> int:
         return len(self._leases)
+
+
+def describe_effect(effect: dict[str, int] | None) -> str:
+    """What a fault did, in words ("dropped 1,200 bytes"), or "no effect" when it did nothing."""
+    if effect is None:
+        return "not measured"
+    done = [f"{verb} {n:,} {unit}" for (verb, _, unit), n in ((k.rpartition("_"), n) for k, n in sorted(effect.items())) if n]
+    return ", ".join(done) if done else "NO EFFECT: it met no traffic to drop or hold back"

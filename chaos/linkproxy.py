@@ -10,6 +10,9 @@ Faults (their arguments are in ``chaos/catalog.py``): ``blip`` and ``partition``
 bytes to and from the metadata service (both ways, or one), ``latency`` holds them back,
 ``loss`` delivers a lost segment one retransmission timeout (200 ms, doubling) later, as TCP
 does; ``isolate`` drops a service's bytes to and from racks.
+
+Each lease counts what it did on the wire (bytes dropped, held back, or lost and re-sent), so a
+fault that met no traffic says so when it ends ("no effect") instead of passing for a blip.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import logging
 import os
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
 
 from aiohttp import web
@@ -35,6 +38,7 @@ from stormcore.web import BadRequest, LoopLag, base_app, serve
 log = logging.getLogger(__name__)
 FAULTS = catalog.names("linkproxy")
 RTO_S = 0.2
+EFFECT_WORDS = {"cuts": "dropped_bytes", "delays": "delayed_bytes", "losses": "lost_bytes"}  # what each kind of fault counts
 
 
 class Link:
@@ -46,23 +50,34 @@ class Link:
         self.cuts: dict[object, str] = {}
         self.delays: dict[object, tuple[float, float]] = {}
         self.losses: dict[object, float] = {}
+        self.acted: dict[object, int] = {}  # lease key -> bytes it dropped or held back on this link
         self.connections: set[_Downstream] = set()
 
-    def dropping(self, upstream: bool) -> bool:
-        wanted = "to-metadata" if upstream else "from-metadata"
-        return any(d in ("both", wanted) for d in self.cuts.values())
+    def _count(self, keys: Iterable[object], size: int) -> None:
+        for key in keys:
+            self.acted[key] = self.acted.get(key, 0) + size
 
-    def hold_s(self) -> float:
-        """How long the next chunk is held back by latency and loss faults."""
+    def drops(self, upstream: bool, size: int) -> bool:
+        """Whether a chunk of ``size`` bytes going this way is dropped (counted to the cuts that drop it)."""
+        wanted = "to-metadata" if upstream else "from-metadata"
+        cutting = [key for key, d in self.cuts.items() if d in ("both", wanted)]
+        self._count(cutting, size)
+        return bool(cutting)
+
+    def hold_s(self, size: int) -> float:
+        """How long the next chunk (``size`` bytes) is held back by latency and loss faults."""
         hold = 0.0
         if self.delays:
             delay, jitter = max(self.delays.values())
             hold += max(0.0, delay + self.rng.uniform(-jitter, jitter))
+            self._count(self.delays, size)
         p = max(self.losses.values(), default=0.0)
         rto = RTO_S
         while p and self.rng.random() < p and rto < 60:
             hold += rto
             rto *= 2
+        if rto > RTO_S:  # lost at least once: re-sent after its retransmission timeouts
+            self._count(self.losses, size)
         return hold
 
     def heal(self) -> None:
@@ -80,7 +95,7 @@ class _Pipe:
         self._free_at = 0.0
 
     def send(self, data: bytes) -> None:
-        hold = self.link.hold_s()
+        hold = self.link.hold_s(len(data))
         if not hold and not self._free_at:
             self.transport.write(data)
             return
@@ -101,7 +116,7 @@ class _Upstream(asyncio.Protocol):
         self.down = down
 
     def data_received(self, data: bytes) -> None:
-        if self.down.link.dropping(upstream=False):
+        if self.down.link.drops(upstream=False, size=len(data)):
             self.down.lost_bytes = True
         else:
             self.down.to_rack.send(data)
@@ -140,7 +155,7 @@ class _Downstream(asyncio.Protocol):
         self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
-        if self.link.dropping(upstream=True):
+        if self.link.drops(upstream=True, size=len(data)):
             self.lost_bytes = True
         elif self.onward is not None:
             self.onward.send(data)
@@ -197,7 +212,8 @@ class LinkProxy:
         return racks
 
     def plan(self, links: list[Link], target: str, table: str, value: Any, detail: dict[str, Any]) -> Plan:
-        """Put ``value`` into each link's ``table`` for the lease's life."""
+        """Put ``value`` into each link's ``table`` for the lease's life; its effect is the bytes
+        it acted on, in the words of its table."""
         key = object()
 
         def apply() -> None:
@@ -207,9 +223,13 @@ class LinkProxy:
         def revert() -> None:
             for link in links:
                 getattr(link, table).pop(key, None)
+                link.acted.pop(key, None)
                 link.heal()
 
-        return Plan(target, apply, revert, detail)
+        def effect() -> dict[str, int]:
+            return {EFFECT_WORDS[table]: sum(link.acted.get(key, 0) for link in links)}
+
+        return Plan(target, apply, revert, detail, effect)
 
     def on_racks(self, values: dict[str, Any], table: str, value: Any, detail: dict[str, Any]) -> Plan:
         """A fault on the racks' paths to the metadata service."""
@@ -276,7 +296,7 @@ def create_app(
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
-        return web.json_response({"component": "linkproxy", "faults": proxy.runner.book.active(now), "loop_lag_p99_s": lag.p99(request)})
+        return web.json_response({"component": "linkproxy", "faults": proxy.runner.active(now), "loop_lag_p99_s": lag.p99(request)})
 
     described = {
         "type": "object",

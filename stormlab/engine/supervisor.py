@@ -317,7 +317,7 @@ def create_app(sup: Supervisor) -> web.Application:
         }
         rec = sup.reconciler
         deploys = {"live": sup.deploys.live(), "behind": rec.behind(), "failures": dict(rec.failures)}
-        return web.json_response({"component": "supervisor", "components": comps, "faults": runner.book.active(now), "deploys": deploys})
+        return web.json_response({"component": "supervisor", "components": comps, "faults": runner.active(now), "deploys": deploys})
 
     async def lifecycle(app: web.Application):
         for name in sup.comps:

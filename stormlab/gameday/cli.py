@@ -203,6 +203,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
         say("interrupted", "interrupted: rollbacks ran, every fault halted")
+    journal = scoring.judged_effects(journal, lab.effects().effect_of)  # the leases have all ended: rolled back
     journal["seed"] = seed
     journal["team"] = args.team
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)

@@ -10,7 +10,9 @@ from typing import Any
 
 def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: str, page: Path, journal_path: Path) -> str:
     """The closing lines; ``standing``: the leaderboard's file, this run's rank and the board's size."""
-    lines = [f"\n{journal['title']}: {journal['outcome'].upper()}", *_validity(journal["validity"]), *_compared(journal["comparison"])]
+    lines = [f"\n{journal['title']}: {journal['outcome'].upper()}", *_validity(journal["validity"])]
+    lines += [f"  FINDING: {finding}" for finding in journal.get("findings", [])]
+    lines += _compared(journal["comparison"])
     lines.append("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in journal["score"].items()))
     for role, card in journal["roles"].items():
         lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))

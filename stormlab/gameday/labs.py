@@ -6,6 +6,7 @@ autopilot's moves through `ops`, and read the players' moves from the responders
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,19 @@ class LocalLab(_Lab):
             lease, req = await asyncio.to_thread(client.apply, self.state, fault, values, self.ops.token)
         except (UsageError, LabError) as exc:
             return {"ok": False, "message": str(exc)}
-        return {"ok": True, "duration_s": req.body["duration_s"], "message": client.describe(lease, req)}
+        ref = {"holder": req.fault.holder, "id": lease.get("id"), "fault": fault}
+        return {"ok": True, "duration_s": req.body["duration_s"], "message": client.describe(lease, req), "lease": ref}
+
+    def effects(self) -> HolderEffects:
+        """What the run's leases did, from their holders' recently ended leases (after the rollback)."""
+        ended: dict[tuple[str, Any], dict[str, Any]] = {}
+        for who, url in client.holders(self.state).items():
+            try:
+                book = client.call("GET", f"{url}/faults", self.ops.token)
+            except (UsageError, LabError, TimeoutError):
+                continue  # a holder that is gone forgot its leases: their effect stays unknown
+            ended |= {(who, e.get("id")): e for e in book.get("ended", []) if isinstance(e, dict)}
+        return HolderEffects(ended)
 
     async def rollback(self) -> None:
         for url in client.holders(self.state).values():
@@ -137,16 +150,59 @@ class DockerLab(_Lab):
             req = catalog.request(fault, values, client.racks_total(self.stack.state))
         except UsageError as exc:
             return {"ok": False, "message": str(exc)}
+        applied_at = time.time()
         done = await asyncio.to_thread(self.stack.chaos, [fault, *argv(req.fault, values)])
         said = (done.stdout.strip() or done.stderr.strip()).splitlines()
         return {
             "ok": done.returncode == 0,
             "message": said[-1] if said else f"exit {done.returncode}",
             "duration_s": req.body["duration_s"],
+            "lease": {"holder": "containers", "fault": fault, "applied_at": applied_at, "duration_s": req.body["duration_s"]},
         }
 
     async def rollback(self) -> None:
         await asyncio.to_thread(self.stack.chaos, ["halt"])
+
+    def effects(self) -> ShellEffects:
+        """What the run's network faults did, from the fault shells that ended in the containers."""
+        done = self.stack.chaos(["list", "--json"])
+        try:
+            shells = json.loads(done.stdout).get("shells", [])
+        except ValueError:
+            shells = []
+        return ShellEffects([s for s in shells if isinstance(s, dict) and s.get("state") == "ended"])
+
+
+class HolderEffects:
+    """The local lab's holders' recently ended leases, by holder and lease id."""
+
+    def __init__(self, ended: dict[tuple[str, Any], dict[str, Any]]) -> None:
+        self.ended = ended
+
+    def effect_of(self, lease: dict[str, Any]) -> dict[str, Any] | None:
+        found = self.ended.get((lease.get("holder", ""), lease.get("id")))
+        return None if found is None else {"effect": found.get("effect"), "no_effect": bool(found.get("no_effect"))}
+
+
+class ShellEffects:
+    """The fault shells that ended in the stack's containers: a lease's are those of its fault that
+    ended within its window (from when it was applied to its end, and a little after)."""
+
+    def __init__(self, ended: list[dict[str, Any]]) -> None:
+        self.ended = ended
+
+    def effect_of(self, lease: dict[str, Any], slack_s: float = 30.0) -> dict[str, Any] | None:
+        start = lease.get("applied_at", 0.0)
+        end = start + lease.get("duration_s", 0.0) + slack_s
+        mine = [s for s in self.ended if s.get("fault") == lease.get("fault") and start <= s.get("at", 0.0) <= end]
+        counted = [s["effect"] for s in mine if s.get("effect") is not None]
+        if not counted:
+            return None
+        total: dict[str, int] = {}
+        for effect in counted:
+            for key, n in effect.items():
+                total[key] = total.get(key, 0) + n
+        return {"effect": total, "no_effect": not any(total.values())}
 
 
 def argv(fault: catalog.Fault, values: dict[str, Any]) -> list[str]:

@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from chaos.lease import describe_effect
 from stormcore.settings import TIME_COMPRESSION
 from stormlab.gameday.scoring import EVENT_NAMES, records, role_events
 
@@ -24,6 +25,7 @@ def page(journal: dict[str, Any], pngs: list[Path], roles_png: Path | None) -> s
 <h1>{e(journal["title"])}</h1>
 <p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
 {"autopilot" if journal["autopilot"] else "players"} · {validity(journal)}</p>
+{findings(journal)}
 <h2>2015 beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")])}
 <h2>Score</h2><table>{pairs(journal["score"])}</table>
 {debrief(journal, roles_png)}
@@ -33,6 +35,11 @@ def page(journal: dict[str, Any], pngs: list[Path], roles_png: Path | None) -> s
 {images(p for p in pngs if not p.stem.startswith("cascade-"))}
 {cascade(journal, [p for p in pngs if p.stem.startswith("cascade-")])}
 """
+
+
+def findings(journal: dict[str, Any]) -> str:
+    found = journal.get("findings", [])
+    return f"<h2>Findings</h2><ul>{''.join(f'<li><b>{e(f)}</b></li>' for f in found)}</ul>" if found else ""
 
 
 def validity(journal: dict[str, Any]) -> str:
@@ -109,9 +116,16 @@ def steps(journal: dict[str, Any]) -> str:
     return "".join(
         f"<tr class={'ok' if r['passed'] else 'bad'}><td>{r['at_s']:.1f}</td><td>{e(r['name'])}</td>"
         f"<td>{e(r['kind'])}</td><td>{e(str(r.get('expect', r.get('fault') or r.get('action') or '')))}</td>"
-        f"<td>{e(str(r.get('detail', '')))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
+        f"<td>{e(measured(r))}</td><td>{'pass' if r['passed'] else 'FAIL'}</td></tr>"
         for r in records(journal)
     )
+
+
+def measured(record: dict[str, Any]) -> str:
+    """A step's detail, and for a fault on traffic what its lease did."""
+    detail = str(record.get("detail", ""))
+    effect = record.get("effect")
+    return detail if effect is None or "NO EFFECT" in detail else f"{detail} · {describe_effect(effect)}"
 
 
 def moves(journal: dict[str, Any]) -> str:

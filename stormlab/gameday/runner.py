@@ -208,7 +208,7 @@ class Runner:
         """A fault or an operator's action, and whether it went as the step expected."""
         if step.fault:
             result = await self.lab.fault(step.fault, args, self.speed)
-            own = {"fault": step.fault, "duration_s": result.get("duration_s"), "passed": result["ok"]}
+            own = {"fault": step.fault, "duration_s": result.get("duration_s"), "passed": result["ok"], "lease": result.get("lease")}
         else:
             assert step.action is not None, "the reader gives every action step its action"
             result = await self.lab.action(step.action, args, self.speed)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chaos import catalog
+from chaos.lease import describe_effect
 from stormcore.settings import TIME_COMPRESSION
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ROLES, owner
@@ -14,6 +16,24 @@ from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
     """Every step's record, the autopilot's moves in place after their operator step."""
     return [r for s in journal["steps"] for r in (s, *s.get("autopilot", []))]
+
+
+def judged_effects(journal: dict[str, Any], effect_of: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any]:
+    """Each fault step with what its lease did (``effect_of``: the lab's answer once it ended); a
+    fault on traffic that did nothing fails its step and is a finding: a run whose blip cut nothing
+    did not play the incident, whatever its expectations say."""
+    findings = []
+    for r in records(journal):
+        if not r.get("lease"):
+            continue
+        found = effect_of(r["lease"])
+        r["effect"] = None if found is None else found["effect"]
+        if found is not None and found["no_effect"]:
+            r["passed"] = False
+            r["detail"] = f"{r.get('detail', '')} — {describe_effect(found['effect'])}".strip(" —")
+            findings.append(f"{r['name']} ({r.get('fault')}) had no effect: it met no traffic to drop or hold back")
+    outcome = "failed" if findings and journal["outcome"] in ("passed", "deviated") else journal["outcome"]
+    return journal | {"findings": findings, "outcome": outcome}
 
 
 def moments(journal: dict[str, Any]) -> dict[str, float]:

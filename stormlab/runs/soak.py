@@ -11,7 +11,9 @@ supervisor, with whatever it held. At the end, once the longest lease is over, i
 every holder's book is empty; every component runs and none is stopped (SIGSTOP); the metadata
 service is not paused and has its cores, memberships and tables back; the host's iptables and
 nftables rules are what they were; and every lease that was applied ended, by its lease or by
-its holder's restart (the fault event log). Prints the figures as JSON; exit 1 if any check fails.
+its holder's restart (the fault event log); and every fault on traffic dropped or held back
+something, unless all its targets (or the metadata service) were frozen or restarting while it
+held, or another lease cut the same racks. Prints the figures as JSON; exit 1 if any check fails.
 
 On compose (``--backend docker``; STORMLAB_COMPOSE_PROJECT, and STORMLAB_METADATA_URL and
 STORMLAB_TOKEN when not the defaults) the network and freeze faults are fault shells in the
@@ -48,7 +50,7 @@ from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
 from stormlab.runs.soak_compose import docker_soak
-from stormlab.runs.soak_leases import host_rules, metadata_restored, random_fault
+from stormlab.runs.soak_leases import CUTS, NETWORK, RESTART_S, STILL, host_rules, metadata_restored, random_fault, unexplained
 
 # holders the supervisor restarts and that hold faults for the whole lab (the services hold only their fixes; killing the
 # supervisor would end the lab)
@@ -59,6 +61,22 @@ def events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def paired(log: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each start event with its end (None: it never had one), in the log's order. A holder that
+    restarts numbers its leases from 1 again: an end belongs to the newest start of its number."""
+    pairs: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    open_at: dict[tuple[str, int], int] = {}
+    for e in log:
+        key = (e["component"], e["id"])
+        if e["event"] == "start":
+            open_at[key] = len(pairs)
+            pairs.append((e, None))
+        elif key in open_at:
+            i = open_at.pop(key)
+            pairs[i] = (pairs[i][0], e)
+    return pairs
 
 
 SWITCHES = {  # what a deploy or a fix changes, as each holder's /status shows it
@@ -169,10 +187,9 @@ class LocalSoak:
 
     def leases_left_open(self) -> dict[str, int]:
         """From the fault event log: leases ended by their lease, by a restart of their holder, or never."""
-        ours = events(self.log)[self.first_event :]
-        started = [e for e in ours if e["event"] == "start"]
-        ended = {(e["component"], e["id"]) for e in ours if e["event"] == "end"}
-        open_leases = [e for e in started if (e["component"], e["id"]) not in ended]
+        pairs = paired(events(self.log)[self.first_event :])
+        started = [start for start, _ in pairs]
+        open_leases = [start for start, end in pairs if end is None]
         # a lease without an end event is over if its holder was killed after it started: by the soak,
         # or by a kill fault on it (the cascade's services hold their fixes)
         killed = self.kills + [(e["at"], e["target"]) for e in started if e["fault"] == "kill"]
@@ -183,25 +200,54 @@ class LocalSoak:
             "never_ended": len(open_leases) - len(by_restart),
         }
 
+    def effects(self) -> dict[str, Any]:
+        """The faults on traffic that ended: how many did nothing, and how many of those without a
+        reason (their targets all frozen or restarting, or the metadata service): findings."""
+        pairs = paired(events(self.log)[self.first_event :])
+        ended = [(start, end) for start, end in pairs if end is not None and start["fault"] in NETWORK]
+        still = [
+            (e["target"], e["at"], e["at"] + (e["duration_s"] if e["fault"] == "freeze" else RESTART_S))
+            for e, _ in pairs
+            if e["fault"] in STILL
+        ] + [(who, at, at + RESTART_S) for at, who in self.kills]
+        # another lease cutting the same rack dropped the traffic first: there was nothing left to lose or delay
+        cuts = [(rack, s["at"], e["at"], s["id"]) for s, e in ended if s["fault"] in CUTS for rack in s["target"].split(",")]
+        quiet = [(s["target"].split(","), s["at"], e["at"], s["id"]) for s, e in ended if e.get("no_effect")]
+        found = [
+            (targets, a, b)
+            for targets, a, b, lease in quiet
+            if unexplained([(targets, a, b)], still + [(rack, x, y) for rack, x, y, other in cuts if other != lease])
+        ]
+        return {
+            "network_leases_ended": len(ended),
+            "network_leases_without_effect": len(quiet),
+            "without_effect_unexplained": [f"{','.join(t)} from {a:.1f} to {b:.1f}" for t, a, b in found][:10],
+        }
+
     def verdict(self) -> dict[str, Any]:
         now, books, sup, meta = self.read_back()
         comps, after = sup["components"], switches(now, self.token)
-        result = self.leases_left_open() | {
-            "still_held": sum(len(book) for book in books.values()),
-            "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
-            "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
-            "metadata_restored": metadata_restored(meta, self.meta_before),
-            "switches_restored": after == self.switches_before,
-            "switches_changed": changed(self.switches_before, after),
-            "server_error_examples": self.server_errors[:10],
-            "host_rules_unchanged": host_rules() == self.rules_before,
-        }
+        result = (
+            self.leases_left_open()
+            | self.effects()
+            | {
+                "still_held": sum(len(book) for book in books.values()),
+                "processes_missing": sorted(n for n, c in comps.items() if not c["running"] or c["held_down"]),
+                "processes_stopped": sorted(n for n, c in comps.items() if c["paused"] or stopped(c["pid"])),
+                "metadata_restored": metadata_restored(meta, self.meta_before),
+                "switches_restored": after == self.switches_before,
+                "switches_changed": changed(self.switches_before, after),
+                "server_error_examples": self.server_errors[:10],
+                "host_rules_unchanged": host_rules() == self.rules_before,
+            }
+        )
         clean = not (
             result["never_ended"]
             or result["still_held"]
             or result["processes_missing"]
             or result["processes_stopped"]
             or self.server_errors
+            or result["without_effect_unexplained"]
         )
         result["ok"] = clean and result["metadata_restored"] and result["switches_restored"] and result["host_rules_unchanged"]
         return result

@@ -1,5 +1,6 @@
-"""What both soaks share: the random leases they ask for, and the checks that nothing was left
-on the host and that the metadata service is back as it was."""
+"""What both soaks share: the random leases they ask for, the checks that nothing was left on the
+host and that the metadata service is back as it was, and which faults on traffic did nothing
+without a reason."""
 
 from __future__ import annotations
 
@@ -10,17 +11,25 @@ from typing import Any
 
 from chaos import catalog
 
+NETWORK = ("blip", "partition", "latency", "loss", "isolate")  # the faults on traffic: each says what it did
+CUTS = ("blip", "partition")  # drop a rack's traffic: another fault on the same rack then has none to act on
+STILL = ("freeze", "kill")  # a process held still sends nothing for a fault on its traffic to act on
+RESTART_S = 10.0  # how long after a kill a process may take to send again (the supervisor's or compose's restart)
+PEER = "metadata"  # the other end of every rack link
+
 
 def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[str, dict[str, Any]]:
-    """One fault of the catalog with random arguments (plain values, as a person types them)."""
+    """One fault of the catalog with random arguments (plain values, as a person types them). A
+    fault on traffic lasts at least a second and a loss loses at least half, so that one which
+    did nothing (no probe crossed its links) is a finding, not chance."""
     duration = f"{rng.uniform(0.2, 2.0):.2f}s"
     some = ",".join(str(r) for r in sorted(rng.sample(range(racks), rng.randint(1, min(3, racks))))) + ","
     choices: list[tuple[str, dict[str, Any]]] = [
         ("blip", {"racks": some}),
         ("partition", {"racks": some, "direction": rng.choice(["both", "to-metadata", "from-metadata"])}),
         ("latency", {"racks": some, "delay": f"{rng.randint(10, 300)}ms", "jitter": "5ms"}),
-        ("loss", {"racks": some, "probability": round(rng.uniform(0.05, 0.5), 2)}),
-        ("isolate", {"target": rng.choice(catalog.SERVICES), "racks": some}),
+        ("loss", {"racks": some, "probability": round(rng.uniform(0.5, 0.9), 2)}),
+        ("isolate", {"target": rng.choice(catalog.SERVICES)}),  # every rack: a service talks only to its tables' racks
         ("freeze", {"target": rng.choice(processes)}),
         ("kill", {"target": rng.choice(processes)}),
         ("pause-metadata", {}),
@@ -36,7 +45,27 @@ def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[
         ("short-timeout", {}),
     ]
     name, args = rng.choice(choices)
+    if name in NETWORK:
+        duration = f"{rng.uniform(1.0, 2.0):.2f}s"
     return name, {**args, "duration": duration}
+
+
+Window = tuple[str, float, float]  # a target, and from when to when
+
+
+def unexplained(quiet: list[tuple[list[str], float, float]], still: list[Window]) -> list[tuple[list[str], float, float]]:
+    """The faults on traffic that did nothing (their targets, start, end) without a reason: a
+    lease is explained when every one of its targets, or the metadata service at the other end,
+    was held still (frozen, or killed and restarting) at some time while it held."""
+
+    def held_still(target: str, start: float, end: float) -> bool:
+        return any(who == target and a <= end and b >= start for who, a, b in still)
+
+    return [
+        (targets, start, end)
+        for targets, start, end in quiet
+        if not (all(held_still(t, start, end) for t in targets) or held_still(PEER, start, end))
+    ]
 
 
 def host_rules() -> dict[str, str]:

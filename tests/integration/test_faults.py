@@ -303,3 +303,35 @@ async def test_isolate_refuses_what_it_cannot_do(paths, body):
     assert resp.status == 400 and "message" in await resp.json()
     assert (await (await proxy.get("/faults")).json())["faults"] == []
     assert await link_get(ports[("queues", 0)]) == 200
+
+
+async def test_a_blip_says_what_it_dropped_and_one_that_met_no_traffic_says_no_effect(links, event_log):
+    proxy, ports = links
+    hit = await proxy.post("/faults", json={"fault": "blip", "racks": [0], "duration_s": 0.6})
+    idle = await proxy.post("/faults", json={"fault": "blip", "racks": [1], "duration_s": 0.6})
+    assert hit.status == idle.status == 201
+    assert await link_get(ports[0]) == "timeout"  # rack 0's request is dropped; rack 1 sends nothing
+    held = {f["target"]: f["effect"] for f in (await (await proxy.get("/faults")).json())["faults"]}
+    assert held["rack-0"]["dropped_bytes"] > 0 and held["rack-1"] == {"dropped_bytes": 0}  # so far
+    await asyncio.sleep(0.8)
+    listing = await (await proxy.get("/faults")).json()
+    ended = {e["target"]: e for e in listing["ended"]}
+    assert listing["faults"] == []
+    assert ended["rack-0"]["no_effect"] is False and ended["rack-0"]["effect"]["dropped_bytes"] > 0
+    assert ended["rack-1"]["no_effect"] is True and ended["rack-1"]["effect"] == {"dropped_bytes": 0}
+    ends = {e["target"]: e for e in map(json.loads, event_log.read_text().splitlines()) if e["event"] == "end"}
+    assert (ends["rack-0"]["no_effect"], ends["rack-1"]["no_effect"]) == (False, True)
+    metrics = await (await proxy.get("/metrics")).text()
+    assert 'stormlab_chaos_no_effect_total{fault="blip"} 1.0' in metrics
+
+
+async def test_latency_counts_the_bytes_it_held_back(links):
+    proxy, ports = links
+    resp = await proxy.post("/faults", json={"fault": "latency", "racks": [0], "delay_s": 0.05, "duration_s": 0.5})
+    assert resp.status == 201
+    await timed_get(ports[0])
+    [lease] = (await (await proxy.get("/faults")).json())["faults"]
+    assert lease["effect"]["delayed_bytes"] > 0
+    await asyncio.sleep(0.5)
+    [ended] = (await (await proxy.get("/faults")).json())["ended"]
+    assert ended["no_effect"] is False and ended["effect"]["delayed_bytes"] >= lease["effect"]["delayed_bytes"]

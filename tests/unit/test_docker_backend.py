@@ -32,25 +32,32 @@ def script(execs):
 
 def test_partition_applies_each_rule_and_arms_its_revert_in_one_shell():
     text = script(db.partition("stormlab-rack-3", ["172.20.0.2"], 5))
-    applied = ["iptables -I OUTPUT -d 172.20.0.2 -j DROP", "iptables -I INPUT -s 172.20.0.2 -j DROP"]
-    undone = ["iptables -D INPUT -s 172.20.0.2 -j DROP", "iptables -D OUTPUT -d 172.20.0.2 -j DROP"]
+    tag = "-m comment --comment stormlab-$$ -j DROP"  # the shell's own rules, by its pid
+    applied = [f"iptables -w -I OUTPUT -d 172.20.0.2 {tag}", f"iptables -w -I INPUT -s 172.20.0.2 {tag}"]
+    undone = [f"iptables -w -D INPUT -s 172.20.0.2 {tag}", f"iptables -w -D OUTPUT -d 172.20.0.2 {tag}"]
     assert all(f"if ! {a}; then" in text for a in applied)
-    assert f"undo() {{ {undone[0]}; {undone[1]}; rm -f $f; }}" in text
+    assert f"{undone[0]}; {undone[1]}; rm -f $f; }}" in text
     assert "sleep 5 & wait $!" in text and db.FAULT_FILE in text
+    # what it dropped: the packets its own rules counted, read while it holds and once more as it ends
+    assert 'count() { iptables -w -L -v -x -n | awk -v c="/* stormlab-$$ */"' in text
+    assert 'undo() { n="$(count 2>/dev/null)"; printf' in text
 
 
 def test_one_way_partition_drops_only_outgoing_traffic():
     text = script(db.partition("r", ["10.0.0.9"], 2.5, direction="out"))
-    assert "iptables -I OUTPUT -d 10.0.0.9 -j DROP" in text and "INPUT" not in text and "sleep 2.5" in text
+    assert "iptables -w -I OUTPUT -d 10.0.0.9 -m comment" in text and "INPUT" not in text and "sleep 2.5" in text
 
 
 def test_latency_loss_freeze_kill_commands():
-    assert "if ! tc qdisc add dev eth0 root netem delay 200ms 50ms; then exit 1; fi" in script(db.latency("m", 200, 50, 10))
-    assert "netem loss 20%" in script(db.loss("m", 0.2, 3))
+    delayed = script(db.latency("m", 200, 50, 10))
+    assert "if ! tc qdisc add dev eth0 root netem delay 200ms 50ms; then exit 1; fi" in delayed
+    assert "count() { tc -s qdisc show dev eth0 | awk '/netem/ {on = 1} on && /Sent/ {print $4 + 0; exit}'; }" in delayed  # packets held
+    lost = script(db.loss("m", 0.2, 3))
+    assert "netem loss 20%" in lost and "{print $7 + 0; exit}" in lost  # the qdisc's drops
     # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
     frozen = script(db.freeze("m", 4))
     assert "if ! p=$(pgrep -o -P 1); then exit 1; fi; if ! kill -STOP $p; then exit 1; fi" in frozen
-    assert "undo() { kill -CONT $p; rm -f $f; }" in frozen
+    assert "kill -CONT $p; rm -f $f; }" in frozen and "count() { :; }" in frozen  # nothing to count
     assert db.kill("m") == [db.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
 
 
@@ -81,7 +88,7 @@ class FakeCompose(FakeRunner):
 
     def exec(self, command):
         if command.argv == db.LIST:
-            return "".join(f"{pid} {fault} 9999999999 held\n" for pid, (c, fault) in self.holding.items() if c == command.container)
+            return "".join(f"{pid} {fault} 9999999999 held 0\n" for pid, (c, fault) in self.holding.items() if c == command.container)
         if command.argv == db.HALT:
             ours = [pid for pid, (c, _) in self.holding.items() if c == command.container]
             for pid in ours:
@@ -218,3 +225,22 @@ def test_a_lease_only_the_local_supervisor_holds_is_refused_on_compose():
     with pytest.raises(ChaosError, match="held by the local lab's supervisor.*stormlab up"):
         client.build(compose, "deploy", {"retry_policy": "full-jitter", "duration": "5m"})  # `ops deploy` on compose
     assert runner.ran == []
+
+
+def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_nothing():
+    from chaos.docker_cli import rows_of
+
+    found = [
+        db.Held("rack-0", 11, "blip", 130.0, "held", 42),
+        db.Held("rack-1", 12, "partition", 100.0, "orphan", 0),
+        db.Held("rack-2", 13, "blip", 95.0, "ended", 0),  # cut nothing: a finding
+        db.Held("rack-3", 14, "blip", 96.0, "ended", 7),  # did its work: not repeated
+        db.Held("queues", 15, "freeze", 97.0, "ended", None),  # not counted: not judged
+        db.Held("rack-4", 16, "latency", 140.0, "held", 5),
+    ]
+    assert rows_of(found, now=100.0) == [
+        "rack-0 (pid 11) blip: 30s left (dropped 42 packets so far)",
+        "rack-1 (pid 12) partition: its holder was gone: reverted now; NO EFFECT: it met no traffic to drop or hold back",
+        "rack-2 (pid 13) blip ended 5s ago: NO EFFECT: it met no traffic to drop or hold back",
+        "rack-4 (pid 16) latency: 40s left (delayed 5 packets so far)",
+    ]

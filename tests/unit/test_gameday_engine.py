@@ -230,3 +230,40 @@ def test_a_game_day_judged_invalid_says_so_in_its_report():
     assert reason.startswith("at the herd") and "rack-07" in reason and "300 ms" in reason
     text = report_html.page(scoring.scored(scenario, journal, period_s=10.0), [], None)
     assert "INVALID RUN" in text and "rack-07" in text
+
+
+def test_a_blip_that_met_no_traffic_fails_its_step_and_the_run_and_the_report_says_why():
+    clock, lab = toy()
+    toy_fault = lab.fault
+
+    async def leased(fault, args, speed):  # each fault says which lease it took, as the labs do
+        return await toy_fault(fault, args, speed) | {"lease": {"holder": "linkproxy", "id": fault}}
+
+    lab.fault = leased
+    _, journal = run(flagship(), lab, clock)
+    assert journal["outcome"] == "passed"
+    did = {"blip": {"dropped_bytes": 0}, "gsi-growth": None}  # the blip cut nothing; growth is not counted
+    judged = scoring.judged_effects(journal, lambda lease: None if did.get(lease["id"]) is None else {
+        "effect": did[lease["id"]], "no_effect": not any(did[lease["id"]].values())})  # fmt: skip
+    blip = next(r for r in scoring.records(judged) if r.get("fault") == "blip")
+    assert judged["outcome"] == "failed" and blip["passed"] is False and "NO EFFECT" in blip["detail"]
+    assert judged["findings"] == [f"{blip['name']} (blip) had no effect: it met no traffic to drop or hold back"]
+    growth = next(r for r in scoring.records(judged) if r.get("fault") == "gsi-growth")
+    assert growth["passed"] and growth["effect"] is None  # not measured: not judged
+    page = report_html.findings(judged)
+    assert "had no effect" in page and "<h2>Findings</h2>" in page
+
+
+def test_a_blip_that_dropped_traffic_keeps_the_run_passing_and_says_what_it_dropped():
+    clock, lab = toy()
+    toy_fault = lab.fault
+
+    async def leased(fault, args, speed):
+        return await toy_fault(fault, args, speed) | {"lease": {"holder": "linkproxy", "id": fault}}
+
+    lab.fault = leased
+    _, journal = run(flagship(), lab, clock)
+    judged = scoring.judged_effects(journal, lambda lease: {"effect": {"dropped_bytes": 4096}, "no_effect": False})
+    blip = next(r for r in scoring.records(judged) if r.get("fault") == "blip")
+    assert judged["outcome"] == "passed" and judged["findings"] == [] and blip["passed"]
+    assert report_html.measured(blip).endswith("· dropped 4,096 bytes")

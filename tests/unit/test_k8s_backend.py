@@ -111,7 +111,7 @@ class FakeApiServer:
         await ws.prepare(request)
         out = ""
         if tuple(argv) == db.LIST:
-            out = "".join(f"{pid} freeze {time.time() + 20:.0f} held\n" for p, pid in self.paused.items() if p == pod)
+            out = "".join(f"{pid} freeze {time.time() + 20:.0f} held -\n" for p, pid in self.paused.items() if p == pod)
         elif tuple(argv) == db.HALT:
             out = f"{int(self.paused.pop(pod, 0) > 0)}\n"
         elif "kill -STOP $p" in argv[-1]:  # the detached shell holding a freeze

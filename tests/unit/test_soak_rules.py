@@ -47,3 +47,42 @@ def test_a_drop_rule_or_a_netem_qdisc_left_behind_is_found():
 def test_reordered_rules_are_the_same_rules():
     assert changed(["a", "b", "b"], ["b", "a", "b"]) == []
     assert changed(["a", "b"], ["a", "b", "b"]) == ["+ b"]
+
+
+def test_a_fault_on_traffic_that_did_nothing_is_a_finding_unless_its_targets_were_held_still():
+    from stormlab.runs.soak_leases import unexplained
+
+    quiet = [
+        (["rack-1"], 10.0, 12.0),  # nothing stopped rack-1: a finding
+        (["rack-2"], 20.0, 21.5),  # rack-2 frozen from 19 to 21: it sent nothing
+        (["rack-3", "rack-4"], 30.0, 31.0),  # only rack-3 was still: rack-4's probes should have been cut
+        (["rack-5"], 40.0, 41.0),  # the metadata service, the other end, frozen (a one-way cut saw no replies)
+    ]
+    still = [("rack-2", 19.0, 21.0), ("rack-3", 29.0, 35.0), ("metadata", 40.5, 42.0), ("rack-1", 12.5, 14.0)]
+    assert unexplained(quiet, still) == [(["rack-1"], 10.0, 12.0), (["rack-3", "rack-4"], 30.0, 31.0)]
+
+
+def test_the_soaks_faults_on_traffic_last_long_enough_to_meet_a_probe():
+    import random
+
+    from stormlab.runs.soak_leases import NETWORK, random_fault
+
+    rng = random.Random(7)
+    drawn = [random_fault(rng, 10, ["rack-0", "metadata"]) for _ in range(500)]
+    network = [(name, args) for name, args in drawn if name in NETWORK]
+    assert network and all(float(args["duration"].removesuffix("s")) >= 1.0 for _, args in network)
+    assert all(args["probability"] >= 0.5 for name, args in network if name == "loss")
+
+
+def test_a_holder_that_restarts_numbers_its_leases_anew_and_each_end_finds_its_own_start():
+    from stormlab.runs.soak import paired
+
+    log = [
+        {"event": "start", "component": "queues", "id": 1, "at": 1.0},
+        {"event": "start", "component": "queues", "id": 2, "at": 2.0},  # never ends: queues was killed
+        {"event": "end", "component": "queues", "id": 1, "at": 3.0},
+        {"event": "start", "component": "queues", "id": 1, "at": 10.0},  # the restarted holder's first lease
+        {"event": "start", "component": "queues", "id": 2, "at": 11.0},
+        {"event": "end", "component": "queues", "id": 2, "at": 12.0},
+    ]
+    assert [(s["at"], e and e["at"]) for s, e in paired(log)] == [(1.0, 3.0), (2.0, None), (10.0, None), (11.0, 12.0)]
