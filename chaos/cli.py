@@ -161,7 +161,7 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
         except (LabError, ChaosError) as exc:
             failed.append(f"{who}: {exc}")
     if what == "list":
-        held, shells = engine.listing(runner) if engine else ([], [])
+        held, shells = engine.listing(runner, failed) if engine else ([], [])
         if as_json:
             leases = [{"holder": who, **f} for who, f in rows]
             ends = [{"holder": who, **e} for who, e in ended]
@@ -169,12 +169,15 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
         else:
             print_listing(rows, ended, held)
     else:
-        halted += engine.halt(runner) if engine else 0
+        count, failures = engine.halt(runner) if engine else (0, [])
+        halted, failed = halted + count, failed + failures
         print(f"halted {halted} fault(s)")
     for line in failed:
         print(f"stormlab: {line}", file=sys.stderr)
     if failed:
-        raise LabError(f"{len(failed)} holder(s) did not answer; the others were {'listed' if what == 'list' else 'halted'}")
+        raise LabError(
+            f"{len(failed)} holder(s) or container(s) did not answer; the others were {'listed' if what == 'list' else 'halted'}"
+        )
     return 0
 
 

@@ -12,6 +12,7 @@ import urllib.request
 from typing import Any
 
 from chaos import docker_backend as db
+from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
 from chaos.control import no_effect
 from chaos.lease import describe_effect
@@ -84,15 +85,16 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, before: set[tuple
         time.sleep(0.1)
 
 
-def listing(runner: db.Runner) -> tuple[list[str], list[dict[str, Any]]]:
+def listing(runner: db.Runner, failed: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """The fault shells in the lab's containers, as lines (each held one with its time left and what
     it did so far, each orphan reverted by this listing, each that ended lately having done
-    nothing) and as records for `chaos list --json`."""
-    found = db.listed(runner, lab_containers(runner))
+    nothing) and as records for `chaos list --json`; a container that does not answer goes in
+    ``failed`` and the others are listed."""
+    found = db.listed(runner, lab_containers(runner), failed)
     return rows_of(found, time.time()), [shell_record(h) for h in found]
 
 
-def shell_record(h: db.Held) -> dict[str, Any]:
+def shell_record(h: fs.Held) -> dict[str, Any]:
     return {
         "container": h.container,
         "pid": h.pid,
@@ -104,7 +106,7 @@ def shell_record(h: db.Held) -> dict[str, Any]:
     }
 
 
-def rows_of(found: list[db.Held], now: float) -> list[str]:
+def rows_of(found: list[fs.Held], now: float) -> list[str]:
     rows = []
     for h in found:
         so_far = "" if h.effect is None else f" ({describe_effect(h.effect)} so far)"
@@ -118,7 +120,8 @@ def rows_of(found: list[db.Held], now: float) -> list[str]:
     return rows
 
 
-def halt(runner: db.Runner) -> int:
+def halt(runner: db.Runner) -> tuple[int, list[str]]:
+    """Every fault shell in the lab's containers ended now; the containers that did not answer."""
     return db.halt(runner, lab_containers(runner))
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos import docker_backend as db
+from chaos import fault_shell as fs
 
 try:  # the Kubernetes client is optional: only this backend needs it
     from kubernetes import client as k8s
@@ -64,7 +65,7 @@ class Plan:
     lease: dict[str, Any] | None = None
     policies: list[dict[str, Any]] = field(default_factory=list)
     delete_pods: list[str] = field(default_factory=list)
-    execs: list[db.Exec] = field(default_factory=list)
+    execs: list[fs.Exec] = field(default_factory=list)
 
 
 def racks(pods: list[Pod]) -> dict[int, Pod]:
@@ -154,7 +155,7 @@ def build(body: dict[str, Any], pods: list[Pod], namespace: str = DEFAULT_NAMESP
         if f == "kill":
             return Plan(f, [pod.name], delete_pods=[pod.name])
         if f == "freeze":
-            return Plan(f, [pod.name], execs=db.freeze(pod.name, duration, SERVICE_PID))
+            return Plan(f, [pod.name], execs=fs.freeze(pod.name, duration, SERVICE_PID))
     missing = [r for r in body["racks"] if r not in by_rack]
     if missing:
         raise db.NotOurs(f"no pod for rack(s) {', '.join(map(str, missing))}")
@@ -243,7 +244,7 @@ class KubeRunner:
         ours = any(p.name == container for p in self.pods())
         return {db.PROJECT_LABEL: db.DEFAULT_PROJECT} if ours else {}
 
-    def exec(self, command: db.Exec) -> str:
+    def exec(self, command: fs.Exec) -> str:
         argv = list(command.argv)
         if command.detach:  # the shell outlives the exec: it holds the fault and arms its revert
             argv = ["sh", "-c", f"setsid {shlex.join(argv)} >/dev/null 2>&1 &"]

@@ -62,12 +62,13 @@ def apply(body: dict, runner: kb.KubeRunner, dry_run: bool = False, wait: bool =
     return 0
 
 
-def listing(runner: kb.KubeRunner) -> tuple[list[str], list[dict[str, Any]]]:
+def listing(runner: kb.KubeRunner, failed: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     now = time.time()
     leases = [f"{lease.job} {lease.fault} on {lease.targets}: {max(0.0, lease.ends_at - now):.0f}s left" for lease in runner.leases()]
-    rows, shells = docker_cli.listing(runner)
+    rows, shells = docker_cli.listing(runner, failed)
     return leases + rows, shells
 
 
-def halt(runner: kb.KubeRunner) -> int:
-    return runner.end_leases() + docker_cli.halt(runner)
+def halt(runner: kb.KubeRunner) -> tuple[int, list[str]]:
+    halted, failed = docker_cli.halt(runner)
+    return runner.end_leases() + halted, failed

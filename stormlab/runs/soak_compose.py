@@ -26,6 +26,7 @@ from typing import Any
 from chaos import catalog, client, docker_cli
 from chaos import cli as chaos_cli
 from chaos import docker_backend as db
+from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
 from stormcore import roster
 from stormcore.errors import LabError, UsageError
@@ -40,7 +41,7 @@ def container_rules(runner: Any, container: str) -> list[str]:
     netem qdisc. Docker's own rules (its DNS, redone with new ports when a container restarts)
     aside; a table or chain a fault's rule brought into use stays listed, empty, after the rule
     is gone: that is not a rule left behind."""
-    out = runner.exec(db.Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
+    out = runner.exec(fs.Exec(container, ("sh", "-c", "iptables-save 2>&1; tc qdisc show 2>&1"), detach=False))
     table, found = "", []
     for line in out.splitlines():
         if line.startswith("*"):
@@ -51,7 +52,7 @@ def container_rules(runner: Any, container: str) -> list[str]:
 
 
 def service_stopped(runner: Any, container: str) -> bool:
-    out = runner.exec(db.Exec(container, ("sh", "-c", f'{db.SERVICE_PID}; cut -d" " -f3 "/proc/$p/stat"'), detach=False))
+    out = runner.exec(fs.Exec(container, ("sh", "-c", f'{fs.SERVICE_PID}; cut -d" " -f3 "/proc/$p/stat"'), detach=False))
     return out.strip() in ("T", "t")
 
 
@@ -140,7 +141,7 @@ class ComposeSoak:
         live = [h for h in db.held(self.runner, self.applied_in) if not h.orphan]
         if live:
             victim = rng.choice(live)
-            self.runner.exec(db.Exec(victim.container, ("kill", "-KILL", str(victim.pid)), detach=False))
+            self.runner.exec(fs.Exec(victim.container, ("kill", "-KILL", str(victim.pid)), detach=False))
             self.counts["holders_killed"] += 1
 
     def list_orphans(self) -> None:

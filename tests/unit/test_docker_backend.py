@@ -6,6 +6,7 @@ import pytest
 
 from chaos import client
 from chaos import docker_backend as db
+from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
 
 
@@ -31,51 +32,51 @@ def script(execs):
 
 
 def test_partition_applies_each_rule_and_arms_its_revert_in_one_shell():
-    text = script(db.partition("stormlab-rack-3", ["172.20.0.2"], 5))
+    text = script(fs.partition("stormlab-rack-3", ["172.20.0.2"], 5))
     tag = "-m comment --comment stormlab-$$ -j DROP"  # the shell's own rules, by its pid
     applied = [f"iptables -w -I OUTPUT -d 172.20.0.2 {tag}", f"iptables -w -I INPUT -s 172.20.0.2 {tag}"]
     undone = [f"iptables -w -D INPUT -s 172.20.0.2 {tag}", f"iptables -w -D OUTPUT -d 172.20.0.2 {tag}"]
     assert all(f"if ! {a}; then" in text for a in applied)
     assert f"{undone[0]}; {undone[1]}; rm -f $f; }}" in text
-    assert "sleep 5 & wait $!" in text and db.FAULT_FILE in text
+    assert "sleep 5 & wait $!" in text and fs.FAULT_FILE in text
     # what it dropped: the packets its own rules counted, read while it holds and once more as it ends
     assert 'count() { iptables -w -L -v -x -n | awk -v c="/* stormlab-$$ */"' in text
     assert 'undo() { n="$(count 2>/dev/null)"; printf' in text
 
 
 def test_one_way_partition_drops_only_outgoing_traffic():
-    text = script(db.partition("r", ["10.0.0.9"], 2.5, direction="out"))
+    text = script(fs.partition("r", ["10.0.0.9"], 2.5, direction="out"))
     assert "iptables -w -I OUTPUT -d 10.0.0.9 -m comment" in text and "INPUT" not in text and "sleep 2.5" in text
 
 
 def test_latency_loss_freeze_kill_commands():
-    delayed = script(db.latency("m", 200, 50, 10))
+    delayed = script(fs.latency("m", 200, 50, 10))
     assert "if ! tc qdisc add dev eth0 root netem delay 200ms 50ms; then exit 1; fi" in delayed
     assert "count() { tc -s qdisc show dev eth0 | awk '/netem/ {on = 1} on && /Sent/ {print $4 + 0; exit}'; }" in delayed  # packets held
-    lost = script(db.loss("m", 0.2, 3))
+    lost = script(fs.loss("m", 0.2, 3))
     assert "netem loss 20%" in lost and "{print $7 + 0; exit}" in lost  # the qdisc's drops
     # the service is docker-init's child (init: true): a namespace's PID 1 ignores signals from inside
-    frozen = script(db.freeze("m", 4))
+    frozen = script(fs.freeze("m", 4))
     assert "if ! p=$(pgrep -o -P 1); then exit 1; fi; if ! kill -STOP $p; then exit 1; fi" in frozen
     assert "kill -CONT $p; rm -f $f; }" in frozen and "count() { :; }" in frozen  # nothing to count
-    assert db.kill("m") == [db.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
+    assert fs.kill("m") == [fs.Exec("m", ("sh", "-c", "p=$(pgrep -o -P 1) && kill -KILL $p"))]
 
 
 def test_runner_runs_only_on_the_labs_containers():
     runner = FakeRunner({"stormlab-rack-1": OURS, "someone-elses-db": {db.PROJECT_LABEL: "payments"}})
-    db.run(runner, db.freeze("stormlab-rack-1", 3))
+    db.run(runner, fs.freeze("stormlab-rack-1", 3))
     assert [c.container for c in runner.ran] == ["stormlab-rack-1"]
     for other in ("someone-elses-db", "no-such-container"):
         with pytest.raises(db.NotOurs):
-            db.run(runner, db.kill(other))
+            db.run(runner, fs.kill(other))
     assert len(runner.ran) == 1
 
 
 def test_bad_requests_are_refused_when_built():
     with pytest.raises(ValueError):
-        db.partition("r", ["10.0.0.1"], 1, direction="sideways")
+        fs.partition("r", ["10.0.0.1"], 1, direction="sideways")
     with pytest.raises(ValueError):
-        db.partition("r", [], 1)
+        fs.partition("r", [], 1)
 
 
 class FakeCompose(FakeRunner):
@@ -87,9 +88,9 @@ class FakeCompose(FakeRunner):
         self.holding = {}
 
     def exec(self, command):
-        if command.argv == db.LIST:
+        if command.argv == fs.LIST:
             return "".join(f"{pid} {fault} 9999999999 held 0\n" for pid, (c, fault) in self.holding.items() if c == command.container)
-        if command.argv == db.HALT:
+        if command.argv == fs.HALT:
             ours = [pid for pid, (c, _) in self.holding.items() if c == command.container]
             for pid in ours:
                 del self.holding[pid]
@@ -124,12 +125,12 @@ def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
     runner = FakeCompose()
     code, out = chaos(["blip", "--racks", "2", "--duration", "5s"], runner, capsys)
     assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack-0_1", "stormlab_rack-1_1"]
-    assert runner.ran[0] == db.partition("stormlab_rack-0_1", ["172.30.0.2"], 5.0, fault="blip")[0]
+    assert runner.ran[0] == fs.partition("stormlab_rack-0_1", ["172.30.0.2"], 5.0, fault="blip")[0]
     code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s", "--dry-run"], runner, capsys)
     assert out.startswith("docker exec -d --user root stormlab_rack-2_1 sh -c ") and "-I OUTPUT -d 172.30.0.2" in out
     assert len(runner.ran) == 2  # dry run changed nothing
     chaos(["freeze", "--target", "metadata", "--duration", "2s"], runner, capsys)
-    assert runner.ran[-1] == db.freeze("stormlab_metadata_1", 2.0)[0]
+    assert runner.ran[-1] == fs.freeze("stormlab_metadata_1", 2.0)[0]
 
 
 def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
@@ -180,11 +181,11 @@ def test_isolate_cuts_a_service_container_off_from_the_racks_and_services_are_ta
     monkeypatch.setenv("STORMLAB_TOKEN", "t")
     runner = FakeCompose()
     code, _ = chaos(["isolate", "--target", "queues", "--racks", "0,2", "--duration", "5s"], runner, capsys)
-    assert code == 0 and runner.ran == db.partition("stormlab_queues_1", ["172.30.1.0", "172.30.1.2"], 5.0, fault="isolate")
+    assert code == 0 and runner.ran == fs.partition("stormlab_queues_1", ["172.30.1.0", "172.30.1.2"], 5.0, fault="isolate")
     chaos(["isolate", "--target", "queues", "--duration", "3s"], runner, capsys)  # every rack by default
-    assert runner.ran[-1] == db.partition("stormlab_queues_1", [f"172.30.1.{r}" for r in range(4)], 3.0, fault="isolate")[0]
+    assert runner.ran[-1] == fs.partition("stormlab_queues_1", [f"172.30.1.{r}" for r in range(4)], 3.0, fault="isolate")[0]
     chaos(["kill", "--target", "queues", "--duration", "2s"], runner, capsys)
-    assert runner.ran[-1] == db.kill("stormlab_queues_1")[0]
+    assert runner.ran[-1] == fs.kill("stormlab_queues_1")[0]
     _, out = chaos(["list"], runner, capsys)  # a service's container is among those listed and halted
     assert out.count("stormlab_queues_1") == 2 and "isolate" in out
     _, out = chaos(["halt"], runner, capsys)
@@ -231,12 +232,12 @@ def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_no
     from chaos.docker_cli import rows_of
 
     found = [
-        db.Held("rack-0", 11, "blip", 130.0, "held", 42),
-        db.Held("rack-1", 12, "partition", 100.0, "orphan", 0),
-        db.Held("rack-2", 13, "blip", 95.0, "ended", 0),  # cut nothing: a finding
-        db.Held("rack-3", 14, "blip", 96.0, "ended", 7),  # did its work: not repeated
-        db.Held("queues", 15, "freeze", 97.0, "ended", None),  # not counted: not judged
-        db.Held("rack-4", 16, "latency", 140.0, "held", 5),
+        fs.Held("rack-0", 11, "blip", 130.0, "held", 42),
+        fs.Held("rack-1", 12, "partition", 100.0, "orphan", 0),
+        fs.Held("rack-2", 13, "blip", 95.0, "ended", 0),  # cut nothing: a finding
+        fs.Held("rack-3", 14, "blip", 96.0, "ended", 7),  # did its work: not repeated
+        fs.Held("queues", 15, "freeze", 97.0, "ended", None),  # not counted: not judged
+        fs.Held("rack-4", 16, "latency", 140.0, "held", 5),
     ]
     assert rows_of(found, now=100.0) == [
         "rack-0 (pid 11) blip: 30s left (dropped 42 packets so far)",
@@ -244,3 +245,27 @@ def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_no
         "rack-2 (pid 13) blip ended 5s ago: NO EFFECT: it met no traffic to drop or hold back",
         "rack-4 (pid 16) latency: 40s left (delayed 5 packets so far)",
     ]
+
+
+class OneContainerGone(FakeCompose):
+    """The compose project with one container whose exec fails (gone, restarting)."""
+
+    def exec(self, command):
+        if command.container == "stormlab_rack-1_1" and command.argv in (fs.LIST, fs.HALT):
+            raise RuntimeError("409 Client Error: container is restarting")
+        return super().exec(command)
+
+
+def test_a_container_that_fails_its_exec_is_reported_and_every_other_is_still_halted(capsys):
+    from stormcore.errors import LabError
+
+    runner = OneContainerGone()
+    chaos(["blip", "--racks", "0,2,3", "--duration", "30s"], runner, capsys)
+    assert len(runner.holding) == 3
+    with pytest.raises(LabError, match="1 holder\\(s\\) or container\\(s\\) did not answer; the others were halted"):
+        chaos(["halt"], runner, capsys)
+    out, err = capsys.readouterr()
+    assert "halted 3 fault(s)" in out and "stormlab_rack-1_1: 409 Client Error" in err
+    assert runner.holding == {}
+    with pytest.raises(LabError, match="the others were listed"):
+        chaos(["list"], runner, capsys)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from chaos import docker_backend as db
+from chaos import fault_shell as fs
 
 
 @pytest.fixture
@@ -43,16 +44,16 @@ def run(argv):
 
 def test_a_fault_shell_applies_holds_and_reverts_by_itself(where):
     tmp, prefix = where
-    shell = start(db._armed("blip", steps(tmp, "a", "b"), 0.6, prefix))
+    shell = start(fs._armed("blip", steps(tmp, "a", "b"), 0.6, prefix))
     try:
         wait_for(lambda: os.path.exists(prefix + str(shell.pid)))
         assert (tmp / "a").exists() and (tmp / "b").exists()
-        [line] = run(db.list_command(prefix)).splitlines()
+        [line] = run(fs.list_command(prefix)).splitlines()
         pid, fault, ends_at, state, count = line.split()
         assert (int(pid), fault, state, count) == (shell.pid, "blip", "held", "-") and float(ends_at) > time.time() - 2
         assert shell.wait(timeout=5) == 0
         assert not (tmp / "a").exists() and not (tmp / "b").exists() and not os.path.exists(prefix + pid)
-        [line] = run(db.list_command(prefix)).splitlines()  # its end, kept for the listing
+        [line] = run(fs.list_command(prefix)).splitlines()  # its end, kept for the listing
         pid, fault, ended_at, state, count = line.split()
         assert (int(pid), fault, state, count) == (shell.pid, "blip", "ended", "-") and abs(float(ended_at) - time.time()) < 5
     finally:
@@ -62,13 +63,13 @@ def test_a_fault_shell_applies_holds_and_reverts_by_itself(where):
 
 def test_halt_reverts_a_held_fault_at_once(where):
     tmp, prefix = where
-    shell = start(db._armed("partition", steps(tmp, "a"), 60, prefix))
+    shell = start(fs._armed("partition", steps(tmp, "a"), 60, prefix))
     try:
         wait_for(lambda: os.path.exists(prefix + str(shell.pid)))
-        assert run(db.halt_command(prefix)).strip() == "1"
+        assert run(fs.halt_command(prefix)).strip() == "1"
         assert shell.wait(timeout=5) == 0
         assert not (tmp / "a").exists()
-        assert [line.split()[3] for line in run(db.list_command(prefix)).splitlines()] == ["ended"]  # nothing held
+        assert [line.split()[3] for line in run(fs.list_command(prefix)).splitlines()] == ["ended"]  # nothing held
     finally:
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
@@ -76,24 +77,24 @@ def test_halt_reverts_a_held_fault_at_once(where):
 
 def test_a_step_that_fails_undoes_the_steps_before_it_and_leaves_nothing(where):
     tmp, prefix = where
-    done = subprocess.run(list(db._armed("latency", steps(tmp, "a", "b", fail_at=1), 60, prefix)), timeout=10)
+    done = subprocess.run(list(fs._armed("latency", steps(tmp, "a", "b", fail_at=1), 60, prefix)), timeout=10)
     assert done.returncode == 1
     assert not (tmp / "a").exists() and not (tmp / "b").exists() and not (tmp / "never").exists()
-    assert run(db.list_command(prefix)) == ""  # nothing held: the CLI reports the fault did not apply
+    assert run(fs.list_command(prefix)) == ""  # nothing held: the CLI reports the fault did not apply
 
 
 def test_a_fault_shell_says_what_its_count_read_while_held_and_at_its_end(where):
     tmp, prefix = where
     counter = tmp / "count"
     counter.write_text("3")
-    shell = start(db._armed("blip", steps(tmp, "a"), 60, prefix, count=f"cat {counter}; echo {db.PID} > {tmp}/pid-seen"))
+    shell = start(fs._armed("blip", steps(tmp, "a"), 60, prefix, count=f"cat {counter}; echo {fs.PID} > {tmp}/pid-seen"))
     try:
         wait_for(lambda: os.path.exists(prefix + str(shell.pid)))
-        [line] = run(db.list_command(prefix)).splitlines()
+        [line] = run(fs.list_command(prefix)).splitlines()
         assert line.split()[3:] == ["held", "3"]
         assert (tmp / "pid-seen").read_text().strip() == str(shell.pid)  # the count names its own shell's rules
         counter.write_text("0")
-        assert run(db.halt_command(prefix)).strip() == "1"
+        assert run(fs.halt_command(prefix)).strip() == "1"
         assert shell.wait(timeout=5) == 0
         [ended] = db.listed(LocalRunner(prefix), ["here"])
         assert (ended.pid, ended.state, ended.acted, ended.effect) == (shell.pid, "ended", 0, {"dropped_packets": 0})
@@ -104,12 +105,12 @@ def test_a_fault_shell_says_what_its_count_read_while_held_and_at_its_end(where)
 
 def test_an_ended_record_is_forgotten_after_ten_minutes_and_a_malformed_one_at_once(where):
     tmp, prefix = where
-    ended = db.ended_prefix(prefix)
-    old, young = int(time.time()) - db.ENDED_KEPT_S - 5, int(time.time()) - 5
+    ended = fs.ended_prefix(prefix)
+    old, young = int(time.time()) - fs.ENDED_KEPT_S - 5, int(time.time()) - 5
     for name, text in (("11", f"blip {old} 4"), ("12", f"blip {young} 0"), ("13", "blip soon 0"), ("x", f"blip {young} 1")):
         with open(ended + name, "w") as f:
             f.write(text + "\n")
-    assert run(db.list_command(prefix)).splitlines() == [f"12 blip {young} ended 0"]
+    assert run(fs.list_command(prefix)).splitlines() == [f"12 blip {young} ended 0"]
     assert sorted(p.name for p in tmp.iterdir()) == ["stormlab-ended.12"]
 
 
@@ -120,18 +121,18 @@ class LocalRunner:
         self.prefix = prefix
 
     def exec(self, command):
-        assert command.argv == db.LIST
-        return run(db.list_command(self.prefix))
+        assert command.argv == fs.LIST
+        return run(fs.list_command(self.prefix))
 
 
 def test_a_fault_whose_holder_died_is_reverted_by_list(where):
     tmp, prefix = where
-    shell = start(db._armed("blip", steps(tmp, "a", "b"), 60, prefix))
+    shell = start(fs._armed("blip", steps(tmp, "a", "b"), 60, prefix))
     wait_for(lambda: os.path.exists(prefix + str(shell.pid)))
     os.killpg(shell.pid, signal.SIGKILL)  # the holder dies with its rules in
     shell.wait(timeout=5)
     assert (tmp / "a").exists()
-    [line] = run(db.list_command(prefix)).splitlines()
+    [line] = run(fs.list_command(prefix)).splitlines()
     assert line.split()[3:] == ["orphan", "-"]
     assert not (tmp / "a").exists() and not (tmp / "b").exists() and not os.path.exists(prefix + str(shell.pid))
 
@@ -143,7 +144,7 @@ def test_halt_never_signals_what_is_not_a_fault_shell(where):
         for name in ("-1", "abc", "1", str(bystander.pid)):
             with open(prefix + name, "w") as f:
                 f.write(f"blip 9999999999\n:\ntouch {tmp}/undone-{name.strip('-')}\n")
-        assert run(db.halt_command(prefix)).strip() == "2"  # pid 1 and the bystander's: orphans, reverted here
+        assert run(fs.halt_command(prefix)).strip() == "2"  # pid 1 and the bystander's: orphans, reverted here
         assert bystander.poll() is None  # not signalled
         assert (tmp / f"undone-{bystander.pid}").exists() and (tmp / "undone-1").exists()
         assert not (tmp / "undone-abc").exists()  # a name that is not a pid is removed, its lines never run
@@ -160,7 +161,7 @@ def test_a_fault_file_another_user_wrote_is_neither_run_nor_signalled(where):
     with open(planted, "w") as f:
         f.write(f"blip 9999999999\n:\ntouch {tmp}/ran-as-root\n")
     os.chown(planted, 65534, 65534)  # nobody: the service's user could write to /dev/shm
-    assert run(db.halt_command(prefix)).strip() == "0" and run(db.list_command(prefix)) == ""
+    assert run(fs.halt_command(prefix)).strip() == "0" and run(fs.list_command(prefix)) == ""
     assert not (tmp / "ran-as-root").exists() and os.path.exists(planted)
 
 
@@ -185,10 +186,10 @@ def netns():
 def test_a_real_partition_counts_the_packets_its_own_rules_dropped(where, netns):
     tmp, prefix = where
     inside = ["ip", "netns", "exec", netns]
-    [cut] = db.partition("here", ["127.0.0.9"], 60, "out", "blip")
+    [cut] = fs.partition("here", ["127.0.0.9"], 60, "out", "blip")
     shell = subprocess.Popen([*inside, *cut.argv], start_new_session=True)
     try:
-        wait_for(lambda: os.path.exists(db.FAULT_FILE + str(shell.pid)) or shell.poll() is not None)
+        wait_for(lambda: os.path.exists(fs.FAULT_FILE + str(shell.pid)) or shell.poll() is not None)
         assert shell.poll() is None, "the rules did not go in"
         send = (
             "import contextlib, socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nfor _ in range(3):\n"
@@ -197,7 +198,7 @@ def test_a_real_partition_counts_the_packets_its_own_rules_dropped(where, netns)
         subprocess.run([*inside, sys.executable, "-c", send], capture_output=True)
         [held] = [h for h in db.listed(NetnsRunner(inside), ["here"]) if h.pid == shell.pid]
         assert (held.state, held.effect) == ("held", {"dropped_packets": 3})
-        assert subprocess.run([*inside, *db.HALT], capture_output=True, text=True).stdout.strip() == "1"
+        assert subprocess.run([*inside, *fs.HALT], capture_output=True, text=True).stdout.strip() == "1"
         assert shell.wait(timeout=5) == 0
         [ended] = [h for h in db.listed(NetnsRunner(inside), ["here"]) if h.pid == shell.pid]
         assert (ended.state, ended.acted) == ("ended", 3)
@@ -207,7 +208,7 @@ def test_a_real_partition_counts_the_packets_its_own_rules_dropped(where, netns)
         if shell.poll() is None:
             os.killpg(shell.pid, signal.SIGKILL)
             shell.wait()
-        for leftover in (db.FAULT_FILE + str(shell.pid), db.ended_prefix(db.FAULT_FILE) + str(shell.pid)):
+        for leftover in (fs.FAULT_FILE + str(shell.pid), fs.ended_prefix(fs.FAULT_FILE) + str(shell.pid)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chaos import docker_backend as db
+from chaos import fault_shell as fs
 from chaos import k8s_backend as kb
 from chaos.catalog import ChaosError
 from chaos.cli import run
@@ -110,9 +110,9 @@ class FakeApiServer:
         ws = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
         await ws.prepare(request)
         out = ""
-        if tuple(argv) == db.LIST:
+        if tuple(argv) == fs.LIST:
             out = "".join(f"{pid} freeze {time.time() + 20:.0f} held -\n" for p, pid in self.paused.items() if p == pod)
-        elif tuple(argv) == db.HALT:
+        elif tuple(argv) == fs.HALT:
             out = f"{int(self.paused.pop(pod, 0) > 0)}\n"
         elif "kill -STOP $p" in argv[-1]:  # the detached shell holding a freeze
             self.paused[pod] = 4242
@@ -206,11 +206,11 @@ def test_freeze_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, caps
     code, out = chaos(["freeze", "--target", "rack-01", "--duration", "10s"], runner, capsys)
     assert code == 0 and "freeze on rack-1 for 10s" in out
     execs = [q["command"] for m, p, q, _ in fake.made() if p.endswith("/rack-1/exec")]
-    assert execs[0] == list(db.LIST)  # what was held before
+    assert execs[0] == list(fs.LIST)  # what was held before
     shell = execs[1]
     assert shell[:2] == ["sh", "-c"] and shell[2].startswith("setsid sh -c ")  # it outlives the exec
     assert kb.SERVICE_PID in shell[2] and "kill -STOP $p" in shell[2] and "kill -CONT $p" in shell[2] and "sleep 10" in shell[2]
-    assert execs[2] == list(db.LIST)  # confirmed: its fault file is there
+    assert execs[2] == list(fs.LIST)  # confirmed: its fault file is there
 
 
 def test_list_and_halt_cover_the_lease_jobs_and_the_shells_in_the_pods(api, capsys):
