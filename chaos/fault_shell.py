@@ -115,7 +115,8 @@ def _armed(fault: str, steps: list[Step], duration_s: float, prefix: str = FAULT
         if undo is not None:
             undone.insert(0, undo)
     ends = f"$(( $(date +%s) + {max(1, round(duration_s))} ))"
-    record_end = f'n="$(count 2>/dev/null)"; printf \'%s\\n\' "{fault} $(date +%s) ${{n:--}}" > $e'
+    # the ended record, in its file and on the shell's output (an ephemeral container's log keeps it)
+    record_end = f'n="$(count 2>/dev/null)"; printf \'%s\\n\' "{fault} $(date +%s) ${{n:--}}" > $e; cat $e'
     parts += [
         f"count() {{ {count.replace(PID, '$$')}; }}",
         f"undo() {{ {'; '.join([record_end, *undone, 'rm -f $f'])}; }}",
@@ -223,6 +224,16 @@ class Held:
         return {COUNTED.get(self.fault, "dropped_packets"): self.acted}
 
 
+def parse_ended(container: str, text: str) -> Held | None:
+    """The ended record a fault shell printed as it ended (its last line: "fault ended-at count")."""
+    for line in reversed(text.splitlines()):
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit():
+            fault, at, count = parts
+            return Held(container, 0, fault, float(at), "ended", int(count) if count.isdigit() else None)
+    return None
+
+
 def parse_listing(container: str, text: str) -> list[Held]:
     """A listing's lines (``list_command``) as records; a line that is not a fault's is skipped."""
     rows = []
@@ -235,3 +246,22 @@ def parse_listing(container: str, text: str) -> list[Held]:
             except ValueError:
                 continue
     return rows
+
+
+# What a fault shell that died leaves in a network namespace, found without its fault file (an
+# ephemeral container's /dev/shm may be its own): the rules tagged with a pid that is no longer a
+# fault shell, and a netem qdisc no live shell holds. The pod's containers share one process
+# namespace, so the pids are seen. Prints how many it reverted.
+REAP = (
+    "sh",
+    "-c",
+    "r=0; for rule in $(iptables-save 2>/dev/null | grep -e '--comment \"*stormlab-[0-9]' | sed 's/ /@/g'); do "
+    'rule="$(echo "$rule" | sed "s/@/ /g")"; '
+    'p="$(echo "$rule" | sed -n "s/.*--comment \\"*stormlab-\\([0-9]*\\).*/\\1/p")"; '
+    'if [ -n "$p" ] && ! grep -qs stormlab-fault "/proc/$p/cmdline"; then '
+    'iptables -w $(echo "$rule" | sed "s/^-A /-D /") && r=$((r+1)); fi; done; '
+    'live=""; for c in /proc/[0-9]*/cmdline; do [ "$c" = "/proc/$$/cmdline" ] && continue; '
+    'grep -qs stormlab-fault "$c" && grep -qs netem "$c" && live=1; done; '
+    'if [ -z "$live" ] && tc qdisc show dev eth0 2>/dev/null | grep -q netem; then tc qdisc del dev eth0 root netem && r=$((r+1)); fi; '
+    "echo $r",
+)

@@ -219,3 +219,28 @@ class NetnsRunner:
 
     def exec(self, command):
         return subprocess.run([*self.inside, *command.argv], capture_output=True, text=True, timeout=10).stdout
+
+
+@pytest.mark.skipif(not _netns_ok(), reason="needs root, ip and iptables (CI runs as root; Debian's iptables)")
+def test_the_reaper_reverts_the_rules_of_a_shell_that_died_and_leaves_a_live_ones(where, netns):
+    inside = ["ip", "netns", "exec", netns]
+    [dead], [live] = fs.partition("here", ["127.0.0.7"], 60, "out", "blip"), fs.partition("here", ["127.0.0.8"], 60, "in", "blip")
+    shells = [subprocess.Popen([*inside, *cmd.argv], start_new_session=True) for cmd in (dead, live)]
+    try:
+        for shell in shells:
+            wait_for(lambda shell=shell: os.path.exists(fs.FAULT_FILE + str(shell.pid)))
+        os.killpg(shells[0].pid, signal.SIGKILL)  # the holder dies with its rule in
+        shells[0].wait()
+        os.unlink(fs.FAULT_FILE + str(shells[0].pid))  # and its file is not where a listing would look
+        assert subprocess.run([*inside, *fs.REAP], capture_output=True, text=True).stdout.strip() == "1"
+        rules = subprocess.run([*inside, "iptables-save"], capture_output=True, text=True).stdout
+        assert "127.0.0.7" not in rules and f"stormlab-{shells[1].pid}" in rules  # the live shell's rule stays
+        assert subprocess.run([*inside, *fs.REAP], capture_output=True, text=True).stdout.strip() == "0"
+    finally:
+        for shell in shells:
+            if shell.poll() is None:
+                os.killpg(shell.pid, signal.SIGKILL)
+                shell.wait()
+            for leftover in (fs.FAULT_FILE + str(shell.pid), fs.ended_prefix(fs.FAULT_FILE) + str(shell.pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)

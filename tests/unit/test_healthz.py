@@ -42,3 +42,53 @@ async def test_nothing_listening_is_unhealthy():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, not listening: connections are refused
         assert await healthz(port) == 1
+
+
+@pytest.fixture
+def fault_files(tmp_path, monkeypatch):
+    prefix = str(tmp_path / "stormlab-fault.")
+    monkeypatch.setenv("STORMLAB_FAULT_FILES", prefix)
+    return prefix
+
+
+@pytest.fixture
+def holder():
+    """A live process whose command line is a fault shell's (as the freeze lease's holder is)."""
+    import subprocess
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 # stormlab-fault"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def frozen_port():
+    """A port whose service never answers: the kernel accepts, nobody reads (as under SIGSTOP)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+async def test_a_service_frozen_inside_a_freeze_lease_stays_healthy_and_unhealthy_after(fault_files, holder, frozen_port):
+    import time
+
+    port = frozen_port
+    assert await healthz(port) == 1  # frozen with no lease: unhealthy
+    Path(fault_files + str(holder)).write_text(f"freeze {int(time.time()) + 60}\n:\nkill -CONT $p\n")
+    assert await healthz(port) == 0  # the lease holds: an orchestrator must not restart it
+    Path(fault_files + str(holder)).write_text(f"freeze {int(time.time()) - 5}\n:\n")
+    assert await healthz(port) == 1  # the lease is over and it still does not answer: unhealthy
+
+
+async def test_only_a_live_freeze_holder_counts(fault_files, holder, frozen_port):
+    import time
+
+    port, later = frozen_port, int(time.time()) + 60
+    Path(fault_files + str(holder)).write_text(f"blip {later}\n")  # another fault: no excuse
+    assert await healthz(port) == 1
+    Path(fault_files + str(holder)).unlink()
+    Path(fault_files + "999999999").write_text(f"freeze {later}\n")  # its holder is gone
+    Path(fault_files + "abc").write_text(f"freeze {later}\n")  # not a pid
+    assert await healthz(port) == 1

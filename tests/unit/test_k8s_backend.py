@@ -4,6 +4,7 @@ every fault the backend holds, asserted as the API server receives them (no clus
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import re
 import threading
@@ -18,11 +19,13 @@ from chaos import fault_shell as fs
 from chaos import k8s_backend as kb
 from chaos.catalog import ChaosError
 from chaos.cli import run
+from chaos.k8s_runner import KubeRunner
 from stormlab.cli import build_parser
 
 k8s = pytest.importorskip("kubernetes.client")  # stormlab[k8s]; installed with the test extra
 
 NS = "stormlab"
+SELECTOR = "app.kubernetes.io/part-of=stormlab,stormlab.dev/lab=stormlab,stormlab.dev/chaos-lease=true"
 IMAGE = "stormlab:0.1.0"
 PODS = [("metadata-7d9f-abcde", "metadata", "10.1.0.2"), ("queues-0", "queues", "10.1.0.9")] + [
     (f"rack-{n}", "rack", f"10.1.1.{n}") for n in range(4)
@@ -30,8 +33,8 @@ PODS = [("metadata-7d9f-abcde", "metadata", "10.1.0.2"), ("queues-0", "queues", 
 
 
 class FakeApiServer:
-    """Pods, Jobs and NetworkPolicies in one namespace, and the exec channel (v4.channel.k8s.io):
-    every request is recorded as (method, path, query, body)."""
+    """Pods, Jobs and NetworkPolicies in one namespace, the pods' ephemeral containers and logs, and
+    the exec channel (v4.channel.k8s.io): every request is recorded as (method, path, query, body)."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
@@ -39,6 +42,10 @@ class FakeApiServer:
         self.policies: dict[str, dict] = {}
         self.paused: dict[str, int] = {}  # pod -> the pid of the shell holding its pause
         self.pods = {name: component for name, component, _ in PODS}
+        self.ephemeral: dict[str, dict[str, dict]] = {}  # pod -> container name -> its status
+        self.logs: dict[tuple[str, str], str] = {}
+        self.failing_pods: set[str] = set()  # pods whose exec fails (a node away)
+        self.start_as = "running"  # what a new ephemeral container does: runs, or ends at once (exit 1)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.record])
@@ -46,10 +53,15 @@ class FakeApiServer:
         app.router.add_get(base, self.list_pods)
         app.router.add_delete(base + "/{name}", self.delete_pod)
         app.router.add_get(base + "/{name}/exec", self.exec)
+        app.router.add_get(base + "/{name}/log", self.log)
+        app.router.add_patch(base + "/{name}/ephemeralcontainers", self.add_ephemeral)
         app.router.add_post(f"/apis/batch/v1/namespaces/{NS}/jobs", self.create_job)
         app.router.add_get(f"/apis/batch/v1/namespaces/{NS}/jobs", self.list_jobs)
         app.router.add_delete(f"/apis/batch/v1/namespaces/{NS}/jobs/{{name}}", self.delete_job)
-        app.router.add_post(f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies", self.create_policy)
+        policies = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+        app.router.add_post(policies, self.create_policy)
+        app.router.add_get(policies, self.list_policies)
+        app.router.add_delete(policies + "/{name}", self.delete_policy)
         return app
 
     @web.middleware
@@ -69,7 +81,14 @@ class FakeApiServer:
             {
                 "metadata": {"name": name, "namespace": NS, "labels": {kb.PART_OF: "stormlab", kb.NAME: component}},
                 "spec": {"containers": [{"name": component, "image": IMAGE}]},
-                "status": {"podIP": ip, "phase": "Running"},
+                "status": {
+                    "podIP": ip,
+                    "phase": "Running",
+                    "ephemeralContainerStatuses": [
+                        {"name": n, "image": IMAGE, "imageID": "", "ready": False, "restartCount": 0, **st}
+                        for n, st in self.ephemeral.get(name, {}).items()
+                    ],
+                },
             }
             for name, component, ip in PODS
             if name in self.pods
@@ -82,6 +101,28 @@ class FakeApiServer:
             return web.json_response({"kind": "Status", "code": 404}, status=404)
         return web.json_response({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": NS}})
 
+    async def add_ephemeral(self, request: web.Request) -> web.Response:
+        assert request.content_type == "application/strategic-merge-patch+json"  # adds; never replaces the others
+        pod = request.match_info["name"]
+        for spec in (await request.json())["spec"]["ephemeralContainers"]:
+            if self.start_as == "running" or spec["name"].endswith(kb.REAPED):
+                state = {"running": {"startedAt": "2026-12-02T05:00:00Z"}}
+            else:
+                state = {"terminated": {"exitCode": 1, "finishedAt": "2026-12-02T05:00:00Z"}}
+            if spec["name"].endswith(kb.REAPED):  # a reaper runs to its end at once
+                state = {"terminated": {"exitCode": 0, "finishedAt": "2026-12-02T05:00:00Z"}}
+            self.ephemeral.setdefault(pod, {})[spec["name"]] = {"state": state}
+        return web.json_response({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": pod, "namespace": NS}})
+
+    def end(self, pod: str, name: str, exit_code: int, log: str = "", finished: float | None = None) -> None:
+        """The chaos container's shell ends (its lease, a halt, or killed with its rules in)."""
+        stamp = datetime.datetime.fromtimestamp(finished or time.time(), datetime.UTC).isoformat()
+        self.ephemeral[pod][name] = {"state": {"terminated": {"exitCode": exit_code, "finishedAt": stamp}}}
+        self.logs[(pod, name)] = log
+
+    async def log(self, request: web.Request) -> web.Response:
+        return web.Response(text=self.logs.get((request.match_info["name"], request.query["container"]), ""))
+
     async def create_job(self, request: web.Request) -> web.Response:
         job = await request.json()
         name = job["metadata"]["generateName"] + f"x{len(self.jobs)}"
@@ -90,8 +131,9 @@ class FakeApiServer:
         return web.json_response(job, status=201)
 
     async def list_jobs(self, request: web.Request) -> web.Response:
-        assert request.query["labelSelector"] == f"{kb.LEASE}=true"
-        return web.json_response({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": list(self.jobs.values())})
+        assert request.query["labelSelector"] == SELECTOR
+        ours = [j for j in self.jobs.values() if j["metadata"]["labels"].get(kb.LAB) == "stormlab"]
+        return web.json_response({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": ours})
 
     async def delete_job(self, request: web.Request) -> web.Response:
         job = self.jobs.pop(request.match_info["name"])
@@ -105,12 +147,32 @@ class FakeApiServer:
         self.policies[policy["metadata"]["name"]] = policy
         return web.json_response(policy, status=201)
 
+    async def list_policies(self, request: web.Request) -> web.Response:
+        assert request.query["labelSelector"] == SELECTOR
+        ours = [p for p in self.policies.values() if p["metadata"]["labels"].get(kb.LAB) == "stormlab"]
+        return web.json_response({"kind": "NetworkPolicyList", "apiVersion": "networking.k8s.io/v1", "metadata": {}, "items": ours})
+
+    async def delete_policy(self, request: web.Request) -> web.Response:
+        del self.policies[request.match_info["name"]]
+        return web.json_response({"kind": "Status", "status": "Success"})
+
     async def exec(self, request: web.Request) -> web.StreamResponse:
-        pod, argv = request.match_info["name"], request.query.getall("command")
+        pod, argv, container = request.match_info["name"], request.query.getall("command"), request.query.get("container", "")
         ws = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
         await ws.prepare(request)
         out = ""
-        if tuple(argv) == fs.LIST:
+        if pod in self.failing_pods:
+            await ws.send_bytes(b"\x03" + json.dumps({"status": "Failure", "message": "the node is away"}).encode())
+            await ws.close()
+            return ws
+        if container.startswith(kb.CHAOS):  # a fault shell's own ephemeral container (pid 7)
+            fault = container.removeprefix(kb.CHAOS).rsplit("-", 1)[0]
+            if tuple(argv) == fs.LIST:
+                out = f"7 {fault} {time.time() + 20:.0f} held 12\n"
+            elif tuple(argv) == fs.HALT:
+                self.end(pod, container, 0, f"{fault} {time.time():.0f} 12\n")
+                out = "1\n"
+        elif tuple(argv) == fs.LIST:
             out = "".join(f"{pid} freeze {time.time() + 20:.0f} held -\n" for p, pid in self.paused.items() if p == pod)
         elif tuple(argv) == fs.HALT:
             out = f"{int(self.paused.pop(pod, 0) > 0)}\n"
@@ -123,7 +185,7 @@ class FakeApiServer:
 
 
 @pytest.fixture
-def api() -> Iterator[tuple[FakeApiServer, kb.KubeRunner]]:
+def api() -> Iterator[tuple[FakeApiServer, KubeRunner]]:
     fake = FakeApiServer()
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(fake.app())
@@ -135,7 +197,7 @@ def api() -> Iterator[tuple[FakeApiServer, kb.KubeRunner]]:
     thread.start()
     client = k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}"))
     try:
-        yield fake, kb.KubeRunner(NS, client)
+        yield fake, KubeRunner(NS, client)
     finally:
         client.close()
         loop.call_soon_threadsafe(loop.stop)
@@ -144,22 +206,91 @@ def api() -> Iterator[tuple[FakeApiServer, kb.KubeRunner]]:
         loop.close()
 
 
-def chaos(argv: list[str], runner: kb.KubeRunner, capsys) -> tuple[int, str]:
+def chaos(argv: list[str], runner: KubeRunner, capsys) -> tuple[int, str]:
     code = run(build_parser().parse_args(["chaos", "--backend", "k8s", *argv]), runner)
     return code, capsys.readouterr().out
 
 
-def test_a_blip_is_a_lease_job_owning_a_policy_that_cuts_the_racks_off_from_the_metadata_pod(api, capsys):
+def patched(fake: FakeApiServer) -> list[tuple[str, dict]]:
+    """The ephemeral containers added: (pod, spec)."""
+    return [
+        (path.split("/")[-2], spec)
+        for method, path, _, body in fake.made("PATCH")
+        if path.endswith("/ephemeralcontainers")
+        for spec in body["spec"]["ephemeralContainers"]
+    ]
+
+
+def test_a_blip_runs_the_fault_shell_in_an_ephemeral_container_of_each_rack_pod(api, capsys):
+    fake, runner = api
+    code, out = chaos(["blip", "--racks", "0,2", "--duration", "5s"], runner, capsys)
+    assert code == 0 and "blip on rack-0, rack-2 for 5s: it reverts by itself" in out
+    added = patched(fake)
+    assert [pod for pod, _ in added] == ["rack-0", "rack-2"]
+    for pod, spec in added:
+        assert spec["name"].startswith("stormlab-chaos-blip-") and spec["image"] == IMAGE  # the pod's own image
+        assert spec["targetContainerName"] == "rack"  # the rack's namespaces: its network, its processes
+        assert spec["securityContext"] == {"runAsUser": 0, "runAsNonRoot": False, "capabilities": {"add": ["NET_ADMIN"]}}
+        # the docker backend's shell, cutting the pod off from the metadata pod's own address, both ways
+        assert tuple(spec["command"]) == fs.partition(pod, ["10.1.0.2"], 5.0, "both", "blip")[0].argv
+    # confirmed: the listing in each new container says its shell holds the blip
+    confirmed = [(p, q["container"]) for m, p, q, _ in fake.requests if p.endswith("/exec") and q.get("command") == list(fs.LIST)]
+    assert sorted(confirmed) == sorted((f"/api/v1/namespaces/{NS}/pods/{pod}/exec", [spec["name"]]) for pod, spec in added)
+    assert fake.jobs == {} and fake.policies == {}  # no NetworkPolicy unless asked for
+
+
+def test_a_one_way_partition_drops_only_the_racks_egress_in_the_pod(api, capsys):
+    fake, runner = api
+    code, _ = chaos(["partition", "--between", "racks:3", "metadata", "--one-way", "--duration", "1m"], runner, capsys)
+    assert code == 0
+    [(pod, spec)] = patched(fake)
+    assert pod == "rack-3" and tuple(spec["command"]) == fs.partition("rack-3", ["10.1.0.2"], 60.0, "out", "partition")[0].argv
+
+
+def test_isolate_cuts_a_service_pod_off_from_the_chosen_racks_in_its_own_namespace(api, capsys):
+    fake, runner = api
+    code, _ = chaos(["isolate", "--target", "queues", "--racks", "1,3", "--duration", "30s"], runner, capsys)
+    assert code == 0
+    [(pod, spec)] = patched(fake)
+    assert pod == "queues-0" and spec["targetContainerName"] == "queues"
+    assert tuple(spec["command"]) == fs.partition("queues-0", ["10.1.1.1", "10.1.1.3"], 30.0, "both", "isolate")[0].argv
+
+
+def test_latency_and_loss_are_netem_in_the_pod_now_that_the_shell_runs_as_root_there(api, capsys):
+    fake, runner = api
+    chaos(["latency", "--racks", "1,", "--delay", "100ms", "--duration", "5s"], runner, capsys)
+    chaos(["loss", "--racks", "2,", "--probability", "0.25", "--duration", "5s"], runner, capsys)
+    [(_, delayed), (_, lost)] = patched(fake)
+    assert tuple(delayed["command"]) == fs.latency("rack-1", 100.0, 0.0, 5.0)[0].argv
+    assert tuple(lost["command"]) == fs.loss("rack-2", 0.25, 5.0)[0].argv
+
+
+def test_a_shell_whose_rules_did_not_go_in_is_reported_not_applied(api, capsys):
+    from chaos.docker_cli import NotApplied
+
+    fake, runner = api
+    fake.start_as = "terminated"  # iptables refused: the shell exits 1 and its container ends
+    with pytest.raises(NotApplied, match="blip did not apply in rack-1"):
+        chaos(["blip", "--racks", "1,", "--duration", "5s"], runner, capsys)
+
+
+@pytest.fixture
+def policies(monkeypatch):
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
+
+
+def test_asked_for_a_blip_is_a_lease_job_owning_a_policy_that_names_the_lab(api, capsys, policies):
     fake, runner = api
     code, out = chaos(["blip", "--racks", "0,2", "--duration", "5s"], runner, capsys)
     assert code == 0 and "blip on rack-0, rack-2 for 5s: it reverts by itself" in out
     [(_, job_path, _, job), (_, policy_path, _, policy)] = fake.made()
     assert job_path == f"/apis/batch/v1/namespaces/{NS}/jobs"
     assert job["spec"]["activeDeadlineSeconds"] == 5 and job["spec"]["ttlSecondsAfterFinished"] == 0  # the lease's end
-    assert job["metadata"]["labels"] == {kb.PART_OF: "stormlab", kb.LEASE: "true", kb.FAULT: "blip"}
+    assert job["metadata"]["labels"] == {kb.PART_OF: "stormlab", kb.LAB: "stormlab", kb.LEASE: "true", kb.FAULT: "blip"}
     assert job["metadata"]["annotations"][kb.TARGETS] == "rack-0,rack-2"
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE  # the lab's own image, read from the pod
     assert policy_path == f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+    assert policy["metadata"]["labels"][kb.LAB] == "stormlab"
     assert policy["metadata"]["ownerReferences"] == [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "stormlab-chaos-blip-x0", "uid": "uid-0", "blockOwnerDeletion": False}
     ]
@@ -173,7 +304,7 @@ def test_a_blip_is_a_lease_job_owning_a_policy_that_cuts_the_racks_off_from_the_
     assert spec["egress"] == [{"to": allowed}] and spec["ingress"] == [{"from": allowed}]
 
 
-def test_a_one_way_partition_drops_only_the_racks_egress(api, capsys):
+def test_asked_for_a_one_way_policy_drops_only_the_racks_egress(api, capsys, policies):
     fake, runner = api
     code, _ = chaos(["partition", "--between", "racks:3", "metadata", "--one-way", "--duration", "1m"], runner, capsys)
     assert code == 0
@@ -183,7 +314,7 @@ def test_a_one_way_partition_drops_only_the_racks_egress(api, capsys):
     assert policy["spec"]["podSelector"]["matchExpressions"][0]["values"] == ["rack-3"]
 
 
-def test_isolate_cuts_a_service_pod_off_from_the_chosen_racks(api, capsys):
+def test_asked_for_an_isolate_policy_cuts_a_service_pod_off_from_the_chosen_racks(api, capsys, policies):
     fake, runner = api
     code, _ = chaos(["isolate", "--target", "queues", "--racks", "1,3", "--duration", "30s"], runner, capsys)
     assert code == 0
@@ -213,26 +344,74 @@ def test_freeze_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, caps
     assert execs[2] == list(fs.LIST)  # confirmed: its fault file is there
 
 
-def test_list_and_halt_cover_the_lease_jobs_and_the_shells_in_the_pods(api, capsys):
+def test_list_and_halt_cover_every_kind_of_fault_the_lab_holds_and_nobody_elses(api, capsys, monkeypatch):
     fake, runner = api
-    chaos(["blip", "--racks", "3", "--duration", "20s"], runner, capsys)
-    chaos(["freeze", "--target", "queues", "--duration", "20s"], runner, capsys)
+    chaos(["blip", "--racks", "3,", "--duration", "20s"], runner, capsys)  # a shell in an ephemeral container
+    chaos(["freeze", "--target", "queues", "--duration", "20s"], runner, capsys)  # a shell exec'd in the pod
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
+    chaos(["blip", "--racks", "1,", "--duration", "20s"], runner, capsys)  # a lease Job and its policy
+    foreign = {"metadata": {"name": "payments-chaos", "labels": {kb.PART_OF: "stormlab", kb.LEASE: "true", kb.LAB: "payments"}}}
+    fake.jobs["payments-chaos"] = foreign  # another lab's lease in the same namespace
+    [(_, blip)] = patched(fake)
     code, out = chaos(["list"], runner, capsys)
     assert code == 0
-    assert re.search(r"stormlab-chaos-blip-x0 blip on rack-0,rack-1,rack-2: (19|20)s left", out), out  # a second may tick by
+    assert re.search(r"stormlab-chaos-blip-x0 blip on rack-1: (19|20)s left", out), out
+    assert re.search(r"rack-3 \(pid 7\) blip: (19|20)s left \(dropped 12 packets so far\)", out), out
     assert re.search(r"queues-0 \(pid 4242\) freeze: (19|20)s left", out), out
+    assert "payments" not in out
     code, out = chaos(["halt"], runner, capsys)
-    assert code == 0 and "halted 2 fault(s)" in out
-    assert (fake.jobs, fake.policies, fake.paused) == ({}, {}, {})
+    assert code == 0 and "halted 3 fault(s)" in out
+    assert fake.policies == {} and fake.paused == {} and list(fake.jobs) == ["payments-chaos"]  # theirs untouched
+    assert fake.ephemeral["rack-3"][blip["name"]]["state"]["terminated"]["exitCode"] == 0  # its shell reverted
     [(_, path, query, _)] = [r for r in fake.made("DELETE") if "/jobs/" in r[1]]
     assert path.endswith("/jobs/stormlab-chaos-blip-x0") and query.get("propagationPolicy", ["Background"]) == ["Background"]
+
+
+def test_a_shell_killed_with_its_rules_in_is_reaped_and_one_that_did_nothing_says_so(api, capsys):
+    fake, runner = api
+    chaos(["blip", "--racks", "0,2", "--duration", "20s"], runner, capsys)
+    [(_, spec), _] = patched(fake)
+    fake.end("rack-0", spec["name"], 137)  # SIGKILLed: its rules may still be in the pod
+    fake.end("rack-2", spec["name"], 0, f"blip {time.time() - 5:.0f} 0\n", finished=time.time() - 5)  # it met no traffic
+    code, out = chaos(["list"], runner, capsys)
+    assert code == 0
+    assert "rack-0 (pid 0) blip: its holder was gone: reverted now" in out
+    assert re.search(r"rack-2 \(pid 0\) blip ended [45]s ago: NO EFFECT", out), out
+    [(pod, reaper)] = [(p, s) for p, s in patched(fake) if s["name"].endswith(kb.REAPED)]
+    assert pod == "rack-0" and reaper["name"] == spec["name"] + kb.REAPED and tuple(reaper["command"]) == fs.REAP
+    chaos(["list"], runner, capsys)
+    assert len([s for _, s in patched(fake) if s["name"].endswith(kb.REAPED)]) == 1  # reaped once
+    code, out = chaos(["list", "--json"], runner, capsys)
+    [ended] = [s for s in json.loads(out)["shells"] if s["state"] == "ended"]
+    assert (ended["container"], ended["effect"], ended["no_effect"]) == ("rack-2", {"dropped_packets": 0}, True)
+
+
+def test_a_bad_annotation_an_orphan_policy_and_a_failing_pod_stop_neither_list_nor_halt(api, capsys, monkeypatch):
+    from stormcore.errors import LabError
+
+    fake, runner = api
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
+    chaos(["blip", "--racks", "1,", "--duration", "20s"], runner, capsys)
+    chaos(["isolate", "--target", "queues", "--racks", "2,", "--duration", "20s"], runner, capsys)
+    fake.jobs["stormlab-chaos-blip-x0"]["metadata"]["annotations"][kb.ENDS_AT] = "soon"  # not a time
+    del fake.jobs["stormlab-chaos-isolate-x1"]  # its Job went; its policy stayed (no garbage collector here)
+    code, out = chaos(["list"], runner, capsys)
+    assert "stormlab-chaos-blip-x0 blip on rack-1: its ends-at annotation is unreadable" in out
+    assert re.search(r"networkpolicy stormlab-chaos-isolate-\d+: its lease Job was gone: deleted now", out), out
+    assert [p["metadata"]["labels"][kb.FAULT] for p in fake.policies.values()] == ["blip"]
+    monkeypatch.delenv("STORMLAB_K8S_NETWORK_FAULTS")
+    chaos(["blip", "--racks", "0,3", "--duration", "20s"], runner, capsys)  # shells in two pods
+    fake.failing_pods.add("rack-0")  # its node is away: its exec fails
+    with pytest.raises(LabError, match="did not answer; the others were halted"):
+        chaos(["halt"], runner, capsys)
+    out, err = capsys.readouterr()
+    assert "rack-0:" in err and "halted 2 fault(s)" in out  # rack-3's shell and the blip's Job
+    assert fake.jobs == {} and fake.policies == {}
 
 
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["latency", "--racks", "1", "--delay", "100ms", "--duration", "5s"], "netem as root"),
-        (["loss", "--racks", "1", "--probability", "0.1", "--duration", "5s"], "netem as root"),
         (["kill", "--target", "rack-9", "--duration", "5s"], "not a pod of the lab"),
         (["blip", "--racks", "7", "--duration", "5s"], "the lab has 4 racks"),
         (["gsi-growth", "--factor", "2", "--duration", "5s"], "STORMLAB_METADATA_URL.*port-forward"),
@@ -246,12 +425,26 @@ def test_what_the_backend_cannot_do_is_refused_before_any_request(api, argv, say
     assert fake.made() == []
 
 
-def test_dry_run_prints_the_requests_and_sends_none(api, capsys):
+def test_dry_run_prints_the_requests_and_sends_none(api, capsys, monkeypatch):
     fake, runner = api
-    code, out = chaos(["blip", "--racks", "1", "--duration", "5s", "--dry-run"], runner, capsys)
+    code, out = chaos(["blip", "--racks", "1,", "--duration", "5s", "--dry-run"], runner, capsys)
     assert code == 0 and fake.made() == []
+    assert out.startswith(f"PATCH /api/v1/namespaces/{NS}/pods/rack-1/ephemeralcontainers ")
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
+    code, out = chaos(["blip", "--racks", "1", "--duration", "5s", "--dry-run"], runner, capsys)
     assert out.startswith(f"POST /apis/batch/v1/namespaces/{NS}/jobs ")
-    assert f"POST /apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies " in out
+    assert f"POST /apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies " in out and fake.made() == []
+
+
+def test_policies_cannot_hold_netem_and_an_unknown_way_is_refused(api, capsys, monkeypatch):
+    fake, runner = api
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
+    with pytest.raises(ChaosError, match="latency needs netem in the pod"):
+        chaos(["latency", "--racks", "1", "--delay", "100ms", "--duration", "5s"], runner, capsys)
+    monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "iptables")
+    with pytest.raises(ChaosError, match="must be ephemeral or networkpolicy"):
+        chaos(["blip", "--racks", "1", "--duration", "5s"], runner, capsys)
+    assert fake.made() == []
 
 
 def test_pods_being_deleted_and_lease_pods_are_not_the_labs_targets():
@@ -270,6 +463,8 @@ def test_pods_being_deleted_and_lease_pods_are_not_the_labs_targets():
     assert kb.pods_in(pod_list) == [kb.Pod("rack-0", "rack", "10.0.0.1", IMAGE), kb.Pod("rack-2", "rack", "", IMAGE)]
     jobs = {"items": [{"metadata": {"name": "j", "labels": {kb.FAULT: "blip"}, "annotations": {kb.ENDS_AT: "12", kb.TARGETS: "rack-0"}}}]}
     assert kb.leases_in(jobs) == [kb.Lease("j", "blip", "rack-0", 12.0)]
+    jobs["items"].append({"metadata": {"name": "k", "annotations": {kb.ENDS_AT: "x"}}})  # unreadable: listed, not a crash
+    assert kb.leases_in(jobs)[1] == kb.Lease("k", "?", "", None)
     assert kb.leases_in({"items": [{"metadata": {"name": "j", "deletionTimestamp": "x"}}]}) == []
 
 
