@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError
-from stormcore import openapi
+from stormcore import jsonlog, openapi
 from stormcore.auth import grafana_auth
 from stormcore.openapi import ERROR, Answer, Operation, obj
 from stormcore.settings import max_duration_s as lease_max_duration_s
@@ -121,8 +121,7 @@ class Recorder:
         log.info("fault %s", json.dumps(event))
         if self.event_log is not None:
             try:
-                with self.event_log.open("a") as f:
-                    f.write(json.dumps(event) + "\n")
+                jsonlog.append(self.event_log, event)
             except OSError as exc:  # the fault still applies and reverts; the log line is lost
                 self.failures.labels("event_log").inc()
                 log.error("fault event not written to %s: %s", self.event_log, exc)

@@ -120,20 +120,31 @@ def check_strength(token: str) -> None:
         raise WeakToken(f"the lab token is too easy to guess (a published default, or under {MIN_LENGTH} characters): generate one")
 
 
-def init(directory: Path) -> list[str]:
+LAB_GROUP = 10001  # the group the lab's image runs its services as (the Dockerfile's stormlab user)
+MODES = {"token": 0o640, "grafana-password": 0o644}  # the token: the lab's group only (Grafana mounts the volume too)
+
+
+def init(directory: Path, group: int | None = None) -> list[str]:
     """Write a token and a Grafana admin password into ``directory`` unless they are there (the
-    compose stack's first start); returns the names written. Readable by the stack's users (the
-    volume is mounted only in the lab's containers)."""
+    compose stack's first start); returns the names written. The token is readable by its owner
+    and the lab's group only (``group``, default the image's; run as root, which the stack's
+    secrets service is, it is given to that group), never by Grafana, which mounts the same
+    volume for its password. An existing token is put back to that mode at every start."""
     directory.mkdir(parents=True, exist_ok=True)
+    group = LAB_GROUP if group is None else group
     written = []
-    for name in ("token", "grafana-password"):
+    for name, mode in MODES.items():
         path = directory / name
         if not path.exists() or not path.read_text().strip():
             tmp = directory / f".{name}.tmp"
-            tmp.write_text(secrets.token_urlsafe(24) + "\n")
-            tmp.chmod(0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(24) + "\n")
             tmp.replace(path)
             written.append(name)
+        if name == "token" and os.geteuid() == 0:
+            os.chown(path, 0, group)
+        path.chmod(mode)
     return written
 
 

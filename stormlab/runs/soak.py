@@ -45,7 +45,7 @@ from chaos import catalog, client
 from chaos.catalog import ChaosError
 from chaos.client import ServerFailed
 from chaos.flags import add_backend
-from stormcore import roster
+from stormcore import jsonlog, roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
@@ -57,10 +57,9 @@ from stormlab.runs.soak_leases import CUTS, NETWORK, RESTART_S, STILL, host_rule
 KILLABLE = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.kind != roster.DEPENDENT)
 
 
-def events(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def events(path: Path, since: float = 0.0) -> list[dict[str, Any]]:
+    """The fault event log's entries (its rotated generations too) from ``since`` (epoch seconds)."""
+    return [e for e in jsonlog.read(path) if isinstance(e.get("at"), (int, float)) and e["at"] >= since]
 
 
 def paired(log: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
@@ -122,7 +121,7 @@ class LocalSoak:
     rules_before: dict[str, str] = field(default_factory=dict)
     meta_before: dict[str, Any] = field(default_factory=dict)
     switches_before: dict[str, dict[str, Any]] = field(default_factory=dict)
-    first_event: int = 0
+    started_at: float = 0.0
     counts: dict[str, int] = field(
         default_factory=lambda: {"requested": 0, "applied": 0, "refused": 0, "server_errors": 0, "holders_killed": 0}
     )
@@ -139,7 +138,7 @@ class LocalSoak:
         soak = cls(state, ensure_token(directory), directory)
         soak.rules_before, soak.switches_before = host_rules(), switches(state, soak.token)
         soak.meta_before = client.call("GET", f"{state['components']['metadata']['url']}/status", soak.token)
-        soak.first_event = len(events(soak.log))
+        soak.started_at = time.time()
         return soak
 
     @property
@@ -187,7 +186,7 @@ class LocalSoak:
 
     def leases_left_open(self) -> dict[str, int]:
         """From the fault event log: leases ended by their lease, by a restart of their holder, or never."""
-        pairs = paired(events(self.log)[self.first_event :])
+        pairs = paired(events(self.log, self.started_at))
         started = [start for start, _ in pairs]
         open_leases = [start for start, end in pairs if end is None]
         # a lease without an end event is over if its holder was killed after it started: by the soak,
@@ -203,7 +202,7 @@ class LocalSoak:
     def effects(self) -> dict[str, Any]:
         """The faults on traffic that ended: how many did nothing, and how many of those without a
         reason (their targets all frozen or restarting, or the metadata service): findings."""
-        pairs = paired(events(self.log)[self.first_event :])
+        pairs = paired(events(self.log, self.started_at))
         ended = [(start, end) for start, end in pairs if end is not None and start["fault"] in NETWORK]
         still = [
             (e["target"], e["at"], e["at"] + (e["duration_s"] if e["fault"] == "freeze" else RESTART_S))

@@ -70,3 +70,14 @@ def test_two_first_starts_agree_on_one_token(tmp_path):
     first = auth.write_new_token(path)
     assert auth.write_new_token(path) == first  # the loser reads the winner's
     assert path.read_text() == f"STORMLAB_TOKEN={first}\n"
+
+
+def test_the_stacks_token_is_readable_by_the_labs_group_only_and_an_old_one_is_mended(tmp_path):
+    secrets_dir = tmp_path / "secrets"
+    auth.init(secrets_dir, group=os.getgid())
+    token, password = secrets_dir / "token", secrets_dir / "grafana-password"
+    assert token.stat().st_mode & 0o777 == 0o640  # never "other": Grafana (another uid) mounts the volume
+    assert password.stat().st_mode & 0o777 == 0o644  # Grafana's own password, which it must read
+    assert token.stat().st_gid == os.getgid()
+    token.chmod(0o644)  # a volume from before: world-readable
+    assert auth.init(secrets_dir, group=os.getgid()) == [] and token.stat().st_mode & 0o777 == 0o640

@@ -1,0 +1,100 @@
+"""Append-only JSON-lines logs that rotate, and a reader that reads only what is new.
+
+The lab's logs (the fault event log, the responders' journal, the pages) grow with every lease
+and every page. Each is one file that rotates once it passes ``max_bytes``: ``name`` becomes
+``name.1`` (``name.1`` becomes ``name.2`` …), and the oldest beyond ``keep`` generations is
+dropped. A reader of the whole log reads the generations oldest first; a ``Tail`` keeps its place
+and, on each call, reads only the lines appended since (from the start again when the file was
+rotated or replaced under it). A line cut short by a crash is skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+MAX_BYTES = 8 * 1024 * 1024
+KEEP = 3
+
+
+def generations(path: Path, keep: int = KEEP) -> list[Path]:
+    """The log's files, oldest first (those that exist)."""
+    older = [path.with_name(f"{path.name}.{n}") for n in range(keep, 0, -1)]
+    return [p for p in [*older, path] if p.exists()]
+
+
+def rotate(path: Path, keep: int = KEEP) -> None:
+    for n in range(keep, 0, -1):
+        older = path.with_name(f"{path.name}.{n}")
+        if n == keep:
+            older.unlink(missing_ok=True)
+        else:
+            newer = path.with_name(f"{path.name}.{n + 1}")
+            if older.exists():
+                older.replace(newer)
+    if path.exists():
+        path.replace(path.with_name(f"{path.name}.1"))
+
+
+def append(path: Path, entries: list[dict[str, Any]] | dict[str, Any], max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
+    """Append one entry (or several) as JSON lines, rotating first when the file has grown past
+    ``max_bytes``. Raises OSError when it cannot be written (the caller decides what that means)."""
+    lines = "".join(json.dumps(e) + "\n" for e in ([entries] if isinstance(entries, dict) else entries))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size + len(lines) > max_bytes:
+            rotate(path, keep)
+    except FileNotFoundError:
+        pass
+    with path.open("a") as f:
+        f.write(lines)
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash: the others still count
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def read(path: Path, keep: int = KEEP) -> list[dict[str, Any]]:
+    """Every entry of the log, its rotated generations first."""
+    out: list[dict[str, Any]] = []
+    for p in generations(path, keep):
+        try:
+            out += parse(p.read_text())
+        except OSError:
+            continue
+    return out
+
+
+class Tail:
+    """Reads a log as it grows: each ``new()`` returns the entries appended since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._inode: int | None = None
+        self._offset = 0
+        self._partial = b""
+
+    def new(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                inode, size = os.fstat(f.fileno()).st_ino, os.fstat(f.fileno()).st_size
+                if inode != self._inode or size < self._offset:  # rotated or replaced: its lines are all new
+                    self._inode, self._offset, self._partial = inode, 0, b""
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        complete, _, self._partial = data.rpartition(b"\n")
+        return parse(complete.decode(errors="replace")) if complete else []
