@@ -21,6 +21,7 @@ from typing import Any
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos.catalog import ChaosError
 from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
+from chaos.journal import Journal
 from chaos.lease import describe_effect
 from stormcore import roster
 from stormcore.auth import ensure_token
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
         print(f"POST {url}/faults {json.dumps(req.body)}")
         return 0
     directory = state_dir()
-    lease, req = client.apply(state, args.fault, values, ensure_token(directory), journal_dir=directory, via="chaos")
+    lease, req = client.apply(state, args.fault, values, ensure_token(directory), journal=Journal(directory), via="chaos")
     print(client.describe(lease, req))
     if args.wait:
         time.sleep(req.body["duration_s"])

@@ -12,11 +12,11 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from chaos import catalog, journal
+from chaos import catalog
 from chaos.catalog import ChaosError
+from chaos.journal import Journal
 from stormcore import roster
 from stormcore.auth import headers
 from stormcore.errors import LabError
@@ -109,7 +109,7 @@ def apply(
     values: Mapping[str, Any],
     token: str,
     *,
-    journal_dir: Path | None = None,
+    journal: Journal | None = None,
     via: str = "chaos",
     action: str | None = None,
     role: str | None = None,
@@ -117,17 +117,17 @@ def apply(
     """Build, send and, for a responder's move, journal one fault (a move that is refused is
     journaled too); returns the holder's lease and the request."""
     spec = catalog.FAULTS.get(fault)
-    directory = journal_dir if spec is not None and spec.move else None
+    moves = journal if spec is not None and spec.move else None
     args = {k: v for k, v in values.items() if v is not None}
     try:
         url, req = build(state, fault, values)
         lease = send(url, req, token)
     except (ChaosError, LabError) as exc:
-        if directory is not None:
-            journal.record(directory, action or fault, args, False, str(exc), fault=fault, via=via, role=role)
+        if moves is not None:
+            moves.record(action or fault, args, False, str(exc), fault=fault, via=via, role=role)
         raise
-    if directory is not None:
-        journal.record(directory, action or fault, args, True, describe(lease, req), fault=fault, via=via, role=role)
+    if moves is not None:
+        moves.record(action or fault, args, True, describe(lease, req), fault=fault, via=via, role=role)
     return lease, req
 
 

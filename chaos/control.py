@@ -121,7 +121,7 @@ class Recorder:
         log.info("fault %s", json.dumps(event))
         if self.event_log is not None:
             try:
-                jsonlog.append(self.event_log, event)
+                jsonlog.append(self.event_log, event, make_parents=False)  # a state directory removed stays removed
             except OSError as exc:  # the fault still applies and reverts; the log line is lost
                 self.failures.labels("event_log").inc()
                 log.error("fault event not written to %s: %s", self.event_log, exc)

@@ -38,11 +38,15 @@ def rotate(path: Path, keep: int = KEEP) -> None:
         path.replace(path.with_name(f"{path.name}.1"))
 
 
-def append(path: Path, entries: list[dict[str, Any]] | dict[str, Any], max_bytes: int = MAX_BYTES, keep: int = KEEP) -> None:
+def append(
+    path: Path, entries: list[dict[str, Any]] | dict[str, Any], max_bytes: int = MAX_BYTES, keep: int = KEEP, make_parents: bool = True
+) -> None:
     """Append one entry (or several) as JSON lines, rotating first when the file has grown past
-    ``max_bytes``. Raises OSError when it cannot be written (the caller decides what that means)."""
+    ``max_bytes`` (its folder made first, unless ``make_parents`` is false: a log whose folder is
+    gone is then not written). Raises OSError when it cannot be written (the caller decides)."""
     lines = "".join(json.dumps(e) + "\n" for e in ([entries] if isinstance(entries, dict) else entries))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     try:
         if path.stat().st_size + len(lines) > max_bytes:
             rotate(path, keep)

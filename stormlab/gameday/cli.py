@@ -14,12 +14,14 @@ from typing import Any, TypeVar
 
 from chaos import catalog
 from chaos.flags import add_backend
+from chaos.journal import timeline
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import compose, launcher
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.gameday import debrief, desk, leaderboard, report, scoring
+from stormlab.gameday import debrief, desk, desk_web, leaderboard, report, roles, scoring
 from stormlab.gameday.alerts import Evaluator
+from stormlab.gameday.desk import Desk
 from stormlab.gameday.labs import DockerLab, LocalLab
 from stormlab.gameday.moves import ACTIONS, fault_of, move_values
 from stormlab.gameday.reader import load
@@ -185,8 +187,9 @@ class Say:
 
 def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
     say = Say(args.json)
-    directory = Path(lab.ops.directory)
-    evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(directory, body, "runner", say), args.speed)
+    book = Desk(Path(lab.ops.directory), scenario.title)  # the game's one record of pages and moves
+    lab.ops.journal, lab.ops.unacked = book.journal, book.unacked  # the autopilot's moves go into it too
+    evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(book, body, "runner", say), args.speed)
     runner = Runner(
         scenario,
         plan,
@@ -199,7 +202,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         progress=say.progress,
     )
     try:
-        journal = run_loop(settle_then(lab, runner, args, say))
+        journal = run_loop(settle_then(lab, runner, book, args, say))
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
         say("interrupted", "interrupted: rollbacks ran, every fault halted")
@@ -207,7 +210,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     journal["seed"] = seed
     journal["team"] = args.team
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
-    journal["pages"] = [p | {"t": round(p["at"] - lab.started_at, 3)} for p in desk.read_pages(directory, lab.started_at)]
+    journal["pages"] = timeline([p for p in book.pages if p["mono"] >= lab.started_mono], lab.started_mono, lab.started_at)
     return finish(scenario, journal, args, say)
 
 
@@ -220,9 +223,9 @@ def run_loop(coro: Coroutine[Any, Any, T]) -> T:
         launcher.interrupt_on_term()
 
 
-def page(directory: Path, body: dict, via: str, say: Say) -> None:
-    """A page the runner's own evaluation raised (the local lab): recorded as Alertmanager's are."""
-    for p in desk.record_webhook(directory, body, via):
+def page(book: Desk, body: dict, via: str, say: Say) -> None:
+    """A page the runner's own evaluation raised (the local lab): taken as Alertmanager's are."""
+    for p in book.page(body, via):
         announce(say, p)
 
 
@@ -230,11 +233,12 @@ def announce(say: Say, p: dict) -> None:
     say("page", f"PAGE {p['status'].upper()} {p['alert']} -> {p['role']}: {p['summary']}", **p)
 
 
-async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, limit_s: float = 180.0) -> dict:
+async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace, say: Say, limit_s: float = 180.0) -> dict:
     """Before the timeline: every node serving, and the customers' 10 s error window clear of
     the start-up for every table (a lab just started refuses customers until its nodes have
     memberships, and a small table can still be over 5% when the aggregate is under 1%); then
-    the desk (the status page, Alertmanager's webhook) for as long as the run lasts."""
+    the desk (the status page, Alertmanager's webhook, the players' moves, with a token per
+    role) for as long as the run lasts."""
     deadline, calm_since = time.monotonic() + limit_s, None
     while time.monotonic() < deadline:
         snap = await lab.sample()
@@ -253,7 +257,7 @@ async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, l
         f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, "
         f"customer errors {100 * (snap['customer_error_ratio'] or 0):.1f}%",
     )
-    lab.started_at = time.time()
+    lab.started_at, lab.started_mono = time.time(), time.monotonic()
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.
     task = asyncio.current_task()
     assert task is not None
@@ -261,11 +265,27 @@ async def settle_then(lab, runner: Runner, args: argparse.Namespace, say: Say, l
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
-    async with desk.serving(
-        Path(lab.ops.directory), host, args.desk_port, lab.ops.token, lab.started_at, runner.scenario.title, heard
-    ) as url:
+    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
-        return await runner.run()
+        book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
+        if not args.autopilot:
+            tell_roles(say, book)
+        try:
+            return await runner.run()
+        finally:
+            roles.end(book.directory)
+
+
+def tell_roles(say: Say, book: Desk) -> None:
+    """The roles' tokens, for the organiser to hand out: a move needs one while the game is on."""
+    lines = [f"  {role:<9} STORMLAB_ROLE_TOKEN={token}" for role, token in book.roles.items()]
+    say(
+        "roles",
+        "each player moves as a role, with its token (on this machine `--as ROLE` finds it):\n"
+        + "\n".join(lines)
+        + "\n  e.g. STORMLAB_ROLE_TOKEN=… stormlab ops --as database ack",
+        roles=sorted(book.roles),
+    )
 
 
 def desk_host(docker: bool) -> str:

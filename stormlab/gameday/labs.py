@@ -69,7 +69,8 @@ def scaled(args: dict[str, Any], speed: float) -> dict[str, Any]:
 
 class _Lab:
     ops: Ops
-    started_at: float
+    started_at: float  # when t = 0 was: the wall clock (for people) and the monotonic clock (for order)
+    started_mono: float
 
     async def action(self, action: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         """A scenario's action through `ops`, its times divided by ``speed``."""
@@ -83,14 +84,15 @@ class _Lab:
         return {"ok": entry["ok"], "message": "\n".join(lines)}
 
     def player_actions(self) -> list[dict[str, Any]]:
-        return journal.moves_since(self.ops.directory, self.started_at)
+        """The moves made since the run started (the desk's journal in a game), on its timeline."""
+        return journal.timeline(self.ops.journal.entries(self.started_mono), self.started_mono, self.started_at)
 
 
 class LocalLab(_Lab):
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
         self.ops = Ops(state)
-        self.started_at = time.time()
+        self.started_at, self.started_mono = time.time(), time.monotonic()
         self.session: aiohttp.ClientSession | None = None
 
     async def sample(self) -> dict[str, Any]:
@@ -134,7 +136,7 @@ class DockerLab(_Lab):
     def __init__(self, directory: Path, promql: set[str] | frozenset[str] = frozenset()) -> None:
         self.stack = DockerStack(directory)
         self.ops = Ops(self.stack.state, docker=self.stack)
-        self.started_at = time.time()
+        self.started_at, self.started_mono = time.time(), time.monotonic()
         self.promql = sorted(promql)  # the scenario's promql probes, asked of Prometheus each sample
 
     async def sample(self) -> dict[str, Any]:

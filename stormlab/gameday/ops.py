@@ -16,14 +16,17 @@
                       post to the status page customers read (name the tables that fail)
   note TEXT           mark the timeline
 
-A team plays with `--as ROLE` (or STORMLAB_ROLE): database, queues, scaling, metrics or console.
-Each role makes its own service's moves (another role's are refused, exit 2) and everyone's
-(status, note, ack, post-status); the game day scores each role's moves and pages.
+A team plays with `--as ROLE`: database, queues, scaling, metrics or console. Each role makes
+its own service's moves (another role's are refused, exit 2) and everyone's (status, note, ack,
+post-status); the game day scores each role's moves and pages. While a team's game day is on, a
+role is an identity: every move goes through the runner's desk with the role's token (the
+organiser's runner prints them; STORMLAB_ROLE_TOKEN, or the role's file on the organiser's
+machine), and a move with no role or an unknown token is refused (exit 2).
 
 Each move is a lease held by the service it changes (chaos/catalog.py, as the faults are): it
 ends by itself, and its help says when and what the end does. Every command goes into the
-responders' journal (ops-journal.jsonl in the state directory), as the faults of `stormlab
-chaos` do: a running scenario reads it to mark the players' moves and to score them.
+responders' journal (ops-journal.jsonl in the state directory; in a game, the desk's): the
+game day marks the players' moves from it and scores them.
 """
 
 from __future__ import annotations
@@ -33,20 +36,23 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from chaos import catalog, client, journal
+from chaos import catalog, client
 from chaos.flags import add_backend, add_fault_args
+from chaos.journal import Journal
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
-from stormlab.gameday import desk
+from stormlab.gameday import desk, roles
 from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, check_role, fault_of, move_values
 
 
@@ -76,13 +82,23 @@ def first_look(snap: dict[str, Any]) -> str:
 
 
 class Ops:
-    """The runbook against a lab (``state``: the local lab's, or the compose stack's)."""
+    """The runbook against a lab (``state``: the local lab's, or the compose stack's). Its moves go
+    into ``journal`` and its acks answer ``unacked``'s pages: the lab's files, or a game's desk."""
 
-    def __init__(self, state: dict[str, Any], directory: Path | None = None, docker: DockerStack | None = None) -> None:
+    def __init__(
+        self,
+        state: dict[str, Any],
+        directory: Path | None = None,
+        docker: DockerStack | None = None,
+        journal: Journal | None = None,
+        unacked: Callable[[str | None], list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.state = state
         self.directory = Path(state.get("directory") or directory or state_dir())
         self.token = ensure_token(self.directory)
         self.docker = docker
+        self.journal = journal or Journal(self.directory)
+        self.unacked = unacked or partial(desk.unacked, self.directory)
 
     async def run(self, action: str, args: dict[str, Any], role: str | None = None) -> dict[str, Any]:
         """Make one move as ``role`` (None: no role named); returns what the journal holds of it
@@ -101,43 +117,41 @@ class Ops:
         try:
             values = move_values(spec, args)
         except UsageError as exc:
-            journal.record(self.directory, action, args, False, str(exc), fault=fault, role=role)
-            return {"ok": False, "message": str(exc), "error": exc}
+            return self.journal.record(action, args, False, str(exc), fault=fault, role=role) | {"error": exc}
         try:  # built, sent and journaled on the one path `stormlab chaos` takes too
             lease, req = await asyncio.to_thread(
-                client.apply, self.state, fault, values, self.token, journal_dir=self.directory, via="ops", action=action, role=role
+                client.apply, self.state, fault, values, self.token, journal=self.journal, via="ops", action=action, role=role
             )
         except (UsageError, LabError) as exc:
-            return {"ok": False, "message": str(exc), "error": exc}
-        return {"ok": True, "message": client.describe(lease, req)}
+            return {"ok": False, "message": str(exc), "error": exc, "at": time.time()}  # journaled by the client
+        return {"ok": True, "message": client.describe(lease, req), "at": time.time()}
 
     async def everyone(self, action: str, args: dict[str, Any], role: str | None) -> dict[str, Any]:
         """The moves no role owns: look, note, acknowledge a page, post to the status page."""
         if action == "status":
-            return journal.record(self.directory, action, args, True, await self.status(), role=role)
+            return self.journal.record(action, args, True, await self.status(), role=role)
         if action == "note":
-            return journal.record(self.directory, action, args, True, str(args.get("text", "")).strip() or "(empty note)", role=role)
+            return self.journal.record(action, args, True, str(args.get("text", "")).strip() or "(empty note)", role=role)
         if action == "ack":
             return self.ack(args.get("alert"), role)
         severity, text = args.get("severity"), str(args.get("text") or "").strip()
         if severity not in SEVERITIES or not text:
             exc = UsageError(f"post-status needs --severity ({', '.join(SEVERITIES)}) and the text customers read")
             return {"ok": False, "message": str(exc), "error": exc}
-        entry = journal.record(
-            self.directory, action, {"severity": severity, "text": text}, True, f"posted ({severity}): {text}", role=role
-        )
-        return entry
+        return self.journal.record(action, {"severity": severity, "text": text}, True, f"posted ({severity}): {text}", role=role)
 
     def ack(self, alert: str | None, role: str | None) -> dict[str, Any]:
-        waiting = [p for p in desk.unacked(self.directory, role) if alert is None or p["alert"] == alert]
+        """Acknowledges ``role``'s newest page (of ``alert``), as ``role``: an ack is credited to
+        the role that made it, never to the role that was paged."""
+        waiting = [p for p in self.unacked(role) if alert is None or p["alert"] == alert]
         if not waiting:
             whose = f"{role}'s" if role else "any role's"
             exc = UsageError(f"no page of {alert or 'any alert'} waits for {whose} ack (pages arrive during a game day)")
             return {"ok": False, "message": str(exc), "error": exc}
         page = waiting[-1]
-        age = max(0.0, time.time() - page["at"])
+        age = max(0.0, self.journal.mono() - page["mono"]) if "mono" in page else max(0.0, time.time() - page["at"])
         message = f"acknowledged {page['alert']} (paged {age:.0f}s ago): {page['summary']}"
-        return journal.record(self.directory, "ack", {"alert": page["alert"]}, True, message, role=page["role"])
+        return self.journal.record("ack", {"alert": page["alert"]}, True, message, role=role)
 
     async def reading(self) -> dict[str, Any]:
         """One reading of the lab (the shape `stormlab status --json` prints)."""
@@ -214,6 +228,9 @@ def run(args: argparse.Namespace) -> int:
         kwargs = {"alert": args.alert}
     elif args.action == "post-status":
         kwargs = {"severity": args.severity, "text": " ".join(args.text)}
+    game = roles.current(state_dir())
+    if game is not None:  # a team's game day is on: the move goes through its desk, as the role's token says
+        return through_desk(game, args, kwargs)
     if backend(args.backend) in ("docker", "k8s"):  # an engine: its processes reached by their URLs
         stack = DockerStack(state_dir())
         ops = Ops(stack.state, docker=stack)
@@ -227,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "status" and args.json:
         snap = asyncio.run(ops.reading())
         look = first_look(snap)
-        journal.record(ops.directory, "status", {}, True, look, role=args.role)
+        ops.journal.record("status", {}, True, look, role=args.role)
         print(json.dumps(snap | {"first_look": look.splitlines()}, indent=1))
         return 0
     entry = asyncio.run(ops.run(args.action, kwargs, args.role))
@@ -235,3 +252,18 @@ def run(args: argparse.Namespace) -> int:
     if not entry["ok"]:
         raise entry["error"]
     return 0
+
+
+def through_desk(game: dict[str, Any], args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
+    """A player's move in a team's game day: made by the desk as the role the token proves."""
+    answer = roles.move(game, args.role, state_dir(), args.action, kwargs)
+    if args.action == "status" and args.json:  # the look is journaled by the desk; the reading is read here
+        stack = DockerStack(state_dir()) if backend(args.backend) in ("docker", "k8s") else None
+        state = stack.state if stack else running()
+        if state is None:
+            raise LabError("no lab is up to read")
+        snap = asyncio.run(Ops(state, docker=stack).reading())
+        print(json.dumps(snap | {"first_look": first_look(snap).splitlines()}, indent=1))
+        return 0
+    print(answer["message"])
+    return 0 if answer["ok"] else int(answer.get("exit_code") or 1)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import client
+from chaos.journal import Journal
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
@@ -67,7 +68,7 @@ def deploy_later(state: dict[str, Any], row: Row, speed: float) -> None:
     time.sleep(pace.wall(POINT_2015["blip_s"] + DEPLOY_AFTER_S))
     values = dict(row.deploy) | {"staged": DEPLOY_STEPS, "every": f"{pace.wall(DEPLOY_EVERY_S):g}s", "duration": f"{pace.wall(600):g}s"}
     directory = Path(state["directory"])
-    client.apply(state, "deploy", values, ensure_token(directory), journal_dir=directory, via="mitigations")
+    client.apply(state, "deploy", values, ensure_token(directory), journal=Journal(directory), via="mitigations")
 
 
 def wasted_core_s(state: dict[str, Any]) -> float:

@@ -72,7 +72,7 @@ def test_ops_runbook_on_a_lab(small_lab, capsys):
 @pytest.mark.lab
 @pytest.mark.timeout(120)
 def test_the_operator_s_moves_are_ops_s_journaled_and_scored_and_chaos_breaks_the_world(small_lab, capsys):
-    started = time.time()
+    started, started_mono = time.time(), time.monotonic()
     assert main(["ops", "pause-metadata", "--duration", "30s"]) == 0
     assert main(["ops", "set-capacity", "60", "--duration", "30s"]) == 0
     assert main(["ops", "resume", "--staged", "2", "--every", "1s"]) == 0
@@ -81,7 +81,7 @@ def test_the_operator_s_moves_are_ops_s_journaled_and_scored_and_chaos_breaks_th
     with pytest.raises(SystemExit) as refused:  # a move is not a fault: chaos has no command for it
         main(["chaos", "capacity", "--cores", "60", "--duration", "30s"])
     assert refused.value.code == 2 and "invalid choice: 'capacity'" in capsys.readouterr().err
-    moves = journal.moves_since(small_lab, started)
+    moves = journal.timeline(journal.read_journal(small_lab, started), started_mono, started)
     assert [(m["fault"], m["via"], m["ok"]) for m in moves] == [
         ("pause-metadata", "ops", True),
         ("capacity", "ops", True),

@@ -61,6 +61,11 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
         # database: paged by TableSLOBurn; acknowledges, tells customers, pauses the metadata service
         paged = wait_for_page(state, "database")
         assert paged["alert"] == "TableSLOBurn", paged
+        # a role is an identity while the game is on: no role, or a token the desk did not issue, moves nothing
+        assert main(["ops", "pause-metadata"]) == 2
+        monkeypatch.setenv("STORMLAB_ROLE_TOKEN", "a-token-nobody-issued")
+        assert main(["ops", "--as", "database", "pause-metadata"]) == 2
+        monkeypatch.delenv("STORMLAB_ROLE_TOKEN")
         assert main(["ops", "--as", "queues", "pause-metadata"]) == 2  # not the queues' move
         assert main(["ops", "--as", "database", "ack"]) == 0
         assert main(["ops", "--as", "database", "ack"]) == 2  # nothing left to acknowledge
@@ -85,7 +90,9 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert all(line.startswith("{") for line in out.splitlines() if line.strip()), out  # --json: nothing but JSON lines
     kinds = {e["event"] for e in events}
-    assert {"settled", "desk", "step", "progress", "page", "done"} <= kinds, kinds
+    assert {"settled", "desk", "roles", "step", "progress", "page", "done"} <= kinds, kinds
+    assert next(e for e in events if e["event"] == "roles")["roles"] == sorted(["database", "queues", "scaling", "metrics", "console"])
+    assert not (state / "game").exists()  # the tokens went with the game
     progress = next(e for e in events if e["event"] == "progress")
     assert {"step", "waiting_for", "value", "left_s"} <= set(progress)
     done = events[-1]
@@ -102,6 +109,7 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
         assert 0 <= roles[role]["time_to_ack_s"] <= roles[role]["time_to_detect_s"] < 60, roles
     queue_moves = [a for a in journal["player_actions"] if a.get("role") == "queues"]
     assert [(a["action"], a["ok"]) for a in queue_moves] == [("ack", True), ("enable", True)]  # the refused move is not one
+    assert all(a["via"] == "ops" and a["role"] for a in journal["player_actions"])  # every move the desk made had a role
     tail = next(s for s in journal["steps"] if s["name"] == "the tail")
     assert journal["score"]["time_to_detect_s"] is not None and journal["score"]["onset_s"] > tail["at_s"]  # not the start-up's errors
     posted = journal["status_page"]

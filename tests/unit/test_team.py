@@ -14,7 +14,8 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
-from stormlab.gameday import alerts, desk, moves, scoring
+from stormlab.gameday import alerts, desk, desk_web, moves, scoring
+from stormlab.gameday.ops import Ops
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import ScenarioError, schedule
@@ -159,21 +160,109 @@ def test_a_malformed_webhook_records_nothing(tmp_path, body):
     assert desk.read_pages(tmp_path) == []
 
 
-async def test_the_desk_takes_alertmanagers_pages_with_the_token_and_serves_the_status_page(tmp_path, aiohttp_client):
+LAB_TOKEN = "lab-token-for-the-desk-tests"
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch):
+    """A game's desk with two roles' tokens, and the runbook it makes moves with (a lab whose
+    metadata service does not answer)."""
+    monkeypatch.setenv("STORMLAB_TOKEN", LAB_TOKEN)
+    the_desk = desk.Desk(tmp_path, "game day", {"database": "db-token", "queues": "q-token"})
+    state = {"directory": str(tmp_path), "settings": {"STORMLAB_RACKS": "2"}, "components": {"metadata": {"url": "http://127.0.0.1:9"}}}
+    return the_desk, Ops(state, journal=the_desk.journal, unacked=the_desk.unacked)
+
+
+def as_role(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_the_desk_takes_alertmanagers_pages_with_the_token_and_serves_the_status_page(book, aiohttp_client):
+    the_desk, ops = book
     heard = []
-    client = await aiohttp_client(desk.app(tmp_path, "tok", 0.0, "game day", heard.append))
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, heard.append))
     assert (await client.post("/alertmanager", json=page_body())).status == 401
-    bad = await client.post("/alertmanager", data="{not json", headers={"Authorization": "Bearer tok"})
+    assert (await client.post("/alertmanager", json=page_body(), headers=as_role("db-token"))).status == 401  # a role's token: no
+    bad = await client.post("/alertmanager", data="{not json", headers=as_role(LAB_TOKEN))
     assert bad.status == 400 and (await bad.json())["error"] == "bad_request"
-    assert (await client.post("/alertmanager", json={"alerts": [{}]}, headers={"Authorization": "Bearer tok"})).status == 400
-    ok = await client.post("/alertmanager", json=page_body(), headers={"Authorization": "Bearer tok"})
+    assert (await client.post("/alertmanager", json={"alerts": [{}]}, headers=as_role(LAB_TOKEN))).status == 400
+    ok = await client.post("/alertmanager", json=page_body(), headers=as_role(LAB_TOKEN))
     assert ok.status == 200 and (await ok.json()) == {"recorded": 1}
     assert [p["alert"] for p in heard] == ["RetryStorm"]  # the runner prints it as it arrives
-    journal.record(tmp_path, "post-status", {"severity": "major-outage", "text": "<catalog> fails"}, True, "posted", role="database")
+    posted = await client.post(
+        "/moves", json={"action": "post-status", "as": "database", "args": {"severity": "major-outage", "text": "<catalog> fails"}},
+        headers=as_role("db-token"),
+    )  # fmt: skip
+    assert posted.status == 200 and (await posted.json())["ok"]
     page = await (await client.get("/")).text()
     assert "major-outage" in page and "&lt;catalog&gt; fails" in page and "posted by database" in page
     status = await (await client.get("/status.json")).json()
     assert len(status["posts"]) == 1 and status["pages"][0]["alert"] == "RetryStorm"
+
+
+async def test_a_line_another_process_appends_to_the_journal_is_not_on_the_status_page_or_scored(book, aiohttp_client):
+    the_desk, ops = book
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    journal.record(the_desk.directory, "post-status", {"severity": "resolved", "text": "all fine"}, True, "posted", role="database")
+    journal.record(the_desk.directory, "ack", {"alert": "RetryStorm"}, True, "acked", role="database")
+    assert "all fine" not in await (await client.get("/")).text()
+    assert the_desk.journal.entries() == [] and (await (await client.get("/status.json")).json())["posts"] == []
+
+
+@pytest.mark.parametrize(
+    ("token", "body", "status", "says"),
+    [
+        ("nobody", {"action": "note", "as": "database", "args": {"text": "x"}}, 401, "role's token"),
+        ("q-token", {"action": "note", "as": "database", "args": {"text": "x"}}, 403, "queues on-call's, not database's"),
+        ("q-token", {"action": "pause-metadata", "as": "queues", "args": {}}, 403, "database on-call's move"),
+        ("db-token", {"action": "reboot", "as": "database", "args": {}}, 400, "action must be one of"),
+        ("db-token", {"action": "note", "as": "database", "args": [1]}, 400, "args must be an object"),
+        ("db-token", {"action": "note", "args": {}}, 400, "as must name the role"),
+        ("db-token", {"action": "post-status", "as": "database", "args": {"text": "no severity"}}, 400, "needs --severity"),
+        ("db-token", {"action": "pause-metadata", "as": "database", "args": {"duration": "0s"}}, 200, "duration"),
+    ],
+)
+async def test_a_move_needs_its_roles_token_and_a_refusal_makes_nothing(book, aiohttp_client, token, body, status, says):
+    the_desk, ops = book
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    resp = await client.post("/moves", json=body, headers=as_role(token))
+    answer = await resp.json()
+    assert resp.status == status and says in answer["message"], answer
+    if status == 200:  # made, failed, journaled: a bad duration is the player's failed move (exit 2)
+        assert answer["ok"] is False and answer["exit_code"] == 2 and the_desk.journal.entries()[0]["role"] == "database"
+    else:
+        assert the_desk.journal.entries() == []
+
+
+async def test_a_move_that_fails_at_its_holder_is_a_failed_move_and_journaled_as_the_role(book, aiohttp_client):
+    the_desk, ops = book
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    resp = await client.post("/moves", json={"action": "pause-metadata", "as": "database", "args": {}}, headers=as_role("db-token"))
+    answer = await resp.json()
+    assert resp.status == 200 and answer["ok"] is False and answer["exit_code"] == 1 and "did not answer" in answer["message"]
+    [entry] = the_desk.journal.entries()
+    assert (entry["action"], entry["ok"], entry["role"], entry["fault"]) == ("pause-metadata", False, "database", "pause-metadata")
+
+
+@pytest.mark.parametrize("weak", ["", "short", "stormlab"])
+def test_the_desk_refuses_a_lab_token_anyone_could_guess(book, weak):
+    from stormcore.auth import WeakToken
+
+    the_desk, ops = book
+    with pytest.raises(WeakToken):
+        desk_web.app(the_desk, ops, weak)
+
+
+async def test_an_ack_is_the_acking_roles_and_a_clock_step_cannot_put_it_before_its_page(book):
+    the_desk, ops = book
+    walls = iter([1000.0, 400.0, 400.5])  # the wall clock steps back ten minutes after the page
+    the_desk.journal.wall = lambda: next(walls)
+    the_desk.page(page_body(), "alertmanager")
+    done = await ops.run("ack", {"alert": None}, "database")
+    assert done["ok"] and done["role"] == "database" and done["at"] < the_desk.pages[0]["at"]  # by the wall, before
+    assert the_desk.unacked("database") == []  # by the monotonic clock, after: answered
+    refused = await ops.run("ack", {"alert": None}, "queues")
+    assert not refused["ok"] and "waits for queues's ack" in refused["message"]
 
 
 # -- the runner: stop conditions, the steady state again, progress ------------------------------

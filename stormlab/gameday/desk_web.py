@@ -1,0 +1,113 @@
+"""The desk's HTTP side, served by the game-day runner while a game lasts.
+
+    POST /alertmanager   Alertmanager's webhook (the lab token as a Bearer token)
+    POST /moves          a player's move: {"action", "args", "as"} with the role's token as a
+                         Bearer token; the desk checks the token is that role's and the move is
+                         the role's (or everyone's), makes it with the lab token and journals it
+    GET  /               the status page
+    GET  /status.json    {"posts": [...], "pages": [...]}
+
+A move that was made and failed (the admin path timing out in a storm, as in 2015) is a move:
+200 with ``ok`` false and the exit code the command gives. A request that is not a move (a bad
+body, an unknown action, wrong arguments) is a 400, another role's move a 403, a token the desk
+does not know a 401: nothing is made or journaled.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from chaos.catalog import ChaosError
+from stormcore.auth import check_strength
+from stormcore.errors import LabError, UsageError
+from stormcore.web import BadRequest, json_error, json_errors, read_object
+from stormlab.gameday.desk import Desk
+from stormlab.gameday.moves import ACTIONS, check_role
+from stormlab.gameday.ops import Ops
+
+
+def app(desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None) -> web.Application:
+    """The desk's routes. A lab token anyone could guess (or none) is refused here: the desk would
+    take pages from anyone."""
+    check_strength(lab_token)
+    expected = f"Bearer {lab_token}".encode()
+
+    async def alertmanager(request: web.Request) -> web.Response:
+        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+            return json_error(401, "unauthorized", "the desk takes pages with the lab token as a Bearer token")
+        body = await read_object(request)
+        try:
+            taken = desk.page(body, via="alertmanager")
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        if on_page is not None:
+            for page in taken:
+                on_page(page)
+        return web.json_response({"recorded": len(taken)})
+
+    async def moves(request: web.Request) -> web.Response:
+        role = desk.role_of(request.headers.get("Authorization", ""))
+        if role is None:
+            return json_error(401, "unauthorized", "the desk takes moves with a role's token (STORMLAB_ROLE_TOKEN) from this game")
+        action, args, claimed = _move(await read_object(request))
+        if claimed != role:
+            return json_error(403, "forbidden", f"this token is the {role} on-call's, not {claimed}'s")
+        try:
+            check_role(role, ACTIONS[action], args)
+        except ChaosError as exc:
+            return json_error(403, "forbidden", str(exc))
+        entry = await ops.run(action, args, role)
+        error = entry.get("error")
+        if isinstance(error, UsageError) and "at" not in entry:  # refused before it was journaled: not a move
+            raise BadRequest(str(error))
+        code = 0 if entry["ok"] else error.exit_code if isinstance(error, (UsageError, LabError)) else 1
+        return web.json_response({"ok": entry["ok"], "message": entry["message"], "role": role, "exit_code": code})
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=desk.status_page(), content_type="text/html")
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({"posts": desk.posts(), "pages": desk.pages})
+
+    served = web.Application(middlewares=[json_errors])
+    served.router.add_post("/alertmanager", alertmanager)
+    served.router.add_post("/moves", moves)
+    served.router.add_get("/", page)
+    served.router.add_get("/status.json", status)
+    return served
+
+
+def _move(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
+    action, args, claimed = body.get("action"), body.get("args", {}), body.get("as")
+    if not isinstance(action, str) or action not in ACTIONS:
+        raise BadRequest(f"action must be one of {', '.join(ACTIONS)}")
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise BadRequest("args must be an object of the move's arguments")
+    if not isinstance(claimed, str):
+        raise BadRequest("as must name the role the move is made as")
+    return action, args, claimed
+
+
+@asynccontextmanager
+async def serving(
+    desk: Desk, ops: Ops, host: str, port: int, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None
+) -> AsyncIterator[str]:
+    """The desk on ``host:port`` while the block runs (``on_page`` hears each page it takes); yields its URL."""
+    runner = web.AppRunner(app(desk, ops, lab_token, on_page), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise LabError(f"the desk cannot listen on {host}:{port}: {exc.strerror} (--desk-port picks another)") from None
+    bound = runner.addresses[0][1] if runner.addresses else port
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        await runner.cleanup()
