@@ -39,6 +39,23 @@ class StaleDeploy(Exception):
         self.generation = generation
 
 
+DUE, LINK, RESCHEDULED = "due", "link", "rescheduled"  # why a node's wait ended
+
+
+class WakeUp(asyncio.Event):
+    """The event a rack's sleeping nodes wait on, and why it was set."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+def next_slot(slot: float, now: float, period: float) -> float:
+    """A node's next slot under a new renewal period: the one it had, when it comes within the new
+    period; else as far into the new period as it was from now, modulo (its phase kept spread)."""
+    return slot if slot - now <= period else now + (slot - now) % period
+
+
 class Node:
     def __init__(self, rack: Rack, index: int, now: float, phase: float) -> None:
         s = rack.settings
@@ -61,7 +78,9 @@ class Node:
         await self.rack.wait_until(self.start_at, wake_on_link=False)
         while True:
             await self.renew()
-            await self.rack.wait_until(self.schedule.next_after(self.rack.now()))
+            # until the next slot, or the link's return (renew now); a deploy that moved the slots wakes it to wait for the new one
+            while await self.rack.wait_until(self.schedule.next_after(self.rack.now()), wake_on_deploy=True) == RESCHEDULED:
+                continue
 
     async def renew(self) -> None:
         """Renew until it succeeds or the renewal core says to wait for the next slot."""
@@ -139,7 +158,7 @@ class Rack:
         self.renewal_latency = Window(span_s=10.0)
         self.link_up = True
         self._loop = asyncio.get_running_loop()
-        self._restored = asyncio.Event()
+        self._woken = WakeUp(LINK)  # set (and replaced) when the link returns or a deploy moves the slots
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))
         now, phases = self.now(), startup_phases(settings)
         nodes = (Node(self, i, now, phases[node_id(index, i)]) for i in range(settings.nodes_per_rack))
@@ -192,7 +211,10 @@ class Rack:
         if not math.isclose(new.renewal_period_s, s.renewal_period_s):
             now = self.now()
             for node in self.nodes.values():
-                node.schedule = RenewalSchedule(node.schedule.next_after(now), new.renewal_period_s, new.renewal_jitter, node.rng)
+                node.schedule = RenewalSchedule(
+                    next_slot(node.schedule.next_after(now), now, new.renewal_period_s), new.renewal_period_s, new.renewal_jitter, node.rng
+                )
+            self._wake(RESCHEDULED)  # a node asleep until a slot of the old period waits for its new one
         log.info("rack %s deployed %s (was %s)", self.index, changes, before)
         return before
 
@@ -207,18 +229,28 @@ class Rack:
             for attempt in ATTEMPTS
         }
 
-    async def wait_until(self, at: float, wake_on_link: bool = True) -> None:
-        """Sleep until ``at``, or until the link comes back after a disruption."""
-        delay = at - self.now()
-        if delay <= 0:
-            return
-        if not wake_on_link:
-            await asyncio.sleep(delay)
-            return
-        try:
-            await asyncio.wait_for(self._restored.wait(), delay)
-        except TimeoutError:
-            pass
+    async def wait_until(self, at: float, wake_on_link: bool = True, wake_on_deploy: bool = False) -> str:
+        """Sleep until ``at`` (DUE), or until the link comes back after a disruption (LINK), or, with
+        ``wake_on_deploy``, until a deploy moves the renewal slots (RESCHEDULED)."""
+        while True:
+            delay = at - self.now()
+            if delay <= 0:
+                return DUE
+            if not wake_on_link and not wake_on_deploy:
+                await asyncio.sleep(delay)
+                return DUE
+            woken = self._woken
+            try:
+                await asyncio.wait_for(woken.wait(), delay)
+            except TimeoutError:
+                return DUE
+            if (woken.reason == LINK and wake_on_link) or (woken.reason == RESCHEDULED and wake_on_deploy):
+                return woken.reason  # otherwise woken for what this wait does not care about: on with it
+
+    def _wake(self, reason: str) -> None:
+        woken, self._woken = self._woken, WakeUp(reason)
+        woken.reason = reason
+        woken.set()
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(n.run(), name=n.id) for n in self.nodes.values()]
@@ -252,8 +284,7 @@ class Rack:
         log.info("rack %s link %s", self.index, "restored: every node renews now" if up else "down")
         if up:
             self.metrics.link_restores.labels(self.label).inc()
-            restored, self._restored = self._restored, asyncio.Event()
-            restored.set()
+            self._wake(LINK)
 
     def count(self) -> dict[str, int]:
         counts = {state.value: 0 for state in NodeState}

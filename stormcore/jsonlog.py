@@ -1,17 +1,15 @@
-"""Append-only JSON-lines logs that rotate, and a reader that reads only what is new.
+"""Append-only JSON-lines logs that rotate.
 
 The lab's logs (the fault event log, the responders' journal, the pages) grow with every lease
 and every page. Each is one file that rotates once it passes ``max_bytes``: ``name`` becomes
 ``name.1`` (``name.1`` becomes ``name.2`` …), and the oldest beyond ``keep`` generations is
-dropped. A reader of the whole log reads the generations oldest first; a ``Tail`` keeps its place
-and, on each call, reads only the lines appended since (from the start again when the file was
-rotated or replaced under it). A line cut short by a crash is skipped, never fatal.
+dropped. A reader of the whole log reads the generations oldest first. A line cut short by a
+crash is skipped, never fatal. (A game's desk reads none of them back: it keeps what it wrote.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -77,28 +75,3 @@ def read(path: Path, keep: int = KEEP) -> list[dict[str, Any]]:
         except OSError:
             continue
     return out
-
-
-class Tail:
-    """Reads a log as it grows: each ``new()`` returns the entries appended since the last call."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._inode: int | None = None
-        self._offset = 0
-        self._partial = b""
-
-    def new(self) -> list[dict[str, Any]]:
-        try:
-            with self.path.open("rb") as f:
-                inode, size = os.fstat(f.fileno()).st_ino, os.fstat(f.fileno()).st_size
-                if inode != self._inode or size < self._offset:  # rotated or replaced: its lines are all new
-                    self._inode, self._offset, self._partial = inode, 0, b""
-                f.seek(self._offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        complete, _, self._partial = data.rpartition(b"\n")
-        return parse(complete.decode(errors="replace")) if complete else []

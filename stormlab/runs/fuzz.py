@@ -15,6 +15,12 @@ parameters, which must be ignored. Each answer is checked:
 - its status, content type, headers and body are those the description lists for it;
 - a request the description calls invalid is refused (4xx), not carried out.
 
+The supervisor's ``POST /faults`` (where the live deploys are drawn) is fuzzed three times: with
+the fleet as it is, then, with a quarter of the requests each (a deploy waits up to 3 s for a
+rack that does not answer), with rack-00 frozen (SIGSTOP, renewed every second) and with rack-00
+killed (SIGKILL every two seconds, as the supervisor restarts it): a deploy that meets a rack
+that does not answer must still be an answer, never a 500, and leave nothing behind.
+
 Between operations every fault is halted (every change to the lab is a lease, so the metadata
 service takes renewals on its cores again) and every process must answer ``/healthz`` again; at
 the end every process must run, none stopped, no lease held. Prints a table (operation,
@@ -24,13 +30,17 @@ requests, answers by status, findings) and, with ``--json``, the figures; exit 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import random
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -255,6 +265,30 @@ class Lab:
                     raise LabError(f"the lab did not come back within {limit_s:.0f} s: {exc}") from None
                 time.sleep(0.5)
 
+    @contextlib.contextmanager
+    def held_down(self, rack: str, how: str) -> Iterator[None]:
+        """``rack`` frozen (SIGSTOP, again every second: a freeze lease drawn by the fuzzer may
+        SIGCONT it) or killed (SIGKILL every two seconds, as the supervisor restarts it) while the
+        block runs; awake and running after."""
+        done = threading.Event()
+        sig, every = (signal.SIGSTOP, 1.0) if how == "frozen" else (signal.SIGKILL, 2.0)
+
+        def hold() -> None:
+            while not done.is_set():
+                with contextlib.suppress(ProcessLookupError, KeyError, TypeError):
+                    os.kill(int((running() or self.state)["components"][rack]["pid"]), sig)
+                done.wait(every)
+
+        holder = threading.Thread(target=hold, name=f"fuzz-{how}", daemon=True)
+        holder.start()
+        try:
+            yield
+        finally:
+            done.set()
+            holder.join()
+            with contextlib.suppress(ProcessLookupError, KeyError, TypeError):
+                os.kill(int((running() or self.state)["components"][rack]["pid"]), signal.SIGCONT)
+
     def health(self) -> dict[str, Any]:
         urls = self.urls()
         sup = client.call("GET", f"{urls['supervisor']}/status", self.token)["components"]
@@ -273,6 +307,15 @@ class Lab:
         }
 
 
+HELD_RACK = "rack-00"
+
+
+def conditions(target: str, operation: str) -> tuple[str | None, ...]:
+    """The states of the fleet an operation is fuzzed in: the supervisor's faults (the live deploys
+    among them) also with a rack frozen and with a rack killed."""
+    return (None, "frozen", "killed") if (target, operation) == ("supervisor", "POST /faults") else (None,)
+
+
 def fuzz(requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str], None] = print) -> dict[str, Any]:
     schemathesis = _schemathesis()
     lab = Lab()
@@ -289,14 +332,18 @@ def fuzz(requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str]
         description = schemathesis.openapi.from_url(f"{lab.urls()[target]}/openapi.json")
         for found in description.get_all_operations():
             op = found.ok()
-            lab.restore(cores)
-            took = time.monotonic()
-            result = fuzz_operation(target, lab.urls()[target], op, lab.token, requests_n, rng.randrange(2**31), known.get(target))
-            results.append(result)
-            statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
-            verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
-            took = time.monotonic() - took
-            echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
+            for condition in conditions(target, f"{op.method.upper()} {op.path}"):
+                lab.restore(cores)
+                took = time.monotonic()
+                n = requests_n if condition is None else max(1, requests_n // 4)  # a deploy to a rack that does not answer waits 3 s
+                with lab.held_down(HELD_RACK, condition) if condition else contextlib.nullcontext():
+                    result = fuzz_operation(target, lab.urls()[target], op, lab.token, n, rng.randrange(2**31), known.get(target))
+                result.operation += f" ({HELD_RACK} {condition})" if condition else ""
+                results.append(result)
+                statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
+                verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
+                took = time.monotonic() - took
+                echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
     lab.restore(cores)
     health = lab.health()
     findings = sum(sum(r.findings.values()) for r in results)

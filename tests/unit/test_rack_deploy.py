@@ -61,3 +61,60 @@ async def test_a_push_that_lands_late_cannot_undo_a_newer_one(rack):
     with pytest.raises(SettingsError):
         rack.hold({"cores": 4}, generation=8)
     assert rack.generation == 7  # a refused push changes nothing, its generation included
+
+
+def test_a_shorter_period_deployed_wakes_the_nodes_asleep_until_a_slot_of_the_long_one(monkeypatch):
+    """A deploy of a one-hour period, then its end: the nodes asleep until their hourly slot renew
+    within the restored period (the fuzzer found a rack's disqualified nodes waiting an hour)."""
+    import asyncio
+
+    from storage_node.rack import Node
+    from tests.virtual_loop import VirtualLoop
+
+    loop = VirtualLoop()
+    asyncio.set_event_loop(loop)
+    renewed: list[tuple[str, float]] = []
+
+    async def answered(self, attempt):  # the metadata service answers at once
+        renewed.append((self.id, loop.time()))
+        return "ok"
+
+    monkeypatch.setattr(Node, "_attempt", answered)
+
+    def step(seconds):
+        for _ in range(int(seconds * 10)):
+            loop.advance(0.1)
+
+    rack = loop.run_until_complete(_make_rack())
+    tasks = [loop.create_task(node.run()) for node in rack.nodes.values()]
+    try:
+        step(12)
+        assert {n for n, _ in renewed} == set(rack.nodes)  # each renewed on its phase
+        rack.deploy({"renewal_period_s": 3600.0})
+        step(400)  # each renews on its next slot (jittered by 5% of the new period), then sleeps for the hour
+        renewed.clear()
+        step(60)
+        assert renewed == []  # asleep until its hourly slot
+        rack.deploy({"renewal_period_s": 10.0})  # the deploy ends: the start-up period again
+        reverted = loop.time()
+        step(12)
+        first = {}
+        for node, at in renewed:
+            first.setdefault(node, at)
+        assert set(first) == set(rack.nodes)  # every node renewed within one period (and its 5% jitter) of the end
+        assert all(at - reverted <= 10.5 for at in first.values()), first
+    finally:
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(rack.session.close())
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def _make_rack():
+    from storage_node.metrics import RackMetrics
+    from storage_node.rack import Rack
+    from stormcore.settings import LabSettings
+
+    return Rack(LabSettings(racks=1, nodes_per_rack=5), 0, "http://127.0.0.1:9", RackMetrics.create(0))
