@@ -88,7 +88,7 @@ mitigations: $(STAMP)
 # every lease reverted, nothing stopped or missing, the host's rules untouched. LEASES=… to change.
 LEASES ?= 1000
 soak: $(STAMP)
-	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 && { $(BIN)/stormlab soak --leases $(LEASES); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
+	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 && { $(BIN)/stormlab soak --leases $(LEASES) $(ARGS); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
 
 # The same soak on the compose stack (`make up` first): fault shells in the containers, some of
 # them SIGKILLed (their orphans reverted by `chaos list`), a few services killed and restarted.

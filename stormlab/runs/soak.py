@@ -4,10 +4,12 @@ then proof that every one of them is gone.
     stormlab soak --leases 1000 [--seed 1] [--holder-kills 0.01]     (against the running lab)
     stormlab soak --backend docker --leases 1000                       (against the compose stack)
 
-Each lease is one of the catalog's faults with random arguments and a 0.2-2 s duration, asked
-through the same client `stormlab chaos` uses; now and then (``--holder-kills``, a chance per
-lease) the link proxy or the metadata service is SIGKILLed by its pid and restarted by the
-supervisor, with whatever it held. At the end, once the longest lease is over, it checks:
+Each lease is one of the catalog's faults with random arguments and a 0.2-2 s duration (a fault
+on traffic 1-2 s), asked through the same client `stormlab chaos` uses; now and then
+(``--holder-kills``, a chance per lease) the link proxy or the metadata service is SIGKILLed by
+its pid and restarted by the supervisor, with whatever it held: half the time between leases,
+half while a lease is being applied (a deploy's: one of the racks it pushes to). At the end, once
+the longest lease is over, it checks:
 every holder's book is empty; every component runs and none is stopped (SIGSTOP); the metadata
 service is not paused and has its cores, memberships and tables back; the host's iptables and
 nftables rules are what they were; and every lease that was applied ended, by its lease or by
@@ -35,6 +37,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +81,7 @@ def paired(log: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, An
     return pairs
 
 
+COUNTS = ("requested", "applied", "refused", "server_errors", "holders_killed", "kills_during_apply")
 SWITCHES = {  # what a deploy or a fix changes, as each holder's /status shows it
     "queues": ("fix_stale_cache",),
     "scaling": ("workers", "fix_prune_activities"),
@@ -123,7 +127,9 @@ class LocalSoak:
     switches_before: dict[str, dict[str, Any]] = field(default_factory=dict)
     started_at: float = 0.0
     counts: dict[str, int] = field(
-        default_factory=lambda: {"requested": 0, "applied": 0, "refused": 0, "server_errors": 0, "holders_killed": 0}
+        default_factory=lambda: dict.fromkeys(
+            ("requested", "applied", "refused", "server_errors", "holders_killed", "kills_during_apply"), 0
+        )
     )
     server_errors: list[str] = field(default_factory=list)
     kills: list[tuple[float, str]] = field(default_factory=list)
@@ -159,7 +165,10 @@ class LocalSoak:
             self.counts["refused"] += 1
 
     def kill_a_holder(self, rng: random.Random) -> None:
-        victim = rng.choice(KILLABLE)
+        self.kill(rng.choice(KILLABLE))
+
+    def kill(self, victim: str) -> None:
+        """SIGKILL a lab process by its pid (the supervisor restarts it)."""
         pid = (running() or self.state)["components"][victim]["pid"]
         try:
             os.kill(pid, signal.SIGKILL)
@@ -167,6 +176,20 @@ class LocalSoak:
             return
         self.counts["holders_killed"] += 1
         self.kills.append((time.time(), victim))
+
+    def lease_with_a_kill(self, name: str, args: dict[str, Any], rng: random.Random) -> None:
+        """Ask for a lease while its holder is killed (a deploy: while one of the racks it is pushed to
+        is): the answer must still be an answer (a refusal, or a lease that ends), never a 500."""
+        holder = catalog.FAULTS[name].holder
+        racks = sorted(n for n in self.state["components"] if n.startswith("rack-"))
+        victim = holder if holder in KILLABLE else rng.choice(racks)
+        killer = threading.Timer(rng.uniform(0.0, 0.05), self.kill, (victim,))
+        killer.start()
+        try:
+            self.lease(name, args)
+        finally:
+            killer.join()
+        self.counts["kills_during_apply"] += 1
 
     def read_back(self, limit_s: float = 90.0) -> tuple[dict[str, Any], dict[str, list], dict[str, Any], dict[str, Any]]:
         """Once the restarted holders answer again (a holder killed often waits out its backoff):
@@ -258,8 +281,12 @@ def soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None
     processes = sorted(n for n in lab.state["components"] if catalog.TARGET_NAME.match(n))
     racks = int(lab.state["settings"]["STORMLAB_RACKS"])
     for i in range(leases):
-        lab.lease(*random_fault(rng, racks, processes))
-        if rng.random() < holder_kills:
+        name, args = random_fault(rng, racks, processes)
+        if rng.random() < holder_kills / 2:  # half the kills while a lease is being applied
+            lab.lease_with_a_kill(name, args, rng)
+        else:
+            lab.lease(name, args)
+        if rng.random() < holder_kills / 2:  # the other half between leases
             lab.kill_a_holder(rng)
         time.sleep(rng.uniform(0.0, 0.15))
         if (i + 1) % 100 == 0:
