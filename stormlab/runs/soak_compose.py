@@ -7,7 +7,9 @@ reverts it: `chaos list` (run every 25 leases, as a person would; those it rever
 tenth of the kill faults are kept (compose restarts the service), the rest become freezes. At the
 end, after one last `list`: no fault file left in any container, each container's iptables rules
 and netem qdiscs what they were, every container running and its service not stopped, the
-metadata service restored, the host's own rules (Docker's aside) unchanged.
+metadata service restored, the host's own rules (Docker's aside) unchanged, and every fault shell
+on traffic that ended dropped something, unless its container (or the metadata service's) was
+frozen or restarting, or another lease cut it, while it held.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from chaos import cli as chaos_cli
 from chaos import docker_backend as db
 from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
+from chaos.control import no_effect
 from stormcore import roster
 from stormcore.errors import LabError, UsageError
 from stormlab.engine.compose import compose_token
-from stormlab.runs.soak_leases import host_rules, metadata_restored, random_fault
+from stormlab.runs.soak_leases import CUTS, NETWORK, RESTART_S, STILL, host_rules, metadata_restored, random_fault, unexplained
 
 ENGINE_HOLDERS = ("metadata", "linkproxy", "supervisor")  # the faults an engine holds (in shells) or the metadata service does
 
@@ -86,6 +89,7 @@ class ComposeSoak:
     host_before: dict[str, list[str]] = field(default_factory=dict)
     meta_before: dict[str, Any] = field(default_factory=dict)
     applied_in: list[str] = field(default_factory=list)  # the containers the last lease's fault shells run in
+    windows: list[tuple[str, list[str], float, float]] = field(default_factory=list)  # each lease: fault, containers, from, to
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("requested", "applied", "refused", "services_killed", "holders_killed", "orphans_reverted_by_list"), 0
@@ -126,10 +130,14 @@ class ComposeSoak:
                 client.apply(self.state, name, args, self.token)
             else:
                 body = catalog.request(name, args, self.racks).body
+                containers = sorted({c.container for c in db.build(body, self.runner)})
+                started = time.time()
                 with contextlib.redirect_stdout(io.StringIO()):
                     docker_cli.apply(body, self.runner)
+                ends = started + (RESTART_S if name == "kill" else float(body["duration_s"]))
+                self.windows.append((name, containers, started, ends))
                 if name != "kill":  # a killed service holds no shell: compose restarts it
-                    self.applied_in = sorted({c.container for c in db.build(body, self.runner)})
+                    self.applied_in = containers
             self.counts["applied"] += 1
             self.counts["services_killed"] += name == "kill"
         except (ChaosError, UsageError, LabError):  # refused (a second netem fault, a target restarting): nothing applied
@@ -164,10 +172,30 @@ class ComposeSoak:
                     raise LabError(f"the stack did not come back within {limit_s:.0f} s of the soak's end: {exc}") from None
                 time.sleep(1.0)
 
+    def effects(self) -> dict[str, Any]:
+        """The fault shells on traffic that ended: those that dropped nothing, and those of them
+        without a reason (their container, or the metadata service's, frozen or restarting, or
+        another lease cutting it): findings."""
+        ended = [h for h in db.listed(self.runner, self.containers) if h.state == "ended" and h.fault in NETWORK and h.effect is not None]
+        quiet = [h for h in ended if no_effect(h.effect)]
+        still = [(c, a, b) for fault, containers, a, b in self.windows if fault in STILL for c in containers]
+        found = []
+        for h in quiet:
+            mine = [(a, b) for fault, containers, a, b in self.windows if fault == h.fault and h.container in containers and a <= h.at]
+            start = max((a for a, _ in mine), default=h.at)
+            cuts = [(c, a, b) for fault, containers, a, b in self.windows if fault in CUTS and a != start for c in containers]
+            meta = next(iter(self.runner.containers("metadata")), "metadata")
+            found += unexplained([([h.container], start, h.at)], still + cuts, peer=meta)
+        return {
+            "network_shells_ended": len(ended),
+            "network_shells_without_effect": len(quiet),
+            "without_effect_unexplained": [f"{','.join(t)} from {a:.1f} to {b:.1f}" for t, a, b in found][:10],
+        }
+
     def verdict(self) -> dict[str, Any]:
         after = self.read_back()
         running_now, host_now = set(docker_cli.lab_containers(self.runner)), docker_host_rules()
-        result = {
+        result = self.effects() | {
             "fault_files_left": len(after["left"]),
             "containers_with_rules_changed": {
                 c: diff for c in self.containers if (diff := changed(self.rules_before[c], after["rules"][c]))
@@ -179,7 +207,7 @@ class ComposeSoak:
         }
         nothing_left = not (result["fault_files_left"] or result["containers_with_rules_changed"] or result["host_rules_changed"])
         everything_up = not (result["containers_not_running"] or result["services_stopped"])
-        result["ok"] = nothing_left and everything_up and result["metadata_restored"]
+        result["ok"] = nothing_left and everything_up and result["metadata_restored"] and not result["without_effect_unexplained"]
         return result
 
 

@@ -53,10 +53,10 @@ def random_fault(rng: random.Random, racks: int, processes: list[str]) -> tuple[
 Window = tuple[str, float, float]  # a target, and from when to when
 
 
-def unexplained(quiet: list[tuple[list[str], float, float]], still: list[Window]) -> list[tuple[list[str], float, float]]:
+def unexplained(quiet: list[tuple[list[str], float, float]], still: list[Window], peer: str = PEER) -> list[tuple[list[str], float, float]]:
     """The faults on traffic that did nothing (their targets, start, end) without a reason: a
-    lease is explained when every one of its targets, or the metadata service at the other end,
-    was held still (frozen, or killed and restarting) at some time while it held."""
+    lease is explained when every one of its targets, or ``peer`` (the metadata service at the
+    other end), was held still (frozen, or killed and restarting) at some time while it held."""
 
     def held_still(target: str, start: float, end: float) -> bool:
         return any(who == target and a <= end and b >= start for who, a, b in still)
@@ -64,7 +64,7 @@ def unexplained(quiet: list[tuple[list[str], float, float]], still: list[Window]
     return [
         (targets, start, end)
         for targets, start, end in quiet
-        if not (all(held_still(t, start, end) for t in targets) or held_still(PEER, start, end))
+        if not (all(held_still(t, start, end) for t in targets) or held_still(peer, start, end))
     ]
 
 
