@@ -162,11 +162,12 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
         except (LabError, ChaosError) as exc:
             failed.append(f"{who}: {exc}")
     if what == "list":
-        held, shells = engine.listing(runner, failed) if engine else ([], [])
+        held = engine.listing(runner, failed) if engine else docker_cli.Listing([], [], [])
         if as_json:
             leases = [{"holder": who, **f} for who, f in rows]
             ends = [{"holder": who, **e} for who, e in ended]
-            print(json.dumps({"leases": leases, "ended": ends, "held_in_containers": held, "shells": shells, "unanswered": failed}))
+            found = {"held_in_containers": held.active, "quiet_in_containers": held.quiet, "shells": held.shells}
+            print(json.dumps({"leases": leases, "ended": ends, **found, "unanswered": failed}))
         else:
             print_listing(rows, ended, held)
     else:
@@ -185,18 +186,22 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
 NO_EFFECT_SHOWN_S = 600.0  # `list` warns of leases that ended with no effect in the last ten minutes
 
 
-def print_listing(rows: list[tuple[str, dict[str, Any]]], ended: list[tuple[str, dict[str, Any]]], held: list[str]) -> None:
+def print_listing(rows: list[tuple[str, dict[str, Any]]], ended: list[tuple[str, dict[str, Any]]], held: docker_cli.Listing) -> None:
+    """The leases in force (the holders' and the engine's), or "no active faults"; then any lease
+    that ended lately having done nothing."""
     for who, f in rows:
         extra = ", ".join(f"{k}={v}" for k, v in f.items() if k not in ("id", "fault", "target", "left_s", "effect"))
         so_far = f"  ({describe_effect(f['effect'])} so far)" if f.get("effect") is not None else ""
         print(f"{who}#{f['id']} {f['fault']} on {f['target']}: {f['left_s']:.1f}s left  {extra}{so_far}".rstrip())
-    for row in held:
+    for row in held.active:
         print(row)
-    if not rows and not held:
+    if not rows and not held.active:
         print("no active faults")
     for who, e in ended:
         if e.get("no_effect"):
             print(f"{who}#{e['id']} {e['fault']} on {e['target']} ended {e['ended_s_ago']:.0f}s ago: {describe_effect(e['effect'])}")
+    for row in held.quiet:
+        print(row)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ import shlex
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from chaos import docker_backend as db
@@ -85,13 +86,26 @@ def confirm(runner: db.Runner, targets: list[str], fault: str, before: set[tuple
         time.sleep(0.1)
 
 
-def listing(runner: db.Runner, failed: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """The fault shells in the lab's containers, as lines (each held one with its time left and what
-    it did so far, each orphan reverted by this listing, each that ended lately having done
-    nothing) and as records for `chaos list --json`; a container that does not answer goes in
-    ``failed`` and the others are listed."""
+@dataclass
+class Listing:
+    """What an engine holds, for `chaos list`: its faults in force (lines), those that ended lately
+    having done nothing (lines), and every fault shell found (records, for ``--json``)."""
+
+    active: list[str]
+    quiet: list[str]
+    shells: list[dict[str, Any]]
+
+
+def listing(runner: db.Runner, failed: list[str]) -> Listing:
+    """The fault shells in the lab's containers (each held one with its time left and what it did
+    so far, each orphan reverted by this listing, each that ended lately having done nothing); a
+    container that does not answer goes in ``failed`` and the others are listed."""
     found = db.listed(runner, lab_containers(runner), failed)
-    return rows_of(found, time.time()), [shell_record(h) for h in found]
+    return listing_of(found, time.time())
+
+
+def listing_of(found: list[fs.Held], now: float) -> Listing:
+    return Listing(active_rows(found, now), quiet_rows(found, now), [shell_record(h) for h in found])
 
 
 def shell_record(h: fs.Held) -> dict[str, Any]:
@@ -106,18 +120,26 @@ def shell_record(h: fs.Held) -> dict[str, Any]:
     }
 
 
-def rows_of(found: list[fs.Held], now: float) -> list[str]:
+def active_rows(found: list[fs.Held], now: float) -> list[str]:
+    """The shells holding a fault (with what they did so far) and the orphans reverted just now."""
     rows = []
     for h in found:
-        so_far = "" if h.effect is None else f" ({describe_effect(h.effect)} so far)"
         if h.state == "held":
+            so_far = "" if h.effect is None else f" ({describe_effect(h.effect)} so far)"
             rows.append(f"{h.container} (pid {h.pid}) {h.fault}: {max(0.0, h.at - now):.0f}s left{so_far}")
         elif h.state == "orphan":
             did = "" if h.effect is None else f"; {describe_effect(h.effect)}"
             rows.append(f"{h.container} (pid {h.pid}) {h.fault}: its holder was gone: reverted now{did}")
-        elif no_effect(h.effect):
-            rows.append(f"{h.container} (pid {h.pid}) {h.fault} ended {max(0.0, now - h.at):.0f}s ago: {describe_effect(h.effect)}")
     return rows
+
+
+def quiet_rows(found: list[fs.Held], now: float) -> list[str]:
+    """The shells that ended lately having dropped nothing: a fault that did not take effect."""
+    return [
+        f"{h.container} (pid {h.pid}) {h.fault} ended {max(0.0, now - h.at):.0f}s ago: {describe_effect(h.effect)}"
+        for h in found
+        if h.state == "ended" and no_effect(h.effect)
+    ]
 
 
 def halt(runner: db.Runner) -> tuple[int, list[str]]:

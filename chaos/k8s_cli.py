@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
 
 from chaos import docker_backend as db
 from chaos import docker_cli
@@ -88,7 +87,7 @@ def apply(body: dict, runner: KubeRunner, dry_run: bool = False, wait: bool = Fa
     return 0
 
 
-def listing(runner: KubeRunner, failed: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+def listing(runner: KubeRunner, failed: list[str]) -> docker_cli.Listing:
     """The lab's lease Jobs, its policies left without one (deleted now), and the fault shells in
     its pods: those in ephemeral containers and those exec'd in the pods' own containers."""
     now, rows = time.time(), []
@@ -104,7 +103,8 @@ def listing(runner: KubeRunner, failed: list[str]) -> tuple[list[str], list[dict
             failed.append(f"networkpolicy {name}: {exc}")
     in_containers, _ = in_pods(runner, failed, halting=False)
     found = in_containers + db.listed(runner, docker_cli.lab_containers(runner), failed)
-    return rows + docker_cli.rows_of(found, now), [docker_cli.shell_record(h) for h in found]
+    shells = docker_cli.listing_of(found, now)
+    return docker_cli.Listing(rows + shells.active, shells.quiet, shells.shells)
 
 
 def in_pods(runner: KubeRunner, failed: list[str], halting: bool) -> tuple[list[fs.Held], int]:

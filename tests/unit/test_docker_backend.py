@@ -1,6 +1,7 @@
 """The docker backend's commands, asserted exactly with an injected runner (no Docker needed)."""
 
 import re
+import time
 
 import pytest
 
@@ -229,7 +230,7 @@ def test_a_lease_only_the_local_supervisor_holds_is_refused_on_compose():
 
 
 def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_nothing():
-    from chaos.docker_cli import rows_of
+    from chaos.docker_cli import listing_of
 
     found = [
         fs.Held("rack-0", 11, "blip", 130.0, "held", 42),
@@ -239,12 +240,14 @@ def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_no
         fs.Held("queues", 15, "freeze", 97.0, "ended", None),  # not counted: not judged
         fs.Held("rack-4", 16, "latency", 140.0, "held", 5),
     ]
-    assert rows_of(found, now=100.0) == [
+    listed = listing_of(found, now=100.0)
+    assert listed.active == [
         "rack-0 (pid 11) blip: 30s left (dropped 42 packets so far)",
         "rack-1 (pid 12) partition: its holder was gone: reverted now; NO EFFECT: it met no traffic to drop or hold back",
-        "rack-2 (pid 13) blip ended 5s ago: NO EFFECT: it met no traffic to drop or hold back",
         "rack-4 (pid 16) latency: 40s left (delayed 5 packets so far)",
     ]
+    assert listed.quiet == ["rack-2 (pid 13) blip ended 5s ago: NO EFFECT: it met no traffic to drop or hold back"]
+    assert [s["state"] for s in listed.shells] == ["held", "orphan", "ended", "ended", "ended", "held"]
 
 
 class OneContainerGone(FakeCompose):
@@ -269,3 +272,20 @@ def test_a_container_that_fails_its_exec_is_reported_and_every_other_is_still_ha
     assert runner.holding == {}
     with pytest.raises(LabError, match="the others were listed"):
         chaos(["list"], runner, capsys)
+
+
+class QuietCompose(FakeCompose):
+    """A project whose last fault shell ended having dropped nothing."""
+
+    def exec(self, command):
+        if command.argv == fs.LIST and command.container == "stormlab_rack-2_1":
+            return f"77 blip {time.time() - 30:.0f} ended 0\n"
+        return super().exec(command)
+
+
+def test_a_listing_with_nothing_in_force_says_so_and_then_warns_of_a_fault_that_did_nothing(capsys):
+    code, out = chaos(["list"], QuietCompose(), capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "no active faults"
+    assert re.match(r"stormlab_rack-2_1 \(pid 77\) blip ended (29|30|31)s ago: NO EFFECT", lines[1]), lines
