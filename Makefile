@@ -45,7 +45,7 @@ constraints: $(TOOLS)
 
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
 #   test        the fast tier: unit tests, in-process tests and a few small live labs (~2½ min)
-#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~6½ min)
+#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~7 min)
 #   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench (~7 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
@@ -97,7 +97,7 @@ soak-compose: $(STAMP)
 	STORMLAB_COMPOSE_PROJECT=$${COMPOSE_PROJECT_NAME:-stormlab} $(BIN)/stormlab soak --backend docker --leases $(LEASES) --holder-kills 0.05 $(ARGS)
 
 # The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm):
-# REQUESTS generated requests per operation of every process (~9 min at 1,000), judged by each
+# REQUESTS generated requests per operation of every process (~14 min at 1,000), judged by each
 # process's /openapi.json; exit 1 on any finding.
 REQUESTS ?= 1000
 fuzz: $(TOOLS)
