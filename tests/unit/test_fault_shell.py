@@ -205,12 +205,17 @@ def test_a_real_partition_counts_the_packets_its_own_rules_dropped(where, netns)
         rules = subprocess.run([*inside, "iptables", "-S", "OUTPUT"], capture_output=True, text=True).stdout
         assert "stormlab" not in rules  # reverted
     finally:
-        if shell.poll() is None:
-            os.killpg(shell.pid, signal.SIGKILL)
-            shell.wait()
-        for leftover in (fs.FAULT_FILE + str(shell.pid), fs.ended_prefix(fs.FAULT_FILE) + str(shell.pid)):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
+        stop_and_clean(shell)
+
+
+def stop_and_clean(shell):
+    """A real fault shell stopped if it still runs, and its files in /dev/shm gone."""
+    if shell.poll() is None:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+    for leftover in (fs.FAULT_FILE + str(shell.pid), fs.ended_prefix(fs.FAULT_FILE) + str(shell.pid)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)
 
 
 class NetnsRunner:
@@ -222,7 +227,7 @@ class NetnsRunner:
 
 
 @pytest.mark.skipif(not _netns_ok(), reason="needs root, ip and iptables (CI runs as root; Debian's iptables)")
-def test_the_reaper_reverts_the_rules_of_a_shell_that_died_and_leaves_a_live_ones(where, netns):
+def test_the_reaper_reverts_the_rules_of_a_shell_that_died_and_leaves_a_live_ones_alone(where, netns):
     inside = ["ip", "netns", "exec", netns]
     [dead], [live] = fs.partition("here", ["127.0.0.7"], 60, "out", "blip"), fs.partition("here", ["127.0.0.8"], 60, "in", "blip")
     shells = [subprocess.Popen([*inside, *cmd.argv], start_new_session=True) for cmd in (dead, live)]
@@ -238,9 +243,4 @@ def test_the_reaper_reverts_the_rules_of_a_shell_that_died_and_leaves_a_live_one
         assert subprocess.run([*inside, *fs.REAP], capture_output=True, text=True).stdout.strip() == "0"
     finally:
         for shell in shells:
-            if shell.poll() is None:
-                os.killpg(shell.pid, signal.SIGKILL)
-                shell.wait()
-            for leftover in (fs.FAULT_FILE + str(shell.pid), fs.ended_prefix(fs.FAULT_FILE) + str(shell.pid)):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(leftover)
+            stop_and_clean(shell)
