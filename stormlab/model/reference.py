@@ -59,6 +59,7 @@ class _Cell:
 class _Rack:
     watch: LinkWatch
     cuts: list[tuple[float, float]] = field(default_factory=list)
+    probe_started: float = 0.0  # when its last probe went out (the next goes a probe interval later)
 
     def cut_at(self, t: float) -> tuple[float, float] | None:
         return next(((a, b) for a, b in self.cuts if a <= t < b), None)
@@ -262,12 +263,22 @@ class ReferenceModel:
 
     # -- a rack's link ---------------------------------------------------------------------
 
-    def _on_probe(self, rack_index: int, tag: int) -> None:
+    def _on_probe(self, rack_index: int, hanging: int) -> None:
+        """A rack's link probe, as the rack's own loop runs it: one every probe interval; a probe
+        that meets the cut hangs until its timeout, or until the healed link resets its
+        connection, and fails either way; the next one goes at once if its interval has passed.
+        So at the heal the resets come first (every attempt in flight on the cut fails fast and
+        waits for its floor) and the restore that wakes the whole rack an instant after: the
+        fast failures join the herd, as they do in the lab."""
         rack, s = self.racks[rack_index], self.s
-        cut = rack.cut_at(self.now)
-        if cut is not None:  # the probe fails by its timeout, or when the healed link resets it
+        if hanging:
             rack.watch.probe(False)
-            self._at(min(self.now + s.probe_timeout_s, cut[1]), "probe", rack_index)
+            self._at(max(rack.probe_started + s.probe_interval_s, self.now), "probe", rack_index)
+            return
+        rack.probe_started = self.now
+        cut = rack.cut_at(self.now)
+        if cut is not None:
+            self._at(min(self.now + s.probe_timeout_s, cut[1]), "probe", rack_index, 1)
             return
         if rack.watch.probe(True) == RESTORED:
             for node in self.nodes.values():
