@@ -14,6 +14,7 @@ from typing import Any
 from metadata_service.admission import membership_work_s
 from stormcore.settings import LabSettings
 from stormlab.engine.story import STORM_RATIO
+from stormlab.model.estimate import estimate
 from stormlab.model.reference import ReferenceModel
 
 # The panels: the 2015 settings and each fix, as changes to the base settings (functions of it, so
@@ -37,6 +38,11 @@ AWS_FIXES = ("allowance 2s", "renewals every 30s", "capacity x1.5", "4 cells (20
 POINT_2015: dict[str, Any] = {"panel": "2015", "blip_racks": 3, "blip_s": 5.0, "gsis": 2}
 SETTLE_S = 10.0  # profile seconds of healthy fleet before the blip (the demo's)
 PHASES = 8  # the 2015 point of each panel is also blipped at 7 more moments spread over a period
+NEAR = 0.10  # a point within this share of a threshold of the closed-form estimate is near it
+PHASE_PANELS = ("2015", "renewals every 20s")  # where the blip's moment is known to matter: phases run live there
+PHASES_LIVE = 2  # blip-phase variants of the 2015 point run live in each of those panels
+LEVEL_POINTS = 0.05  # live and model agree on the level within 5 points of error, or both collapsed
+COLLAPSED = 0.9
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class Verdict:
     recovered_after_s: float | None  # blip end -> first reading under 1% (profile seconds)
     valid: bool = True  # live only: the host did not shape the run
     seconds: float = 0.0  # what the point cost to run (wall clock; set by whoever ran it)
+    seed: int | None = None  # live only: the lab's seed
+    commit: str = ""  # live only: the code it ran (git's short hash, "+changes" when the tree had some)
 
 
 @dataclass(frozen=True)
@@ -120,38 +128,90 @@ def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdic
     )
 
 
-def live_sample(base: LabSettings, points: Sequence[Point], model: dict[str, Verdict], count: int, seed: int) -> list[Point]:
-    """``count`` points to run live: the 2015 point, then stuck and recovered points (by the
-    model) in turn, each drawn at random from its side (seeded): a stratified sample, so a grid
-    that is mostly one verdict still has both tested. Points down before any blip are left out
-    (their lab never has every node serving, so there is no story to run)."""
+def near_threshold(base: LabSettings, point: Point) -> bool:
+    """Whether the point's herd is within ``NEAR`` of the closed-form estimate's threshold (the
+    herd at which the smalls miss), where the lab's own timing decides and a sample must look."""
+    if point.down_before(base):
+        return False
+    s = point.settings(base).profile_time()
+    found = estimate(s, point.blip_racks, point.blip_s)
+    return found is not None and found.herd > 0 and abs(found.herd / found.herd_limit - 1) <= NEAR
+
+
+def live_sample(base: LabSettings, points: Sequence[Point], count: int, seed: int) -> list[Point]:
+    """Up to ``count`` points to run live, chosen without the model's verdicts (so the model is not
+    graded on points it picked), in this order: the 2015 point; points near a threshold
+    (``near_threshold``), one drawn from each panel and blip duration that has any (seeded);
+    ``PHASES_LIVE`` blip-phase variants of the 2015 point in each of ``PHASE_PANELS`` (seeded);
+    then points drawn uniformly from the rest of the grid (seeded). Points down before any blip
+    are left out (their lab never has every node serving, so there is no story to run)."""
     rng = random.Random(seed)
-    points = [p for p in points if not p.phase and not p.down_before(base)]  # the grid's own points
-    chosen = [p for p in points if p.is_2015()][:count]
-    while len(chosen) < count:
-        left = [p for p in points if p not in chosen]
-        if not left:
-            break
-        stuck = sum(model[p.key].stuck for p in chosen)
-        side = [p for p in left if model[p.key].stuck == (stuck <= len(chosen) - stuck)] or left  # the side with fewer so far
-        chosen.append(side[rng.randrange(len(side))])
-    return chosen
+    grid = [p for p in points if not p.phase and not p.down_before(base)]
+    chosen = [p for p in grid if p.is_2015()]
+    groups: dict[tuple[str, float], list[Point]] = {}
+    for p in grid:
+        if near_threshold(base, p) and p not in chosen:
+            groups.setdefault((p.panel, p.blip_s), []).append(p)
+    chosen += [rng.choice(near) for _, near in sorted(groups.items())]
+    for panel in PHASE_PANELS:
+        phases = [p for p in points if p.phase and p.panel == panel and p.at_2015()]
+        chosen += rng.sample(phases, min(PHASES_LIVE, len(phases)))
+    rest = [p for p in grid if p not in chosen]
+    chosen += rng.sample(rest, max(0, min(len(rest), count - len(chosen))))
+    return chosen[:count]
+
+
+def level_agrees(model: Verdict, live: Verdict) -> bool:
+    """The same level: within ``LEVEL_POINTS`` of each other, or both collapsed (90% or more)."""
+    both_collapsed = model.end_error >= COLLAPSED and live.end_error >= COLLAPSED
+    return both_collapsed or abs(model.end_error - live.end_error) <= LEVEL_POINTS
 
 
 def agreement(sample: Sequence[Point], model: dict[str, Verdict], live: dict[str, Verdict]) -> dict[str, Any]:
-    """How many valid live points the model judged the same way, and which it did not."""
+    """How many valid live points the model judged the same way (stuck or not) and at the same
+    level, and which it did not."""
     valid = [p for p in sample if p.key in live and live[p.key].valid]
     same = [p for p in valid if model[p.key].stuck == live[p.key].stuck]
+    level = [p for p in valid if level_agrees(model[p.key], live[p.key])]
     return {
         "points": len(valid),
         "agree": len(same),
         "ratio": len(same) / len(valid) if valid else None,
+        "level_agree": len(level),
+        "level_ratio": len(level) / len(valid) if valid else None,
         "invalid": [p.key for p in sample if p.key in live and not live[p.key].valid],
         "disagree": [p.key for p in valid if p not in same],
+        "level_disagree": [_apart(p, model, live) for p in valid if p not in level],
     }
 
 
-def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: dict[str, Any] | None) -> dict[str, Any]:
+def _apart(p: Point, model: dict[str, Verdict], live: dict[str, Verdict]) -> str:
+    return f"{p.key} (model {model[p.key].end_error:.0%}, live {live[p.key].end_error:.0%})"
+
+
+def estimate_check(base: LabSettings, points: Sequence[Point], model: dict[str, Verdict]) -> dict[str, Any]:
+    """The closed-form estimate beside the model on every grid point it applies to: how often they
+    agree on the verdict and on the level, and where they do not (the second check)."""
+    judged, same, level, apart = 0, 0, 0, []
+    for p in points:
+        if p.phase or p.down_before(base) or p.key not in model:
+            continue
+        found = estimate(p.settings(base).profile_time(), p.blip_racks, p.blip_s)
+        if found is None:
+            continue
+        m = model[p.key]
+        judged += 1
+        same += (found.level >= STORM_RATIO) == m.stuck
+        if abs(found.level - m.end_error) <= LEVEL_POINTS or min(found.level, m.end_error) >= COLLAPSED:
+            level += 1
+        else:
+            apart.append(f"{p.key} (estimate {found.outcome} {found.level:.0%}, model {m.end_error:.0%})")
+    return {"points": judged, "agree": same, "level_agree": level, "apart": apart}
+
+
+def summarize(
+    grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: dict[str, Any] | None, checked: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Per panel: the 2015 point's verdict and error, in how many of the blip's moments it is
     stuck, and the share of the grid stuck."""
     panels = {}
@@ -170,7 +230,8 @@ def summarize(grid: Grid, base: LabSettings, model: dict[str, Verdict], agreed: 
             "point_2015_end_error": None if at_2015 is None else at_2015.end_error,
             "point_2015_recovered_after_s": None if at_2015 is None else at_2015.recovered_after_s,
         }
-    return {"fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes", "grid": asdict(grid), "panels": panels, "agreement": agreed}
+    fleet = f"{base.racks} racks x {base.nodes_per_rack} nodes"
+    return {"fleet": fleet, "grid": asdict(grid), "panels": panels, "agreement": agreed, "estimate": checked}
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -193,9 +254,18 @@ def markdown(summary: dict[str, Any]) -> str:
     if a:
         rows.append("")
         rows.append(
-            f"Live and model agree on {a['agree']} of {a['points']} sampled points ({pct(a['ratio'])})"
-            + (f"; disagree on {', '.join(a['disagree'])}" if a["disagree"] else "")
+            f"Live and model agree on the verdict at {a['agree']} of {a['points']} sampled points ({pct(a['ratio'])})"
+            + (f" (not at {', '.join(a['disagree'])})" if a["disagree"] else "")
+            + f", and on the level (within {LEVEL_POINTS:.0%} of error, or both collapsed) at {a['level_agree']} ({pct(a['level_ratio'])})"
+            + (f" (not at {', '.join(a['level_disagree'])})" if a["level_disagree"] else "")
             + (f"; {len(a['invalid'])} live runs invalid (the host shaped them), left out" if a["invalid"] else "")
             + "."
+        )
+    e = summary.get("estimate")
+    if e and e["points"]:
+        rows.append("")
+        rows.append(
+            f"The closed-form estimate and the model agree on the verdict at {e['agree']} of {e['points']} grid points "
+            f"({pct(e['agree'] / e['points'])}) and on the level at {e['level_agree']} ({pct(e['level_agree'] / e['points'])})."
         )
     return "\n".join(rows)

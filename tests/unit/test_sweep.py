@@ -7,6 +7,7 @@ import pytest
 from stormcore.settings import LabSettings
 from stormlab import cli
 from stormlab.artefacts.blocks import replace_block
+from stormlab.model.estimate import COLLAPSE, PLATEAU, RECOVERED, estimate
 from stormlab.model.grid import (
     AWS_FIXES,
     PANELS,
@@ -16,9 +17,11 @@ from stormlab.model.grid import (
     Point,
     Verdict,
     agreement,
+    estimate_check,
     judge_model,
     live_sample,
     markdown,
+    near_threshold,
     summarize,
 )
 from stormlab.runs.sweep import read_results, run_live, run_model
@@ -72,32 +75,65 @@ def _verdict(point, stuck, error=None, valid=True):
     return Verdict(point.key, stuck, 0.5 if stuck else 0.0 if error is None else error, 0.6, None, valid)
 
 
-def test_the_live_sample_takes_the_2015_point_and_both_sides_of_the_boundary():
-    points = Grid(("2015", "full jitter"), (1, 2, 3, 4), (5.0,), (0, 2)).points()
-    model = {p.key: _verdict(p, p.blip_racks >= 3 and p.panel == "2015") for p in points}
-    sample = live_sample(QUICK, points, model, 6, seed=7)
-    assert sample[0] == AT_2015
-    assert len(set(sample)) == 6
-    assert sum(model[p.key].stuck for p in sample) == 3
-    assert sample == live_sample(QUICK, points, model, 6, seed=7)  # seeded
-    assert len(live_sample(QUICK, points, model, 100, seed=7)) == len([p for p in points if not p.phase])  # never more than the grid
+def test_the_live_sample_is_chosen_without_the_model_s_verdicts():
+    """The 2015 point, the points near a threshold, blip moments where the moment matters, then
+    uniform: the same whatever the model says of them, so the model is not graded on its own picks."""
+    points = Grid(("2015", "renewals every 20s", "full jitter"), (1, 2, 3, 4, 5), (2.0, 5.0), (0, 2)).points()
+    sample = live_sample(LabSettings(), points, 12, seed=7)
+    assert sample[0] == AT_2015 and len(set(sample)) == 12
+    near = {(p.panel, p.blip_s) for p in points if near_threshold(LabSettings(), p)}
+    assert near == {(panel, b) for panel in ("2015", "renewals every 20s") for b in (2.0, 5.0)}  # the 4-rack herds
+    assert {(p.panel, p.blip_s) for p in sample[1:5]} == near  # one near point of each panel and blip
+    phased = [p for p in sample if p.phase]
+    assert sorted({p.panel for p in phased}) == ["2015", "renewals every 20s"] and len(phased) == 4
+    assert sample == live_sample(LabSettings(), points, 12, seed=7)  # seeded
+    assert sample != live_sample(LabSettings(), points, 12, seed=8)
+    everything = live_sample(LabSettings(), points, 1000, seed=7)
+    assert len(everything) == len([p for p in points if not p.phase]) + 4  # never more than the grid
+    assert live_sample(LabSettings(), points, 2, seed=7) == sample[:2]  # fewer: in that order
     down = Grid(("2015",), (3,), (5.0,), (2, 4)).points()
     assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
     assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
-    assert [p.gsis for p in live_sample(LabSettings(), down, {p.key: _verdict(p, True) for p in down}, 5, seed=1)] == [2]
+    assert [p.gsis for p in live_sample(LabSettings(), down, 5, seed=1) if not p.phase] == [2]
 
 
-def test_agreement_counts_valid_live_runs_only():
-    points = Grid(("2015",), (1, 2, 3), (5.0,), (2,)).points()
-    model = {p.key: _verdict(p, p.blip_racks == 3) for p in points}
+def test_agreement_counts_valid_live_runs_only_on_the_verdict_and_on_the_level():
+    points = Grid(("2015",), (1, 2, 3, 4), (5.0,), (2,)).points()[:4]
+    model = {p.key: _verdict(p, p.blip_racks >= 3, 0.0) for p in points}
+    model[points[3].key] = Verdict(points[3].key, True, 0.95, 1.0, None)
     live = {
         points[0].key: _verdict(points[0], False),
         points[1].key: _verdict(points[1], True),  # disagrees
-        points[2].key: _verdict(points[2], True, valid=False),  # the host shaped it: left out
+        points[2].key: Verdict(points[2].key, True, 0.80, 1.0, None),  # stuck in both, at 50% and 80%: not the same level
+        points[3].key: Verdict(points[3].key, True, 1.0, 1.0, None),  # both collapsed: the same level
     }
     a = agreement(points, model, live)
-    assert (a["points"], a["agree"], a["ratio"]) == (2, 1, 0.5)
-    assert a["disagree"] == [points[1].key] and a["invalid"] == [points[2].key]
+    assert (a["points"], a["agree"], a["level_agree"]) == (4, 3, 2)
+    assert a["disagree"] == [points[1].key] and a["level_disagree"][1] == f"{points[2].key} (model 50%, live 80%)"
+    live[points[0].key] = _verdict(points[0], False, valid=False)  # the host shaped it: left out
+    assert agreement(points, model, live)["invalid"] == [points[0].key]
+
+
+def test_the_closed_form_estimate_reads_the_2015_thresholds_on_its_own():
+    s = LabSettings()
+    plateau, collapse = estimate(s, 3, 5.0), estimate(s, 4, 5.0)
+    assert plateau.outcome == PLATEAU and plateau.level == pytest.approx(0.55, abs=0.01)
+    assert collapse.outcome == COLLAPSE and collapse.level == 1.0
+    assert 300 < collapse.herd_limit < 400  # between 3 and 4 racks' herds
+    assert estimate(s, 1, 5.0).outcome == RECOVERED  # one rack's bigs drain
+    assert estimate(s.replace(allowance_s=2.0), 3, 5.0).outcome == RECOVERED  # AWS's longer allowance
+    assert estimate(s.replace(big_gsis=0, gsi_growth=False), 3, 5.0).outcome == RECOVERED  # pre-GSI sizes
+    assert estimate(s.replace(retry_policy="full-jitter"), 3, 5.0) is None  # not in its formulas: not judged
+
+
+def test_the_estimate_and_the_model_are_compared_on_every_grid_point():
+    grid = Grid(("2015",), (1, 3, 4), (5.0,), (2,))
+    points = [p for p in grid.points() if not p.phase]
+    model = {p.key: judge_model(LabSettings(), p, 12) for p in points}
+    checked = estimate_check(LabSettings(), points, model)
+    assert checked["points"] == 3 and checked["agree"] == 3 and checked["level_agree"] == 3, checked["apart"]
+    table = markdown(summarize(grid, LabSettings(), model, None, checked))
+    assert "The closed-form estimate and the model agree on the verdict at 3 of 3 grid points" in table
 
 
 def test_live_points_run_one_after_another_and_resume(tmp_path):
@@ -116,10 +152,12 @@ def test_live_points_run_one_after_another_and_resume(tmp_path):
 def test_the_summary_table_goes_into_the_readme_block(tmp_path):
     grid = Grid(("2015", "allowance 2s"), (3,), (5.0,), (2,))
     model = {p.key: _verdict(p, p.panel == "2015") for p in grid.points()}
-    table = markdown(summarize(grid, QUICK, model, {"points": 10, "agree": 9, "ratio": 0.9, "invalid": [], "disagree": ["x"]}))
+    agreed = {"points": 10, "agree": 9, "ratio": 0.9, "level_agree": 8, "level_ratio": 0.8, "invalid": [], "disagree": ["x"]}
+    table = markdown(summarize(grid, QUICK, model, agreed | {"level_disagree": ["y", "z"]}))
     assert "| 2015 | stuck | 50.0% | 8/8 | 1/1 |" in table
     assert "| allowance 2s | recovered | 0.0% | 0/8 | 0/1 |" in table
-    assert "agree on 9 of 10 sampled points (90.0%)" in table
+    assert "agree on the verdict at 9 of 10 sampled points (90.0%) (not at x)" in table
+    assert "on the level (within 5% of error, or both collapsed) at 8 (80.0%) (not at y, z)" in table
     readme = tmp_path / "README.md"
     readme.write_text("a\n<!-- sweep -->\nold\n<!-- /sweep -->\nb\n")
     replace_block(readme, "sweep", table)
