@@ -429,7 +429,7 @@ _DEPLOY = Fault(
     "deploy",
     "supervisor",
     "deploy a retry policy, an allowance or a renewal period to the running fleet, rack by rack",
-    "AWS's fixes (a longer allowance, fewer renewals, backoff) rolled out into a storm instead of at start-up",
+    "fixes rolled out into a storm instead of at start-up: AWS's (a longer allowance, fewer renewals) or backoff (the analysis's reading)",
     "its values stop being held: each rack runs what the other live deploys hold, or its start-up settings (in whatever order leases end)",
     (
         Arg("retry_policy", CHOICE, "the renewal retry policy to deploy", choices=POLICIES),

@@ -174,8 +174,9 @@ class LeaseRunner:
         self._record("applied", lease)
         return lease
 
-    def halt(self) -> int:
-        leases = self.book.halt()
+    def halt(self, fault: str | None = None) -> int:
+        """Ends every lease now (or every lease of ``fault``), each reverted; how many."""
+        leases = self.book.halt(fault)
         try:
             for lease in leases:
                 self._end(lease, "halted")
@@ -302,7 +303,10 @@ def add_fault_routes(
         return web.json_response({"faults": runner.active(now), "ended": runner.recently_ended(now)})
 
     async def halt(request: web.Request) -> web.Response:
-        return web.json_response({"halted": runner.halt()})
+        fault = request.query.get("fault")
+        if fault is not None and fault not in handlers:
+            raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
+        return web.json_response({"halted": runner.halt(fault)})
 
     async def halt_on_shutdown(app: web.Application) -> None:
         runner.halt()
@@ -319,7 +323,10 @@ def add_fault_routes(
         200: Answer("every lease this process holds, and the last ones it ended",
                     obj(faults={"type": "array", "items": lease}, ended={"type": "array", "items": ended})),
     }, protected=True, tag="faults"), listing)  # fmt: skip
-    openapi.add(app, Operation("DELETE", "/faults", "end every lease now (each reverted)", {
+    only = {"name": "fault", "in": "query", "description": "end only the leases of this fault (a responder's move that ends one)",
+            "schema": {"enum": sorted(handlers)}}  # fmt: skip
+    openapi.add(app, Operation("DELETE", "/faults", "end every lease now (or every lease of one fault), each reverted", {
         200: Answer("how many leases were ended", obj(halted={"type": "integer", "minimum": 0})),
-    }, protected=True, tag="faults"), halt)  # fmt: skip
+        400: Answer("no such fault here: nothing ended", ERROR),
+    }, parameters=(only,), protected=True, tag="faults"), halt)  # fmt: skip
     app.on_shutdown.append(halt_on_shutdown)

@@ -61,9 +61,11 @@ class LeaseBook:
             del self._leases[lease.id]
         return done
 
-    def halt(self) -> list[Lease]:
-        leases = sorted(self._leases.values(), key=lambda lease: lease.id)
-        self._leases.clear()
+    def halt(self, fault: str | None = None) -> list[Lease]:
+        """Every lease (or every lease of ``fault``), removed from the book, oldest first."""
+        leases = sorted((lease for lease in self._leases.values() if fault is None or lease.fault == fault), key=lambda lease: lease.id)
+        for lease in leases:
+            del self._leases[lease.id]
         return leases
 
     def next_end(self) -> float | None:

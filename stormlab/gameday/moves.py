@@ -28,6 +28,7 @@ class Action:
     fault: str | None = None  # the lease this move takes
     keys: tuple[str, ...] = ()  # the fault's arguments the move takes
     fixes: tuple[str, ...] = ()  # `enable`: the fault is the fix named by the first argument
+    ends: str | None = None  # the fault whose leases this move ends (a repair, not a lease of its own)
 
 
 ACTIONS = {
@@ -47,12 +48,19 @@ ACTIONS = {
             "deploy",
             ("retry_policy", "allowance", "renewal_period", "staged", "every", "duration"),
         ),
+        Action(
+            "restore-partition",
+            "restore the metadata partition that does not take its share (Monday: ends the stuck partition)",
+            keys=("cell",),
+            ends="stuck-partition",
+        ),
         Action("note", "mark the timeline"),
         Action("ack", "acknowledge your role's page (the newest unacknowledged, or the alert named)"),
         Action("post-status", "post to the status page customers read"),
     )
 }
 EVERYONE = ("status", "note", "ack", "post-status")  # no role owns these: every responder may
+ENDERS = {a.name: a.ends for a in ACTIONS.values() if a.ends}  # the moves that end a fault's leases, and which
 
 
 def fault_of(action: Action, args: dict[str, Any]) -> str | None:
@@ -71,8 +79,9 @@ def owner(fault: str) -> str:
 
 
 def owner_of(action: Action, args: dict[str, Any]) -> str | None:
-    """The role a move belongs to (None: everyone's)."""
-    fault = fault_of(action, args)
+    """The role a move belongs to (None: everyone's): the one whose service holds its lease, or
+    the leases it ends."""
+    fault = fault_of(action, args) or action.ends
     return None if fault is None else owner(fault)
 
 

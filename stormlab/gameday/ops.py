@@ -48,12 +48,13 @@ from chaos.flags import add_backend, add_fault_args
 from chaos.journal import Journal
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
+from stormcore.fleet import cell_name
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
 from stormlab.gameday import desk, roles
-from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, check_role, fault_of, move_values
+from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, Action, check_role, fault_of, move_values
 
 
 def first_look(snap: dict[str, Any]) -> str:
@@ -113,7 +114,9 @@ class Ops:
             return {"ok": False, "message": str(exc), "error": exc}
         if action in EVERYONE:
             return await self.everyone(action, args, role)
-        assert fault is not None, "every move but everyone's takes a lease"
+        if spec.ends:
+            return await self.end_leases(spec, args, role)
+        assert fault is not None, "every move but everyone's and the repairs takes a lease"
         try:
             values = move_values(spec, args)
         except UsageError as exc:
@@ -125,6 +128,30 @@ class Ops:
         except (UsageError, LabError) as exc:
             return {"ok": False, "message": str(exc), "error": exc, "at": time.time()}  # journaled by the client
         return {"ok": True, "message": client.describe(lease, req), "at": time.time()}
+
+    async def end_leases(self, spec: Action, args: dict[str, Any], role: str | None) -> dict[str, Any]:
+        """A repair: the leases of ``spec.ends`` ended now by their holder (each reverted), journaled
+        as the move; one that finds nothing to end is a failed move."""
+        assert spec.ends is not None, "only a repair ends leases"
+        unknown = sorted(set(args) - set(spec.keys))
+        cell = args.get("cell")
+        if unknown or (cell is not None and (isinstance(cell, bool) or not isinstance(cell, int))):
+            exc = UsageError(f"{spec.name} takes only --cell, a cell's number")
+            return {"ok": False, "message": str(exc), "error": exc}
+        holder = catalog.FAULTS[spec.ends].holder
+        url = client.holders(self.state).get(cell_name(cell) if cell is not None else holder)
+        given = {k: v for k, v in args.items() if v is not None}
+        try:
+            if url is None:
+                raise catalog.ChaosError(f"{spec.name}: this lab has no {holder if cell is None else f'cell {cell}'}")
+            answer = await asyncio.to_thread(client.call, "DELETE", f"{url}/faults?fault={spec.ends}", self.token)
+        except (UsageError, LabError) as exc:
+            return self.journal.record(spec.name, given, False, str(exc), role=role) | {"error": exc}
+        ended = int(answer.get("halted", 0))
+        if not ended:
+            nothing = UsageError(f"{spec.name}: no {spec.ends} holds now, nothing to restore")
+            return self.journal.record(spec.name, given, False, str(nothing), role=role) | {"error": nothing}
+        return self.journal.record(spec.name, given, True, f"{spec.name}: {ended} {spec.ends} lease(s) ended, reverted", role=role)
 
     async def everyone(self, action: str, args: dict[str, Any], role: str | None) -> dict[str, Any]:
         """The moves no role owns: look, note, acknowledge a page, post to the status page."""
@@ -209,6 +236,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False)
         if action.name == "status":
             p.add_argument("--json", action="store_true", help="one JSON document: the reading and the first look's lines")
+        if action.ends:
+            holder = catalog.FAULTS[action.ends].holder
+            p.description = f"{action.help}.\nIt ends the {action.ends} leases its {holder} service holds now, each reverted."
+            p.add_argument("--cell", type=int, help="the cell whose metadata service holds them (default: the first)")
         if action.name == "note":
             p.add_argument("text", nargs="+")
         if action.name == "ack":

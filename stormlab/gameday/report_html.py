@@ -50,7 +50,7 @@ def validity(journal: dict[str, Any]) -> str:
 
 
 def compared(rows: list[dict[str, Any]]) -> str:
-    head = f"<tr><th>what</th><th>20 September 2015</th><th>at the lab's pace (÷{TIME_COMPRESSION:g})</th><th>this run</th></tr>"
+    head = f"<tr><th>what</th><th>20 September 2015</th><th>divided by {TIME_COMPRESSION:g} (an assumed pace)</th><th>this run</th></tr>"
     body = "".join(
         f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c.get('at_lab_pace') or '')}</td><td>{e(c['lab'])}</td></tr>"
         for c in rows
@@ -84,7 +84,7 @@ def debrief(journal: dict[str, Any], roles_png: Path | None) -> str:
 <table><tr><th>s</th><th>role</th><th>what</th><th></th></tr>{timeline}</table>
 {status_page(journal)}
 <h2>The seed's timeline beside the lab's</h2><table><tr><th>20 September 2015</th><th>what</th><th>after the blip</th>
-<th>at the lab's pace</th><th>this run, after the blip</th></tr>{seed_rows(journal)}</table>"""
+<th>÷50 (an assumed pace)</th><th>this run, after the blip</th></tr>{seed_rows(journal)}</table>"""
 
 
 def status_page(journal: dict[str, Any]) -> str:

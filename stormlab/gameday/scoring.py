@@ -9,7 +9,7 @@ from chaos import catalog
 from chaos.lease import describe_effect
 from stormcore.settings import TIME_COMPRESSION
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
-from stormlab.gameday.moves import ROLES, owner
+from stormlab.gameday.moves import ENDERS, ROLES, owner
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
 
 
@@ -52,7 +52,7 @@ def moments(journal: dict[str, Any]) -> dict[str, float]:
 
 
 def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
-    """The seed's numbers beside the lab's; a span of 2015 time also at the lab's pace (the
+    """The seed's numbers beside the lab's; a span of 2015 time also at an assumed pace (the
     profile's compression and the run's speed), and whether the row is about the cascade."""
     when = moments(journal)
     by_name = {r["name"]: r for r in records(journal)}
@@ -95,13 +95,13 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     players = journal["player_actions"]
     recovered = when.get(operator["name"]) if operator else None
-    in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and a.get("fault") in catalog.MOVES]
+    in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and is_move(a)]
     # the team detected: its first page after the onset, to the first move any role made after it
     # (each role's own page to its own move is on its card); with no pages, the first look at
     # `ops status`, as before pages existed
     page = next((p for p in journal.get("pages", []) if p["status"] == "firing" and onset is not None and p["t"] >= onset), None)
     if page is not None:
-        detect = _first_after([a for a in players if a["ok"] and a.get("fault") in catalog.MOVES], page)
+        detect = _first_after([a for a in players if a["ok"] and is_move(a)], page)
         detect_s = None if detect is None else round(detect - page["t"], 1)
     else:
         detect = next((a["t"] for a in players if onset is not None and a["t"] >= onset and a["action"] == "status"), None)
@@ -150,7 +150,13 @@ def acted_as(action: dict[str, Any]) -> str | None:
     """Whose move a journal entry is: the role it was made as, else the role owning its lease."""
     if action.get("role"):
         return str(action["role"])
-    return owner(action["fault"]) if action.get("fault") in catalog.FAULTS else None
+    fault = action.get("fault") or ENDERS.get(action.get("action", ""))
+    return owner(fault) if fault in catalog.FAULTS else None
+
+
+def is_move(action: dict[str, Any]) -> bool:
+    """A responder's move on the lab: a lease taken, or a repair (leases of a fault ended)."""
+    return action.get("fault") in catalog.MOVES or action.get("action") in ENDERS
 
 
 EVENT_NAMES = {"page": "page", "ack": "ack", "move": "move", "failed": "failed move", "post": "status post"}
@@ -165,7 +171,7 @@ def role_events(journal: dict[str, Any]) -> list[tuple[float, str, str, str]]:
             out.append((a["t"], lane, "ack", str(a["args"].get("alert", ""))))
         elif a["action"] == "post-status":
             out.append((a["t"], lane, "post", str(a["args"].get("severity", ""))))
-        elif a.get("fault"):
+        elif a.get("fault") or a["action"] in ENDERS:
             out.append(
                 (a["t"], lane, "move" if a["ok"] else "failed", a["action"] + (f" {a['args'].get('fix')}" if a["args"].get("fix") else ""))
             )
@@ -186,7 +192,7 @@ def roles(journal: dict[str, Any], onset: float | None) -> dict[str, dict[str, A
             continue
         first = next((p for p in mine if onset is None or p["t"] >= onset), mine[0] if mine else None)
         acks = [a for a in acts if a["action"] == "ack" and a["ok"]]
-        moves = [a for a in acts if a.get("fault") in catalog.MOVES]
+        moves = [a for a in acts if is_move(a)]
         ack_at = _first_after(acks, first)
         move_at = _first_after([m for m in moves if m["ok"]], first)
         cards[role] = {

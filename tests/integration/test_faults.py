@@ -335,3 +335,20 @@ async def test_latency_counts_the_bytes_it_held_back(links):
     await asyncio.sleep(0.5)
     [ended] = (await (await proxy.get("/faults")).json())["ended"]
     assert ended["no_effect"] is False and ended["effect"]["delayed_bytes"] >= lease["effect"]["delayed_bytes"]
+
+
+async def test_a_repair_ends_only_the_leases_of_its_fault_and_an_unknown_fault_ends_nothing(meta):
+    _, client = meta
+    stuck = await client.post("/faults", json={"fault": "stuck-partition", "tables": ["metric-groups"], "duration_s": 240})
+    paused = await client.post("/faults", json={"fault": "pause-metadata", "duration_s": 240})
+    assert stuck.status == paused.status == 201
+    refused = await client.delete("/faults", params={"fault": "no-such-fault"})
+    assert refused.status == 400 and len((await (await client.get("/faults")).json())["faults"]) == 2
+    restored = await client.delete("/faults", params={"fault": "stuck-partition"})  # `stormlab ops restore-partition`
+    assert (await restored.json()) == {"halted": 1}
+    [left] = (await (await client.get("/faults")).json())["faults"]
+    assert left["fault"] == "pause-metadata"
+    assert (await (await client.get("/status")).json())["paused"]  # the other lease holds on
+    restored_table = json.loads(await (await client.get("/partition-map")).read())["tables"]["metric-groups"]
+    assert restored_table["status"] != "updating"  # the partition takes its share again
+    assert (await (await client.delete("/faults", params={"fault": "stuck-partition"})).json()) == {"halted": 0}

@@ -2,6 +2,7 @@
 operator phase, rollbacks on failure and on cancel, scoring and the seed-vs-lab table."""
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,8 @@ class ToyLab:
             self.paused = True
         elif action == "resume":
             self.paused, self.resumed_at = False, self.clock.now() if self.cores >= 80 else None
+        elif action == "restore-partition":
+            ok, self.stuck_until = self.stuck, -1.0
         self.actions.append(
             {
                 "at": self.clock.now(),
@@ -94,6 +97,7 @@ class ToyLab:
                 "ok": ok,
                 "message": action,
                 "fault": ACTIONS[action].fault,
+                "role": None,
             }
         )
         return {"ok": ok, "message": action}
@@ -142,7 +146,7 @@ def test_score_and_comparison_come_from_the_measurements():
     scenario = flagship()
     _, journal = run(scenario, lab, clock)
     score = scoring.score(scenario, journal)
-    assert score["recovered"] and score["actions_taken"] == 4 and score["failed_actions"] == 1
+    assert score["recovered"] and score["actions_taken"] == 5 and score["failed_actions"] == 1  # Monday's restore too
     assert score["time_to_detect_s"] is not None and score["time_to_detect_s"] >= 0
     assert score["time_to_mitigate_s"] > score["time_to_detect_s"]
     assert score["customer_error_minutes"] > 0
@@ -267,3 +271,30 @@ def test_a_blip_that_dropped_traffic_keeps_the_run_passing_and_says_what_it_drop
     blip = next(r for r in scoring.records(judged) if r.get("fault") == "blip")
     assert judged["outcome"] == "passed" and judged["findings"] == [] and blip["passed"]
     assert report_html.measured(blip).endswith("· dropped 4,096 bytes")
+
+
+def test_the_monday_tail_holds_until_a_responder_restores_the_partition():
+    """The stuck partition's lease is only a safety net (4 minutes): the table's customers fail
+    until the database on-call restores it, a move of its own, scored."""
+    clock, lab = toy()
+    _, journal = run(flagship(), lab, clock)
+    monday = next(s for s in journal["steps"] if s["name"] == "Monday")
+    assert monday["passed"] and [a["name"] for a in monday["autopilot"]][-1] == "restore the partition that does not take its share"
+    restore = next(a for a in lab.actions if a["action"] == "restore-partition")
+    assert restore["ok"] and restore["at"] >= monday["started_s"]
+    tail = next(s for s in journal["steps"] if s["name"] == "the Monday tail")
+    assert restore["at"] - tail["at_s"] < 60  # long before the lease's own end
+    cards = scoring.roles(journal, scoring.score(flagship(), journal)["onset_s"])
+    assert cards["database"]["moves"] == 5  # pause, capacity twice, resume, and the restore: the database on-call's
+
+
+def test_without_the_restore_the_monday_tail_fails_the_run():
+    clock, lab = toy()
+    scenario = flagship()
+    monday = next(s for s in scenario.steps if s.name == "Monday")
+    skipped = [s for s in monday.autopilot if s.action != "restore-partition"]
+    steps = tuple(dataclasses.replace(s, autopilot=tuple(skipped)) if s is monday else s for s in scenario.steps)
+    scenario = dataclasses.replace(scenario, steps=steps)
+    _, journal = run(scenario, lab, clock)
+    assert journal["outcome"] == "failed"
+    assert not next(s for s in journal["steps"] if s["name"] == "Monday")["passed"]
