@@ -35,7 +35,7 @@ def _validity(checked: dict[str, Any]) -> list[str]:
 
 def _compared(comparison: list[dict[str, Any]]) -> list[str]:
     """2015 beside the lab, one line per moment, in aligned columns."""
-    then = [c["in_2015"] + (f" (÷50, an assumed pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
+    then = [c["in_2015"] + (f" (at this run's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
     what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
     return [f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}" for c, in_2015 in zip(comparison, then, strict=True)]
 

@@ -9,6 +9,7 @@ import yaml
 
 from chaos import catalog
 from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
+from stormlab.gameday.autopilot import MOVES, Rules
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
 
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
@@ -144,11 +145,12 @@ class _Reader:
             else ()
         )
         seen: set[str] = set()
-        for step in [x for s in steps for x in (s, *s.autopilot)]:
+        for step in [x for s in steps for x in (s, *s.autopilot, *s.watch)]:
             if step.name in seen:
                 raise ScenarioError(f"{self.source}:{step.line}: {step.path}.name: step names must be unique: {step.name}")
             seen.add(step.name)
-        names = sorted(seen)
+        # the rules' autopilot's moves are named as in stormlab/gameday/autopilot.py: comparisons may measure from them
+        names = sorted(seen | ({m.name for m in MOVES} if any(s.rules is not None for s in steps) else set()))
         onset = None
         if "scoring" in top:
             scoring = self.mapping(top["scoring"], "scoring", ("onset",))
@@ -214,7 +216,8 @@ class _Reader:
             raise self.fail(node, path, "'for' cannot be longer than 'within'")
         return check
 
-    def step(self, node: yaml.Node, path: str, allowed: tuple[str, ...] = KINDS) -> Step:
+    def step(self, node: yaml.Node, path: str, allowed: tuple[str, ...] = KINDS, watched: bool = False) -> Step:
+        """One step; ``watched``: an operator phase's watch, whose expectation has the phase as its time."""
         m = self.mapping(node, path, ("name", "at", "after", "jitter", "args", "expect_failure", *KINDS))
         kinds = [k for k in KINDS if k in m]
         if len(kinds) != 1 or kinds[0] not in allowed:
@@ -248,8 +251,8 @@ class _Reader:
         if kind == "wait":
             return Step(**common, wait_s=self.duration(m["wait"], f"{path}.wait"))
         if kind == "expect":
-            return Step(**common, check=self.check(m["expect"], f"{path}.expect"))
-        op = self.mapping(m["operator"], f"{path}.operator", ("time_limit", "recovered", "autopilot"))
+            return Step(**common, check=self.check(m["expect"], f"{path}.expect", timed=not watched))
+        op = self.mapping(m["operator"], f"{path}.operator", ("time_limit", "recovered", "autopilot", "rules", "watch"))
         limit = self.duration(self.need(op, m["operator"], f"{path}.operator", "time_limit"), f"{path}.operator.time_limit")
         recovered = self.check(self.need(op, m["operator"], f"{path}.operator", "recovered"), f"{path}.operator.recovered", timed=False)
         auto = (
@@ -260,7 +263,28 @@ class _Reader:
             if "autopilot" in op
             else ()
         )
-        return Step(**common, time_limit_s=limit, check=recovered, autopilot=auto)
+        rules = self.rules(op["rules"], f"{path}.operator.rules") if "rules" in op else None
+        if rules is not None and auto:
+            raise self.fail(op["rules"], f"{path}.operator.rules", "an autopilot plays by rules or by steps, not both")
+        watch = (
+            tuple(
+                self.step(n, f"{path}.operator.watch[{i}]", allowed=("expect",), watched=True)
+                for i, n in enumerate(self.items(op["watch"], f"{path}.operator.watch"))
+            )
+            if "watch" in op
+            else ()
+        )
+        return Step(**common, time_limit_s=limit, check=recovered, autopilot=auto, rules=rules, watch=watch)
+
+    def rules(self, node: yaml.Node, path: str) -> dict:
+        """The autopilot's rules: thresholds by name, each checked now."""
+        m = self.mapping(node, path, tuple(f.name for f in fields(Rules)))
+        values = {key: self.text(value, f"{path}.{key}") for key, value in m.items()}
+        try:
+            Rules.from_args(values)
+        except ValueError as exc:
+            raise self.fail(node, path, str(exc)) from None
+        return values
 
     def args(self, node: yaml.Node | None, path: str) -> dict:
         if node is None:

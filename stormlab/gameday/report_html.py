@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from chaos.lease import describe_effect
-from stormcore.settings import TIME_COMPRESSION
 from stormlab.gameday.scoring import EVENT_NAMES, records, role_events
 
 e = html.escape
@@ -50,7 +49,7 @@ def validity(journal: dict[str, Any]) -> str:
 
 
 def compared(rows: list[dict[str, Any]]) -> str:
-    head = f"<tr><th>what</th><th>20 September 2015</th><th>divided by {TIME_COMPRESSION:g} (an assumed pace)</th><th>this run</th></tr>"
+    head = "<tr><th>what</th><th>20 September 2015</th><th>at this run's pace (derived)</th><th>this run</th></tr>"
     body = "".join(
         f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c.get('at_lab_pace') or '')}</td><td>{e(c['lab'])}</td></tr>"
         for c in rows
@@ -83,8 +82,12 @@ def debrief(journal: dict[str, Any], roles_png: Path | None) -> str:
 {picture}
 <table><tr><th>s</th><th>role</th><th>what</th><th></th></tr>{timeline}</table>
 {status_page(journal)}
-<h2>The seed's timeline beside the lab's</h2><table><tr><th>20 September 2015</th><th>what</th><th>after the blip</th>
-<th>÷50 (an assumed pace)</th><th>this run, after the blip</th></tr>{seed_rows(journal)}</table>"""
+<h2>The seed's timeline beside the lab's</h2>
+<p>Each moment as a fraction of its own blip to recovery (2:19 to 7:10 AM in 2015), so the order and
+the spans compare without assuming a pace; 2015's moment at this run's pace is derived from the two
+spans ({pace_words(journal)}).</p>
+<table><tr><th>20 September 2015</th><th>what</th><th>after the blip</th><th>of blip→recovered</th>
+<th>at this run's pace</th><th>this run, after the blip</th><th>of blip→recovered</th></tr>{seed_rows(journal)}</table>"""
 
 
 def status_page(journal: dict[str, Any]) -> str:
@@ -105,11 +108,19 @@ def seed_rows(journal: dict[str, Any]) -> str:
     def secs(x: float | None) -> str:
         return "—" if x is None else f"{x:g} s"
 
+    def share(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
     return "".join(
-        f"<tr><td>{e(r['in_2015'])}</td><td>{e(r['what'])}</td><td>{r['after_blip_2015_min']} min</td><td>{r['at_lab_pace_s']:g} s</td>"
-        f"<td>{secs(r['lab_after_blip_s'])}</td></tr>"
+        f"<tr><td>{e(r['in_2015'])}</td><td>{e(r['what'])}</td><td>{r['after_blip_2015_min']} min</td><td>{share(r['fraction_2015'])}</td>"
+        f"<td>{secs(r['at_run_pace_s'])}</td><td>{secs(r['lab_after_blip_s'])}</td><td>{share(r['fraction_lab'])}</td></tr>"
         for r in journal.get("seed_timeline", [])
     )
+
+
+def pace_words(journal: dict[str, Any]) -> str:
+    pace = journal.get("pace")
+    return "this run did not recover: no pace" if pace is None else f"this run played it {pace:.0f} times faster than 2015"
 
 
 def steps(journal: dict[str, Any]) -> str:
@@ -145,5 +156,5 @@ def cascade(journal: dict[str, Any], pngs: list[Path]) -> str:
     return f"""<h2>The cascade</h2><p>The services whose control planes live in the lab's tables, from their own metrics: scaling's
 table is on the big-membership nodes (the storm reaches it first; its backlog drains after), metrics enriches
 datapoints from it (gaps), queues and the console's lookup live on ordinary nodes (they fail once the fleet is
-held back). Their times beside 2015's (the lab's profile runs about {TIME_COMPRESSION:g} times faster than 2015):</p>
+held back). Their times beside 2015's, at this run's pace ({pace_words(journal)}, derived from its blip to recovery):</p>
 {compared([c for c in journal["comparison"] if c.get("cascade")])}{images(pngs) or "<p>not running in this lab</p>"}"""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from stormcore.settings import Pace
+from stormlab.gameday.autopilot import Autopilot, Rules
 from stormlab.gameday.scenario import Check, Planned, Scenario, Step, probe_value
 
 
@@ -65,6 +66,8 @@ class Runner:
         self.waiting: dict[str, Any] = {}  # what the run waits for now: step, condition, probe, deadline
         self._last_progress = float("-inf")
         self._stop_since: dict[int, float] = {}
+        self._pilot: tuple[Autopilot, Step, list[dict[str, Any]]] | None = None  # the rules' autopilot in an operator phase
+        self._watches: list[Watch] = []  # what an operator phase's moves set off, watched on every sample
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -73,13 +76,30 @@ class Runner:
         await self.clock.sleep(self.tick_s)
         sample = await self.take_sample()
         self.tell_progress(sample)
+        await self.pilot_moves(sample)
         return sample
+
+    async def pilot_moves(self, sample: dict[str, Any]) -> None:
+        """The rules' autopilot sees this reading and makes the move it calls for, if any."""
+        if self._pilot is None:
+            return
+        pilot, phase, made = self._pilot
+        move = pilot.decide(sample, self.pace.profile(self.elapsed()))
+        if move is None:
+            return
+        step = Step(move.name, "action", phase.line, action=move.action, args=move.args, expect_failure=move.expect_failure)
+        record = await self.do(step, step.args)
+        made.append(record)
+        pilot.told(move, bool(record.get("ok")), self.pace.profile(self.elapsed()))
+        self.echo(f"[{record['at_s']:7.1f}s]   {'ok' if record['passed'] else 'FAILED':6} {move.name}: {record.get('detail', '')}")
 
     async def take_sample(self) -> dict[str, Any]:
         sample = {"t": round(self.elapsed(), 3), **await self.lab.sample()}
         self.samples.append(sample)
         for observe in self.observers:
             observe(sample)
+        for watch in self._watches:
+            watch.see(sample, self.pace)
         self.check_stop(sample)
         return sample
 
@@ -254,7 +274,29 @@ class Runner:
         assert step.check is not None, "the reader gives every operator step its recovery check"
         start = self.elapsed()
         limit = self.pace.wall(step.time_limit_s)
-        if self.autopilot:
+        self._watches = [Watch(w, start) for w in step.watch]
+        try:
+            result, auto = await self.respond(step, start, limit)
+        finally:
+            self._pilot, watches, self._watches = None, self._watches, []
+        watched = [w.record() for w in watches]
+        for w in watched:
+            at, mark = w["at_s"] + (w.get("met_after_s") or 0), "ok" if w["passed"] else "MISSED"
+            self.echo(f"[{at:7.1f}s]   {mark:6} {w['name']}: {w['detail']}")
+        done = sorted([*auto, *watched], key=lambda r: r["at_s"] + (r.get("met_after_s") or 0))
+        # what the moves set off is the autopilot's to meet; players who recover another way are not failed for it
+        passed = result["passed"] and all(a["passed"] for a in done if self.autopilot or not a.get("watched"))
+        return result | {"autopilot": done, "passed": passed, "started_s": round(start, 3)}
+
+    async def respond(self, step: Step, start: float, limit: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The players' moves, the autopilot's steps, or its rules' moves; then the recovery,
+        measured: when the recovered condition began to hold."""
+        assert step.check is not None, "the reader gives every operator step its recovery check"
+        auto: list[dict[str, Any]] = []
+        if self.autopilot and step.rules is not None:
+            self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook by its rules (it moves when what it sees calls for it)")
+            self._pilot = (Autopilot(Rules.from_args(step.rules)), step, auto)
+        elif self.autopilot:
             self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook")
             auto = []
             for sub in step.autopilot:
@@ -271,7 +313,7 @@ class Runner:
         result = await self.expect(step.check, within_s=max(0.0, start + limit - watching), step=step.name)
         # recovered when the condition began to hold (as for any expectation), not when its hold ended
         result["recovered_after_s"] = round(watching + result["met_after_s"] - start, 3) if result["passed"] else None
-        return result | {"autopilot": auto, "passed": result["passed"] and all(a["passed"] for a in auto), "started_s": round(start, 3)}
+        return result, auto
 
     def journal(self, outcome: str) -> dict[str, Any]:
         return {
@@ -288,6 +330,48 @@ class Runner:
             "samples": self.samples,
             "player_actions": self.lab.player_actions(),
         }
+
+
+class Watch:
+    """One expectation of an operator phase, met whenever it holds (for its ``for``) while the
+    phase lasts: what the moves set off (the queues failing once the fleet is held back), at the
+    time the lab makes it happen rather than after a fixed step."""
+
+    def __init__(self, step: Step, start: float) -> None:
+        assert step.check is not None, "the reader gives every watched step its check"
+        self.step, self.check, self.start = step, step.check, start
+        self.since: float | None = None
+        self.met: float | None = None
+        self.values: list[float] = []
+        self.last: float | None = None
+
+    def see(self, sample: dict[str, Any], pace: Pace) -> None:
+        if self.met is not None:
+            return
+        value = probe(sample, self.check)
+        self.last = value
+        if value is None or not self.check.holds(value):
+            self.since, self.values = None, []
+            return
+        self.since = sample["t"] if self.since is None else self.since
+        self.values.append(value)
+        if sample["t"] - self.since >= pace.wall(self.check.for_s):
+            self.met = self.since
+
+    def record(self) -> dict[str, Any]:
+        base = {
+            "name": self.step.name,
+            "kind": "expect",
+            "watched": True,
+            "line": self.step.line,
+            "at_s": round(self.start, 3),
+            "expect": self.check.describe(),
+        }
+        if self.met is None:
+            return base | {"passed": False, "value": self.last, "detail": f"not met while the phase lasted (last value {_fmt(self.last)})"}
+        met = round(self.met - self.start, 3)
+        mean = sum(self.values) / len(self.values)
+        return base | {"passed": True, "met_after_s": met, "value": self.values[-1], "mean": mean, "detail": f"{_fmt(mean)} after {met:g}s"}
 
 
 class Aborted(Exception):

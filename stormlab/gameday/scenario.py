@@ -107,6 +107,8 @@ class Step:
     check: Check | None = None
     time_limit_s: float = 0.0
     autopilot: tuple[Step, ...] = ()
+    rules: dict | None = None  # operator: the autopilot plays by these rules (stormlab/gameday/autopilot.py), not by steps
+    watch: tuple[Step, ...] = ()  # operator: expectations met at any time while it lasts (what the moves set off)
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,12 @@ class Scenario:
     def step(self, name: str) -> Step:
         return next(s for s in self.all_steps() if s.name == name)
 
+    def find(self, name: str) -> Step | None:
+        """The step of that name, or None (a rules' autopilot's move is named, not a step)."""
+        return next((s for s in self.all_steps() if s.name == name), None)
+
     def all_steps(self) -> list[Step]:
-        return [x for s in self.steps for x in (s, *s.autopilot)]
+        return [x for s in self.steps for x in (s, *s.autopilot, *s.watch)]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
+from stormlab.gameday.autopilot import Rules
 from stormlab.gameday.reader import ARG_KEYS, TOP_KEYS
 from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES
 
@@ -156,8 +157,25 @@ def schema() -> dict[str, Any]:
                     "time_limit": DURATION,
                     "recovered": check(timed=False, held=True),
                     "autopilot": {"type": "array", "items": step(("action", "wait", "expect", "fault"), "an autopilot move")},
+                    "rules": {
+                        "type": "object",
+                        "description": "the autopilot plays by these rules instead of steps: thresholds on what a responder sees",
+                        "properties": {f.name: {"type": ["string", "number"], "description": f.metadata["help"]} for f in fields(Rules)},
+                        "additionalProperties": False,
+                    },
+                    "watch": {
+                        "type": "array",
+                        "description": "expectations met at any time while the phase lasts (judged under the autopilot)",
+                        "items": {
+                            "type": "object",
+                            "required": ["expect"],
+                            "properties": {"name": {"type": "string"}, "expect": check(timed=False, held=True)},
+                            "additionalProperties": False,
+                        },
+                    },
                 },
                 "additionalProperties": False,
+                "not": {"required": ["autopilot", "rules"]},
             },
             "args": {
                 "type": "object",

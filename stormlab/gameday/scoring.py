@@ -7,7 +7,6 @@ from typing import Any
 
 from chaos import catalog
 from chaos.lease import describe_effect
-from stormcore.settings import TIME_COMPRESSION
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ENDERS, ROLES, owner
 from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
@@ -52,9 +51,11 @@ def moments(journal: dict[str, Any]) -> dict[str, float]:
 
 
 def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
-    """The seed's numbers beside the lab's; a span of 2015 time also at an assumed pace (the
-    profile's compression and the run's speed), and whether the row is about the cascade."""
+    """The seed's numbers beside the lab's; a span of 2015 time also at this run's pace (derived:
+    2015's blip to recovery over this run's; none when it did not recover), and whether the row is
+    about the cascade."""
     when = moments(journal)
+    pace = run_pace(scenario, journal)
     by_name = {r["name"]: r for r in records(journal)}
     rows = []
     for c in scenario.compare:
@@ -72,8 +73,8 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         else:
             a, b = ref.split("..")
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
-        paced = None if c.span_2015_s is None else f"{c.span_2015_s / TIME_COMPRESSION / journal.get('speed', 1.0):.0f} s"
-        checks = [scenario.step(s).check for s in c.steps()]
+        paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
+        checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
         cascade = any(check is not None and check.probe in CASCADE_PROBES for check in checks)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
@@ -128,6 +129,7 @@ def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict
         "roles": roles(journal, onset),
         "status_page": status_page(journal, onset),
         "seed_timeline": seed_timeline(scenario, journal),
+        "pace": run_pace(scenario, journal),
         "validity": validity(journal, period_s),
     }
 
@@ -247,21 +249,37 @@ SEED_TIMELINE = (
     (167, "5:06 AM", "AWS pauses requests to the metadata service", "move:pause-metadata"),
     (206, "5:45 AM", "SQS cannot refresh its queue metadata: errors rise", "page:QueuesFailing"),
     (291, "7:10 AM", "error rates low enough for most customers", "recovered"),
+    (513, "10:52 AM", "Auto Scaling's backlog of activities drained", "step:the scaling backlog drains"),
 )
+RECOVERED_2015_MIN = 291  # the blip (2:19 AM) to the recovery (7:10 AM): the span every fraction is of
+
+
+def blip_and_recovery(scenario: Scenario, journal: dict[str, Any]) -> tuple[float | None, float | None]:
+    """When the run's blip came and when it recovered (the first operator phase's recovery)."""
+    blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip" and r.get("passed")), None)
+    operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
+    return blip, moments(journal).get(operator["name"]) if operator else None
+
+
+def run_pace(scenario: Scenario, journal: dict[str, Any]) -> float | None:
+    """How many times faster than 2015 this run played the incident, derived: 2015's blip to
+    recovery (4 h 51 min) over this run's (None: it did not recover, or had no blip)."""
+    blip, recovered = blip_and_recovery(scenario, journal)
+    if blip is None or recovered is None or recovered <= blip:
+        return None
+    return RECOVERED_2015_MIN * 60 / (recovered - blip)
 
 
 def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
-    """The seed's timeline beside the lab's: each moment after the blip in 2015, at the lab's
-    pace, and in this run (None: it did not happen here)."""
+    """The seed's timeline beside the lab's: each moment after the blip in 2015 and in this run, and
+    both as a fraction of their own blip to recovery, so the order and the spans compare without
+    assuming a pace; 2015's moment at this run's pace (derived, see ``run_pace``) beside them."""
     when = moments(journal)
-    blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip" and r.get("passed")), None)
+    blip, recovered = blip_and_recovery(scenario, journal)
+    pace = run_pace(scenario, journal)
     moves = [a for a in journal["player_actions"] if a["ok"]]  # the autopilot's moves are journaled like the players'
-    operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
-    found = {
-        "fault:blip": blip,
-        "onset": when.get(scenario.onset_step) if scenario.onset_step else None,
-        "recovered": when.get(operator["name"]) if operator else None,
-    }
+    found = {"fault:blip": blip, "onset": when.get(scenario.onset_step) if scenario.onset_step else None, "recovered": recovered}
+    span = None if pace is None or blip is None or recovered is None else recovered - blip
     rows = []
     for minutes, clock, what, mark in SEED_TIMELINE:
         kind, _, name = mark.partition(":")
@@ -269,16 +287,20 @@ def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str,
             at = next((p["t"] for p in journal.get("pages", []) if p["alert"] == name and p["status"] == "firing"), None)
         elif kind == "move":
             at = min((m["t"] for m in moves if m["action"] == name), default=None)
+        elif kind == "step":
+            at = when.get(name)
         else:
             at = found.get(mark)
-        paced = minutes * 60 / TIME_COMPRESSION / journal.get("speed", 1.0)
+        after = None if at is None or blip is None else round(at - blip, 1)
         rows.append(
             {
                 "in_2015": clock,
                 "what": what,
                 "after_blip_2015_min": minutes,
-                "at_lab_pace_s": round(paced, 1),
-                "lab_after_blip_s": None if at is None or blip is None else round(at - blip, 1),
+                "fraction_2015": round(minutes / RECOVERED_2015_MIN, 2),
+                "at_run_pace_s": None if pace is None else round(minutes * 60 / pace, 1),
+                "lab_after_blip_s": after,
+                "fraction_lab": None if after is None or not span else round(after / span, 2),
             }
         )
     return rows

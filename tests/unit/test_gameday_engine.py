@@ -130,13 +130,20 @@ def test_the_autopilot_plays_the_runbook_and_every_expectation_is_measured():
     failed = [s["name"] for s in journal["steps"] if not s["passed"]]
     assert journal["outcome"] == "passed", failed
     operator = next(s for s in journal["steps"] if s["kind"] == "operator")
-    assert [a["name"] for a in operator["autopilot"]][:3] == [
+    made = [a["name"] for a in operator["autopilot"] if not a.get("watched")]
+    assert made == [
         "look first",
         "add capacity through the shared admin path",
+        "add capacity through the shared admin path",  # tried again: the rules give it two tries
         "pause requests to the metadata service",
+        "add capacity",
+        "staged resume",
     ]
     capacity = operator["autopilot"][1]
     assert capacity["ok"] is False and capacity["passed"] is True  # the failure was the expectation
+    watched = {a["name"]: a for a in operator["autopilot"] if a.get("watched")}
+    assert set(watched) == {"retries stop", "the queues fail", "PutMetricData fails", "logins slow down"}
+    assert all(w["passed"] for w in watched.values())
     assert lab.halted == 1 and journal["rollbacks"][-1]["name"] == "halt every fault"
     assert len(journal["samples"]) > 100 and all("t" in s for s in journal["samples"])
 
@@ -146,7 +153,7 @@ def test_score_and_comparison_come_from_the_measurements():
     scenario = flagship()
     _, journal = run(scenario, lab, clock)
     score = scoring.score(scenario, journal)
-    assert score["recovered"] and score["actions_taken"] == 5 and score["failed_actions"] == 1  # Monday's restore too
+    assert score["recovered"] and score["actions_taken"] == 6 and score["failed_actions"] == 2  # two tries, and Monday's restore
     assert score["time_to_detect_s"] is not None and score["time_to_detect_s"] >= 0
     assert score["time_to_mitigate_s"] > score["time_to_detect_s"]
     assert score["customer_error_minutes"] > 0
@@ -156,10 +163,17 @@ def test_score_and_comparison_come_from_the_measurements():
     assert rows["Monday: aggregate error"] == "0.2%"
     assert rows["pause to recovery"].endswith(" s")
     full = {r["what"]: r for r in scoring.compare(scenario, journal)}
+    pace = scoring.run_pace(scenario, journal)  # derived: 2015's blip to recovery (291 min) over this run's
+    blip, recovered = scoring.blip_and_recovery(scenario, journal)
+    assert pace == pytest.approx(291 * 60 / (recovered - blip))
     drain = full["scaling backlog drain after recovery"]
-    assert drain["cascade"] and drain["at_lab_pace"] == "266 s"  # 3 h 42 min at the profile's 50x
-    assert not full["blip to storm"]["cascade"] and full["blip to storm"]["at_lab_pace"] == "22 s"
+    assert drain["cascade"] and drain["at_lab_pace"] == f"{222 * 60 / pace:.0f} s"  # 3 h 42 min at this run's pace
+    assert not full["blip to storm"]["cascade"] and full["blip to storm"]["at_lab_pace"] == f"{18 * 60 / pace:.0f} s"
     assert full["customer error plateau"]["at_lab_pace"] is None
+    timeline = {r["in_2015"]: r for r in scoring.seed_timeline(scenario, journal)}
+    assert timeline["7:10 AM"]["fraction_2015"] == timeline["7:10 AM"]["fraction_lab"] == 1.0  # the span itself
+    assert timeline["5:06 AM"]["fraction_2015"] == 0.57 and 0 < timeline["5:06 AM"]["fraction_lab"] < 1
+    assert timeline["10:52 AM"]["fraction_2015"] == 1.76 and timeline["10:52 AM"]["fraction_lab"] > 1  # the backlog drains after
     assert {r["what"] for r in full.values() if r["cascade"]} >= {"queue errors during the storm", "login p99 while the fleet is held back"}
 
 
@@ -279,22 +293,40 @@ def test_the_monday_tail_holds_until_a_responder_restores_the_partition():
     clock, lab = toy()
     _, journal = run(flagship(), lab, clock)
     monday = next(s for s in journal["steps"] if s["name"] == "Monday")
-    assert monday["passed"] and [a["name"] for a in monday["autopilot"]][-1] == "restore the partition that does not take its share"
+    assert monday["passed"] and [a["name"] for a in monday["autopilot"]] == [
+        "look at each table",
+        "restore the partition that does not take its share",
+    ]
     restore = next(a for a in lab.actions if a["action"] == "restore-partition")
     assert restore["ok"] and restore["at"] >= monday["started_s"]
     tail = next(s for s in journal["steps"] if s["name"] == "the Monday tail")
     assert restore["at"] - tail["at_s"] < 60  # long before the lease's own end
     cards = scoring.roles(journal, scoring.score(flagship(), journal)["onset_s"])
-    assert cards["database"]["moves"] == 5  # pause, capacity twice, resume, and the restore: the database on-call's
+    assert cards["database"]["moves"] == 6  # capacity three times, pause, resume, and the restore: the database on-call's
 
 
 def test_without_the_restore_the_monday_tail_fails_the_run():
     clock, lab = toy()
     scenario = flagship()
-    monday = next(s for s in scenario.steps if s.name == "Monday")
-    skipped = [s for s in monday.autopilot if s.action != "restore-partition"]
-    steps = tuple(dataclasses.replace(s, autopilot=tuple(skipped)) if s is monday else s for s in scenario.steps)
-    scenario = dataclasses.replace(scenario, steps=steps)
-    _, journal = run(scenario, lab, clock)
+    lazy = {"tail": "1"}  # a tail threshold no table's errors exceed: the autopilot never restores
+    steps = tuple(dataclasses.replace(s, rules=lazy) if s.name == "Monday" else s for s in scenario.steps)
+    _, journal = run(dataclasses.replace(scenario, steps=steps), lab, clock)
     assert journal["outcome"] == "failed"
     assert not next(s for s in journal["steps"] if s["name"] == "Monday")["passed"]
+
+
+def test_the_autopilot_moves_when_its_rules_say_so_not_at_a_step():
+    """One try through the shared admin path instead of two: the pause comes one retry earlier,
+    and everything it sets off (the queues failing, the recovery) moves with it."""
+    times = {}
+    for tries in ("2", "1"):
+        clock, lab = toy()
+        scenario = flagship()
+        rules = {**next(s for s in scenario.steps if s.name == "recovery").rules, "capacity_tries": tries}
+        steps = tuple(dataclasses.replace(s, rules=rules) if s.name == "recovery" else s for s in scenario.steps)
+        _, journal = run(dataclasses.replace(scenario, steps=steps), lab, clock)
+        assert journal["outcome"] == "passed"
+        when = scoring.moments(journal)
+        times[tries] = (when["pause requests to the metadata service"], when["the queues fail"], when["recovery"])
+    assert times["1"][0] < times["2"][0] - 9  # retry_s (10 s) earlier
+    assert times["1"][1] < times["2"][1] and times["1"][2] < times["2"][2]
