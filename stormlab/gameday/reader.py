@@ -306,10 +306,18 @@ class _Reader:
         m = self.mapping(node, path, ("what", "in_2015", "measure", "span_2015"))
         what, in_2015, measure = (self.text(self.need(m, node, path, k), f"{path}.{k}") for k in ("what", "in_2015", "measure"))
         kind, _, ref = measure.partition(":")
-        refs = ref.split("..") if kind == "elapsed" else [ref]
-        if kind not in ("mean", "elapsed") or len(refs) != (2 if kind == "elapsed" else 1) or any(r not in names for r in refs):
+        probe = ""
+        if kind == "window":
+            ref, _, probe = ref.rpartition(":")
+        refs = ref.split("..") if kind in ("elapsed", "window") else [ref]
+        two = kind in ("elapsed", "window")
+        if kind not in ("mean", "elapsed", "window") or len(refs) != (2 if two else 1) or any(r not in names for r in refs):
             raise self.fail(
-                m["measure"], f"{path}.measure", "must be mean:STEP (an expect step) or elapsed:STEP..STEP, naming steps of this scenario"
+                m["measure"],
+                f"{path}.measure",
+                "must be mean:STEP (an expect step), elapsed:STEP..STEP or window:STEP..STEP:PROBE, naming steps of this scenario",
             )
+        if kind == "window" and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
+            raise self.fail(m["measure"], f"{path}.measure", f"window:…:PROBE needs a probe of the lab; probes: {', '.join(PROBES)}")
         span = self.duration(m["span_2015"], f"{path}.span_2015") if "span_2015" in m else None
         return Compare(what, in_2015, measure, span)

@@ -115,12 +115,20 @@ class Step:
 class Compare:
     what: str
     in_2015: str
-    measure: str  # "mean:STEP" (the probe's mean over an expect step) or "elapsed:STEP_A..STEP_B"
+    measure: str  # "mean:STEP" (an expect step's mean), "elapsed:STEP_A..STEP_B", or "window:STEP_A..STEP_B:PROBE" (mean and worst)
     span_2015_s: float | None = None  # how long it took in 2015, when it was a span of time
 
     def steps(self) -> list[str]:
         kind, _, ref = self.measure.partition(":")
-        return ref.split("..") if kind == "elapsed" else [ref]
+        if kind == "window":
+            ref = ref.rpartition(":")[0]
+        return ref.split("..") if kind in ("elapsed", "window") else [ref]
+
+    @property
+    def probe(self) -> str | None:
+        """The probe a window measures (None: not a window)."""
+        kind, _, ref = self.measure.partition(":")
+        return ref.rpartition(":")[2] if kind == "window" else None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from chaos import catalog
 from chaos.lease import describe_effect
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ENDERS, ROLES, owner
-from stormlab.gameday.scenario import CASCADE_PROBES, Scenario
+from stormlab.gameday.scenario import CASCADE_PROBES, Scenario, probe_value
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,21 +63,32 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         if kind == "mean":
             mean = by_name.get(ref, {}).get("mean")
             probe = by_name.get(ref, {}).get("expect", "").split()[0] if mean is not None else ""
-            lab = (
-                None
-                if mean is None
-                else f"{100 * mean:.1f}%"
-                if probe.endswith("ratio")
-                else f"{mean:.3g}" + (" s" if probe.endswith("_s") else "")
-            )
+            lab = None if mean is None else _value(probe, mean)
+        elif kind == "window":
+            a, b = c.steps()
+            lab = window(journal, when.get(a), when.get(b), c.probe or "")
         else:
             a, b = ref.split("..")
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
         paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
         checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
-        cascade = any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        cascade = c.probe in CASCADE_PROBES or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
+
+
+def _value(probe: str, x: float) -> str:
+    return f"{100 * x:.1f}%" if probe.endswith("ratio") else f"{x:.3g}" + (" s" if probe.endswith("_s") else "")
+
+
+def window(journal: dict[str, Any], start: float | None, end: float | None, probe: str) -> str | None:
+    """A probe over the samples between two moments: its mean and its worst, not one reading."""
+    if start is None or end is None:
+        return None
+    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, probe)) is not None]
+    if not values:
+        return None
+    return f"mean {_value(probe, sum(values) / len(values))}, worst {_value(probe, max(values))}"
 
 
 def error_minutes(samples: list[dict[str, Any]]) -> float:

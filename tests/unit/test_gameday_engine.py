@@ -162,6 +162,13 @@ def test_score_and_comparison_come_from_the_measurements():
     assert rows["blip to storm"] == "10 s"
     assert rows["Monday: aggregate error"] == "0.2%"
     assert rows["pause to recovery"].endswith(" s")
+    # the cascade's figures are windows over the event (mean and worst), not one reading
+    assert rows["scaling API errors in the storm"] == "mean 90.0%, worst 90.0%"
+    assert rows["queue errors during the storm"] == "mean 0.0%, worst 0.0%"
+    assert (
+        rows["login p99 while the fleet is held back"].startswith("mean ")
+        and "worst 1.5 s" in rows["login p99 while the fleet is held back"]
+    )
     full = {r["what"]: r for r in scoring.compare(scenario, journal)}
     pace = scoring.run_pace(scenario, journal)  # derived: 2015's blip to recovery (291 min) over this run's
     blip, recovered = scoring.blip_and_recovery(scenario, journal)
