@@ -303,7 +303,10 @@ def add_fault_routes(
         return web.json_response({"faults": runner.active(now), "ended": runner.recently_ended(now)})
 
     async def halt(request: web.Request) -> web.Response:
-        fault = request.query.get("fault")
+        unknown, named = sorted(set(request.query) - {"fault"}), request.query.getall("fault", [])
+        if unknown or len(named) > 1:  # a misspelt filter must not end every lease
+            raise BadRequest(f"DELETE /faults takes at most one query parameter, fault=NAME (not {', '.join(unknown) or 'two faults'})")
+        fault = named[0] if named else None
         if fault is not None and fault not in handlers:
             raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
         return web.json_response({"halted": runner.halt(fault)})
@@ -327,6 +330,6 @@ def add_fault_routes(
             "schema": {"enum": sorted(handlers)}}  # fmt: skip
     openapi.add(app, Operation("DELETE", "/faults", "end every lease now (or every lease of one fault), each reverted", {
         200: Answer("how many leases were ended", obj(halted={"type": "integer", "minimum": 0})),
-        400: Answer("no such fault here: nothing ended", ERROR),
+        400: Answer("no such fault here, or a query parameter other than one fault: nothing ended", ERROR),
     }, parameters=(only,), protected=True, tag="faults"), halt)  # fmt: skip
     app.on_shutdown.append(halt_on_shutdown)
