@@ -108,8 +108,9 @@ def parse_list(text: str, kind: Callable[[str], Any], what: str) -> tuple:
     return values
 
 
-def commit() -> str:
-    """The code a live point ran: git's short hash, with "+changes" when the tree had changes."""
+def commit(out: Path | None = None) -> str:
+    """The code a live point ran: git's short hash, with "+changes" when tracked files other than
+    the sweep's own results (in ``out``) had changes."""
 
     def git(*argv: str) -> str:
         return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -118,7 +119,9 @@ def commit() -> str:
         head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return (head or "unknown") + ("+changes" if dirty else "")
+    mine = str(out.resolve().relative_to(ROOT)) + "/" if out is not None and out.resolve().is_relative_to(ROOT) else None
+    changed = [line[3:] for line in dirty.splitlines() if not (mine and line[3:].startswith(mine))]
+    return (head or "unknown") + ("+changes" if changed else "")
 
 
 def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: float, out: io.TextIOBase | None = None) -> Verdict:
@@ -140,7 +143,6 @@ def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: flo
         valid=bool(r["valid"]),
         seconds=time.monotonic() - started,
         seed=s.seed,
-        commit=commit(),
     )
 
 
@@ -192,7 +194,7 @@ def run_live(
     say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
     for n, point in enumerate(todo, 1):
         say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.settings(base).nodes_total} nodes at speed {speed:g} …")
-        verdict = judge(base, point, watch_periods, speed)
+        verdict = dataclasses.replace(judge(base, point, watch_periods, speed), commit=commit(path.parent))
         append_result(path, point, verdict)
         done[point.key] = verdict
         say(
