@@ -126,6 +126,8 @@ def commit(out: Path | None = None) -> str:
 
 def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: float, out: io.TextIOBase | None = None) -> Verdict:
     """One point on real processes: a lab of the point's settings, the demo's story, and down."""
+    if point.phase:  # the demo blips when its baseline ends, at no chosen moment of the renewal schedule
+        raise UsageError(f"{point.key}: a blip-phase variant cannot run live yet (the live blip's moment is not placed)")
     started = time.monotonic()
     s = point.settings(base)
     state = launcher.up(s.sped_up(speed), base_port=0)

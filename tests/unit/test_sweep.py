@@ -24,7 +24,8 @@ from stormlab.model.grid import (
     near_threshold,
     summarize,
 )
-from stormlab.runs.sweep import read_results, run_live, run_model
+from stormcore.errors import UsageError
+from stormlab.runs.sweep import judge_live, read_results, run_live, run_model
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
 AT_2015 = Point(**POINT_2015)
@@ -76,25 +77,31 @@ def _verdict(point, stuck, error=None, valid=True):
 
 
 def test_the_live_sample_is_chosen_without_the_model_s_verdicts():
-    """The 2015 point, the points near a threshold, blip moments where the moment matters, then
-    uniform: the same whatever the model says of them, so the model is not graded on its own picks."""
+    """The 2015 point, the points near a threshold, then uniform: the same whatever the model says
+    of them, so the model is not graded on its own picks."""
     points = Grid(("2015", "renewals every 20s", "full jitter"), (1, 2, 3, 4, 5), (2.0, 5.0), (0, 2)).points()
     sample = live_sample(LabSettings(), points, 12, seed=7)
     assert sample[0] == AT_2015 and len(set(sample)) == 12
     near = {(p.panel, p.blip_s) for p in points if near_threshold(LabSettings(), p)}
     assert near == {(panel, b) for panel in ("2015", "renewals every 20s") for b in (2.0, 5.0)}  # the 4-rack herds
     assert {(p.panel, p.blip_s) for p in sample[1:5]} == near  # one near point of each panel and blip
-    phased = [p for p in sample if p.phase]
-    assert sorted({p.panel for p in phased}) == ["2015", "renewals every 20s"] and len(phased) == 4
+    assert not [p for p in sample if p.phase]  # the live lab cannot place its blip at a moment yet
     assert sample == live_sample(LabSettings(), points, 12, seed=7)  # seeded
     assert sample != live_sample(LabSettings(), points, 12, seed=8)
     everything = live_sample(LabSettings(), points, 1000, seed=7)
-    assert len(everything) == len([p for p in points if not p.phase]) + 4  # never more than the grid
+    assert len(everything) == len([p for p in points if not p.phase])  # never more than the grid
     assert live_sample(LabSettings(), points, 2, seed=7) == sample[:2]  # fewer: in that order
     down = Grid(("2015",), (3,), (5.0,), (2, 4)).points()
     assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
     assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
     assert [p.gsis for p in live_sample(LabSettings(), down, 5, seed=1) if not p.phase] == [2]
+
+
+def test_a_blip_phase_variant_is_refused_live_before_any_lab_starts(monkeypatch):
+    """The live blip comes when the demo's baseline ends: a variant would be its phase-0 run renamed."""
+    monkeypatch.setattr("stormlab.runs.sweep.launcher.up", lambda *a, **k: pytest.fail("a lab was started"))
+    with pytest.raises(UsageError, match="cannot run live"):
+        judge_live(LabSettings(), Point("2015", 3, 5.0, 2, 3), 12, 1.0)
 
 
 def test_agreement_counts_valid_live_runs_only_on_the_verdict_and_on_the_level():
