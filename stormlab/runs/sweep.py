@@ -113,15 +113,21 @@ def commit(out: Path | None = None) -> str:
     the sweep's own results (in ``out``) had changes."""
 
     def git(*argv: str) -> str:
-        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
 
     try:
-        head, dirty = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+        head, status = git("rev-parse", "--short", "HEAD").strip(), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     mine = str(out.resolve().relative_to(ROOT)) + "/" if out is not None and out.resolve().is_relative_to(ROOT) else None
-    changed = [line[3:] for line in dirty.splitlines() if not (mine and line[3:].startswith(mine))]
-    return (head or "unknown") + ("+changes" if changed else "")
+    return (head or "unknown") + ("+changes" if changed_outside(status, mine) else "")
+
+
+def changed_outside(status: str, mine: str | None) -> list[str]:
+    """The paths ``git status --porcelain`` lists (two status letters, a space, the path; the
+    first letter may be a space, so the text is not stripped), but those under ``mine``."""
+    paths = [line[3:] for line in status.splitlines() if line.strip()]
+    return [p for p in paths if not (mine and p.startswith(mine))]
 
 
 def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: float, out: io.TextIOBase | None = None) -> Verdict:

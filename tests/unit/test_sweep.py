@@ -25,7 +25,7 @@ from stormlab.model.grid import (
     summarize,
 )
 from stormcore.errors import UsageError
-from stormlab.runs.sweep import judge_live, read_results, run_live, run_model
+from stormlab.runs.sweep import changed_outside, judge_live, read_results, run_live, run_model
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
 AT_2015 = Point(**POINT_2015)
@@ -95,6 +95,14 @@ def test_the_live_sample_is_chosen_without_the_model_s_verdicts():
     assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
     assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
     assert [p.gsis for p in live_sample(LabSettings(), down, 5, seed=1) if not p.phase] == [2]
+
+
+def test_a_live_row_s_commit_counts_changes_outside_the_sweep_s_own_results_only():
+    """The porcelain's first line starts with a space when only the work tree changed."""
+    assert changed_outside(" M docs/sweep/model.csv\n", "docs/sweep/") == []
+    assert changed_outside(" M docs/sweep/model.csv\nM  README.md\n", "docs/sweep/") == ["README.md"]
+    assert changed_outside(" M docs/sweep/model.csv\n", None) == ["docs/sweep/model.csv"]
+    assert changed_outside("", "docs/sweep/") == []
 
 
 def test_a_blip_phase_variant_is_refused_live_before_any_lab_starts(monkeypatch):
