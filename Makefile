@@ -74,8 +74,9 @@ demo: $(STAMP)
 gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
-# The map of where a blip leaves the lab stuck (about 15 minutes of model on both cores, then about
-# 35 of live points one after another); updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
+# The map of where a blip leaves the lab stuck; the documented run is `make sweep ARGS=--quick`
+# (400 nodes: about 7 minutes of model on both cores, then 30 live points one after another,
+# 150-410 s each); updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
 sweep: $(STAMP)
 	$(BIN)/stormlab sweep --out docs/sweep --page docs/sweep.md $(ARGS)
 
