@@ -4,6 +4,7 @@ import csv
 
 import pytest
 
+from stormcore.errors import UsageError
 from stormcore.settings import LabSettings
 from stormlab import cli
 from stormlab.artefacts.blocks import replace_block
@@ -24,7 +25,6 @@ from stormlab.model.grid import (
     near_threshold,
     summarize,
 )
-from stormcore.errors import UsageError
 from stormlab.runs.sweep import changed_outside, judge_live, read_results, run_live, run_model
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
