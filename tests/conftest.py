@@ -1,4 +1,5 @@
 import asyncio
+import signal
 import time
 
 import pytest
@@ -28,6 +29,13 @@ async def eventually(check, timeout_s: float = 5.0, interval_s: float = 0.05, wh
         if loop.time() > deadline:
             raise AssertionError(f"{what} not met within {timeout_s:g}s")
         await asyncio.sleep(interval_s)
+
+
+def ctrl_c_reaches_it() -> None:
+    """A child's ``preexec_fn``: SIGINT at its default, so Python turns it into KeyboardInterrupt.
+    A suite started as a background job (``cmd &``, as CI runners may) ignores SIGINT, and a
+    child inherits that: a test that presses Ctrl-C would press nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def until(check, limit_s: float = 20.0, interval_s: float = 0.2, what: str = "the condition"):

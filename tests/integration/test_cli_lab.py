@@ -15,7 +15,7 @@ import pytest
 from stormcore import roster
 from stormlab.cli import main
 from stormlab.runs import writecheck
-from tests.conftest import until
+from tests.conftest import ctrl_c_reaches_it, until
 
 
 def status(capsys) -> dict:
@@ -123,7 +123,8 @@ def processes_of(directory) -> list[int]:
 def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
     directory = tmp_path / "state"
     env = {**os.environ, "STORMLAB_STATE_DIR": str(directory)}
-    cli = subprocess.Popen([sys.executable, "-m", "stormlab.cli", "up", "--base-port", "0"], env=env, stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "stormlab.cli", "up", "--base-port", "0"]
+    cli = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it)
     try:
         for _ in range(300):  # the supervisor has started its first children; the lab is not up yet
             if (directory / "state.json").exists():

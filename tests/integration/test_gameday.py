@@ -15,6 +15,7 @@ from chaos import journal
 from stormlab.cli import main
 from stormlab.gameday import scoring
 from stormlab.gameday.cli import read
+from tests.conftest import ctrl_c_reaches_it
 
 SCENARIO = """\
 title: interrupted
@@ -127,6 +128,7 @@ def test_interrupting_a_scenario_runs_the_rollbacks_and_leaves_no_fault(small_la
         stderr=subprocess.STDOUT,
         text=True,
         env=os.environ.copy(),
+        preexec_fn=ctrl_c_reaches_it,
     )
     try:
         deadline = time.monotonic() + 90
