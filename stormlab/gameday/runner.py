@@ -99,7 +99,7 @@ class Runner:
         for observe in self.observers:
             observe(sample)
         for watch in self._watches:
-            watch.see(sample, self.pace)
+            watch.see(sample)
         self.check_stop(sample)
         return sample
 
@@ -240,27 +240,21 @@ class Runner:
         """Wait until the check holds (for ``for`` seconds in a row), at most ``within``."""
         start = self.elapsed()
         deadline = start + (self.pace.wall(check.within_s) if within_s is None else within_s)
-        hold = self.pace.wall(check.for_s)
         self.waiting = {"step": step, "for": check.describe(), "check": check, "until": deadline}
-        since: float | None = None
-        values: list[float] = []
+        held = Hold(check, self.pace.wall(check.for_s))
         while True:
             value = probe(self.samples[-1], check)
-            if value is not None and check.holds(value):
-                since = self.elapsed() if since is None else since
-                values.append(value)
-                if self.elapsed() - since >= hold:
-                    met = round(since - start, 3)
-                    return {
-                        "passed": True,
-                        "expect": check.describe(),
-                        "met_after_s": met,
-                        "value": value,
-                        "mean": sum(values) / len(values),
-                        "detail": f"{_fmt(value)} after {met:g}s",
-                    }
-            else:
-                since, values = None, []
+            if held.see(value, self.elapsed()):
+                assert held.since is not None, "a check met has held since a moment"
+                met = round(held.since - start, 3)
+                return {
+                    "passed": True,
+                    "expect": check.describe(),
+                    "met_after_s": met,
+                    "value": value,
+                    "mean": held.mean(),
+                    "detail": f"{_fmt(value)} after {met:g}s",
+                }
             if self.elapsed() >= deadline:
                 return {
                     "passed": False,
@@ -274,7 +268,7 @@ class Runner:
         assert step.check is not None, "the reader gives every operator step its recovery check"
         start = self.elapsed()
         limit = self.pace.wall(step.time_limit_s)
-        self._watches = [Watch(w, start) for w in step.watch]
+        self._watches = [Watch(w, start, self.pace) for w in step.watch]
         try:
             result, auto = await self.respond(step, start, limit)
         finally:
@@ -298,7 +292,6 @@ class Runner:
             self._pilot = (Autopilot(Rules.from_args(step.rules)), step, auto)
         elif self.autopilot:
             self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook")
-            auto = []
             for sub in step.autopilot:
                 record = await self.do(sub, sub.args)
                 auto.append(record)
@@ -332,31 +325,46 @@ class Runner:
         }
 
 
+class Hold:
+    """A check held ``hold_s`` seconds in a row: since when it holds, and its values meanwhile."""
+
+    def __init__(self, check: Check, hold_s: float) -> None:
+        self.check, self.hold_s = check, hold_s
+        self.since: float | None = None
+        self.values: list[float] = []
+
+    def see(self, value: float | None, t: float) -> bool:
+        """One reading at ``t``: whether the check has now held long enough."""
+        if value is None or not self.check.holds(value):
+            self.since, self.values = None, []
+            return False
+        self.since = t if self.since is None else self.since
+        self.values.append(value)
+        return t - self.since >= self.hold_s
+
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+
 class Watch:
     """One expectation of an operator phase, met whenever it holds (for its ``for``) while the
     phase lasts: what the moves set off (the queues failing once the fleet is held back), at the
     time the lab makes it happen rather than after a fixed step."""
 
-    def __init__(self, step: Step, start: float) -> None:
+    def __init__(self, step: Step, start: float, pace: Pace) -> None:
         assert step.check is not None, "the reader gives every watched step its check"
-        self.step, self.check, self.start = step, step.check, start
-        self.since: float | None = None
+        self.step, self.start = step, start
+        self.held = Hold(step.check, pace.wall(step.check.for_s))
         self.met: float | None = None
-        self.values: list[float] = []
+        self.mean: float | None = None
         self.last: float | None = None
 
-    def see(self, sample: dict[str, Any], pace: Pace) -> None:
+    def see(self, sample: dict[str, Any]) -> None:
         if self.met is not None:
             return
-        value = probe(sample, self.check)
-        self.last = value
-        if value is None or not self.check.holds(value):
-            self.since, self.values = None, []
-            return
-        self.since = sample["t"] if self.since is None else self.since
-        self.values.append(value)
-        if sample["t"] - self.since >= pace.wall(self.check.for_s):
-            self.met = self.since
+        self.last = probe(sample, self.held.check)
+        if self.held.see(self.last, sample["t"]):
+            self.met, self.mean = self.held.since, self.held.mean()
 
     def record(self) -> dict[str, Any]:
         base = {
@@ -365,13 +373,13 @@ class Watch:
             "watched": True,
             "line": self.step.line,
             "at_s": round(self.start, 3),
-            "expect": self.check.describe(),
+            "expect": self.held.check.describe(),
         }
-        if self.met is None:
+        if self.met is None or self.mean is None:
             return base | {"passed": False, "value": self.last, "detail": f"not met while the phase lasted (last value {_fmt(self.last)})"}
         met = round(self.met - self.start, 3)
-        mean = sum(self.values) / len(self.values)
-        return base | {"passed": True, "met_after_s": met, "value": self.values[-1], "mean": mean, "detail": f"{_fmt(mean)} after {met:g}s"}
+        detail = f"{_fmt(self.mean)} after {met:g}s"
+        return base | {"passed": True, "met_after_s": met, "value": self.last, "mean": self.mean, "detail": detail}
 
 
 class Aborted(Exception):
