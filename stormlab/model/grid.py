@@ -165,10 +165,13 @@ def live_sample(base: LabSettings, points: Sequence[Point], count: int, seed: in
     return chosen[:count]
 
 
+def same_level(a: float, b: float) -> bool:
+    """Two error ratios at the same level: within ``LEVEL_POINTS``, or both collapsed (90% or more)."""
+    return min(a, b) >= COLLAPSED or abs(a - b) <= LEVEL_POINTS
+
+
 def level_agrees(model: Verdict, live: Verdict) -> bool:
-    """The same level: within ``LEVEL_POINTS`` of each other, or both collapsed (90% or more)."""
-    both_collapsed = model.end_error >= COLLAPSED and live.end_error >= COLLAPSED
-    return both_collapsed or abs(model.end_error - live.end_error) <= LEVEL_POINTS
+    return same_level(model.end_error, live.end_error)
 
 
 def agreement(sample: Sequence[Point], model: dict[str, Verdict], live: dict[str, Verdict]) -> dict[str, Any]:
@@ -206,7 +209,7 @@ def estimate_check(base: LabSettings, points: Sequence[Point], model: dict[str, 
         m = model[p.key]
         judged += 1
         same += (found.level >= STORM_RATIO) == m.stuck
-        if abs(found.level - m.end_error) <= LEVEL_POINTS or min(found.level, m.end_error) >= COLLAPSED:
+        if same_level(found.level, m.end_error):
             level += 1
         else:
             apart.append(f"{p.key} (estimate {found.outcome} {found.level:.0%}, model {m.end_error:.0%})")
