@@ -402,11 +402,11 @@ _FAULTS = (
     Fault(
         "gsi-growth",
         "metadata",
-        "customers adopt GSIs: memberships of these tables grow",
+        "customers adopt GSIs on these tables: the large instances holding their indexes grow",
         "the months before: GSI adoption erodes the margin, unseen unless membership size is watched",
         "the GSIs the lease added go",
         (
-            Arg("tables", TABLES, "comma list of tables", default="catalog,clickstream,scaling-groups"),
+            Arg("tables", TABLES, "comma list of tables (the profile's indexed ones by default)", default="catalog,clickstream"),
             Arg("factor", NUMBER, "growth of those tables' entries", lo=1, hi=21, default=2.0),
             Arg("ramp_s", DURATION, "spread the growth over this long", lo=0, hi=3600, default=0.0),
             DURATION_ARG,

@@ -1,9 +1,23 @@
 """The membership store: tables, partitions, GSI partitions and which node holds each.
 
 A node's membership is the list of partitions assigned to it, one entry per partition of a
-table or of one of its Global Secondary Indexes. GSI-heavy tables live on ~15% of the fleet
-(every rack has its share), so when customers adopt GSIs those nodes' memberships grow
-several times larger while everyone else's stay small: the margin erosion of 2015.
+table or of one of its Global Secondary Indexes. Where each partition sits follows one rule
+(``for_fleet``), with nothing in it naming a table:
+
+- The fleet has two instance classes: ``big_per_every`` of every ``big_every`` nodes (every rack
+  its share) are large instances with ``big_base_entries`` slots for table partitions, the rest
+  standard ones with ``small_entries``.
+- Every table's partitions are dealt over every slot of every node in proportion to the table's
+  weight in the profile (``TABLES``), so every table has partitions on both classes, in
+  proportion to their slots.
+- A GSI's partitions live on the large instances (the index class): each large instance keeps
+  ``big_base_entries`` index slots, dealt among the indexed tables by weight; a table's GSIs are
+  partitioned alike, partition p of each on the same node. Under GSI growth each indexed table
+  carries ``big_gsis`` GSIs, so the large instances' memberships grow several times larger while
+  everyone else's stay small: the margin erosion of 2015.
+
+Which service's table fails first in a storm then follows from where the rule put its
+partitions and which nodes the storm disqualifies, not from a list.
 
 Pure data: no I/O. Encoded membership payloads are cached per node and rebuilt only when
 the store changes, so answering a renewal costs the real process almost nothing.
@@ -18,14 +32,28 @@ from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, rack_of
 from stormcore.settings import LabSettings
 from stormcore.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 
-# Ordinary tables, among them the control-plane state of the services that cascaded in 2015,
-# with their share of the ordinary nodes' partitions (so of the customer traffic). metric-groups
-# is small: when the metadata behind it is stuck (the Monday tail) its customers fail while the
-# aggregate error stays in the account's 0.15-0.25% (0.17% of requests with the GSIs, 0.26% before).
-TABLE_WEIGHTS = {"orders": 90, "carts": 75, "sessions": 75, "queue-metadata": 30, "metric-groups": 1}
-# Large tables whose customers adopted GSIs: queried by alternate keys. The scaling service's
-# groups and activities are among them, so the storm reaches Auto Scaling first, as in 2015.
-GSI_HEAVY_TABLES = ("catalog", "clickstream", "scaling-groups")
+
+@dataclass(frozen=True)
+class TableProfile:
+    weight: int  # its share of the fleet's table partitions
+    indexed: bool = False  # its customers query it by alternate keys: big_gsis GSIs under GSI growth
+
+
+# The profile's tables, the control-plane state of the services that cascaded in 2015 among them.
+# The weights set each table's share of the partitions (so of the customer traffic); which tables
+# carry GSIs is the profile's too: the customers' large tables did, the services' own did not.
+# metric-groups is small: when the metadata behind it is stuck (the Monday tail) its customers
+# fail while the aggregate error stays in the account's 0.15-0.25%.
+TABLES = {
+    "orders": TableProfile(80),
+    "carts": TableProfile(66),
+    "sessions": TableProfile(66),
+    "catalog": TableProfile(55, indexed=True),
+    "clickstream": TableProfile(55, indexed=True),
+    "scaling-groups": TableProfile(32),
+    "queue-metadata": TableProfile(25),
+    "metric-groups": TableProfile(1),
+}
 GSI_KEYS = ("by-brand", "by-price", "by-user", "by-time", "by-region", "by-status")
 MAX_GSIS = 20
 HASH_SPACE = 2**32
@@ -42,8 +70,9 @@ class TooManyGsis(ValueError):
 @dataclass
 class Table:
     name: str
-    owners: list[str]  # owners[p] holds partition p of the table and of each of its GSIs
+    owners: list[str]  # owners[p] holds partition p of the table
     gsis: list[str] = field(default_factory=list)
+    index_owners: list[str] = field(default_factory=list)  # index_owners[p] holds partition p of each of its GSIs
 
     @property
     def partitions(self) -> int:
@@ -51,9 +80,10 @@ class Table:
 
 
 class MembershipStore:
-    def __init__(self, tables: list[Table], nodes: list[str]) -> None:
+    def __init__(self, tables: list[Table], nodes: list[str], index_nodes: list[str] | None = None) -> None:
         self.tables = {t.name: t for t in tables}
         self.nodes = list(nodes)
+        self.index_nodes = list(index_nodes or [])  # the fleet's large instances, where GSI partitions go
         self.version = 1
         self.stuck: set[str] = set()  # tables whose metadata partition stopped taking its share
         self._entries: dict[str, list[MembershipEntry]] = {}
@@ -69,23 +99,23 @@ class MembershipStore:
         if settings.cells == 1:
             return fleet
         racks = set(cell_racks(cell, settings))
-        return cls(list(fleet.tables.values()), [n for n in fleet.nodes if rack_of(n) in racks])
+        return cls(list(fleet.tables.values()), [n for n in fleet.nodes if rack_of(n) in racks], fleet.index_nodes)
 
     @classmethod
     def for_fleet(cls, settings: LabSettings) -> MembershipStore:
-        nodes: list[str] = []
-        big: list[str] = []
-        for rack in range(settings.racks):
-            for index in range(settings.nodes_per_rack):
-                (big if holds_gsi_heavy(rack, index, settings) else nodes).append(node_id(rack, index))
-        small = nodes
-        tables = _spread(TABLE_WEIGHTS, small, settings.small_entries)
-        heavy = _spread(dict.fromkeys(GSI_HEAVY_TABLES, 1), big, settings.big_base_entries)
-        if settings.gsi_growth:
-            for table in heavy:
-                table.gsis = [f"{table.name}-{key}" for key in GSI_KEYS[: settings.big_gsis]]
-        everyone = sorted(small + big)
-        return cls(tables + heavy, everyone)
+        """The fleet's tables placed by the rule (the module's docstring)."""
+        s = settings
+        nodes = [node_id(r, i) for r in range(s.racks) for i in range(s.nodes_per_rack)]
+        large = [node_id(r, i) for r in range(s.racks) for i in range(s.nodes_per_rack) if holds_gsi_heavy(r, i, s)]
+        slots = dict.fromkeys(nodes, s.small_entries) | dict.fromkeys(large, s.big_base_entries)
+        owners = _deal({name: t.weight for name, t in TABLES.items()}, slots)
+        index_owners = _deal({name: t.weight for name, t in TABLES.items() if t.indexed}, dict.fromkeys(large, s.big_base_entries))
+        tables = [Table(name, owned, index_owners=index_owners.get(name, [])) for name, owned in owners.items() if owned]
+        if s.gsi_growth:
+            for table in tables:
+                if TABLES[table.name].indexed and table.index_owners:
+                    table.gsis = [f"{table.name}-{key}" for key in GSI_KEYS[: s.big_gsis]]
+        return cls(tables, sorted(nodes), large)
 
     def has_node(self, node: str) -> bool:
         return node in self._entries
@@ -101,12 +131,14 @@ class MembershipStore:
         return payload
 
     def partition_map(self) -> bytes:
-        """Routing for customers: who holds each partition (GSI partitions sit with their table's)."""
+        """Routing for customers: who holds each partition of each table, and of its GSIs."""
         if self._map is None:
             self._map = PartitionMap(
                 self.version,
                 {
-                    t.name: TableRoute(tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active")
+                    t.name: TableRoute(
+                        tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active", tuple(t.index_owners)
+                    )
                     for t in self.tables.values()
                 },
             ).encode()
@@ -119,6 +151,9 @@ class MembershipStore:
             raise UnknownTable(table)
         if len(t.gsis) + count > MAX_GSIS:
             raise TooManyGsis(f"{table} would have {len(t.gsis) + count} GSIs; the limit is {MAX_GSIS}")
+        if count > 0 and not t.index_owners:  # its first GSI: as many partitions as the table, on the large instances
+            where = self.index_nodes or t.owners
+            t.index_owners = [where[p % len(where)] for p in range(t.partitions)]
         start = len(t.gsis)
         t.gsis.extend(f"{table}-gsi-{start + i + 1}" for i in range(count))
         self.version += 1
@@ -164,9 +199,9 @@ class MembershipStore:
         for t in self.tables.values():
             if t.name in self.stuck:
                 continue
-            width = HASH_SPACE // max(1, t.partitions)
-            for index in [None, *t.gsis]:
-                for p, owner in enumerate(t.owners):
+            for index, owners in [(None, t.owners), *((gsi, t.index_owners) for gsi in t.gsis)]:
+                width = HASH_SPACE // max(1, len(owners))
+                for p, owner in enumerate(owners):
                     if owner in entries:  # another cell's node: that cell serves it
                         entries[owner].append(MembershipEntry(t.name, index, p, (p * width, (p + 1) * width - 1)))
         self._entries = entries
@@ -174,15 +209,23 @@ class MembershipStore:
         self._map = None
 
 
-def _spread(weights: dict[str, int], nodes: list[str], per_node: int) -> list[Table]:
-    """Deal ``per_node`` partitions to every node; the tables take turns in proportion to their
-    weights (smooth weighted round robin), so every node holds a mix of them."""
+def _deal(weights: dict[str, int], slots: dict[str, int]) -> dict[str, list[str]]:
+    """Fill every node's slots with partitions; the tables take turns in proportion to their
+    weights (smooth weighted round robin), each node a run of the turns, so every node holds a
+    mix of them. Partition p of a table goes to the p-th node dealt one of its turns, round by
+    round (a table's partitions are spread over the fleet, not run together)."""
     turns = _interleave(weights)
     owners: dict[str, list[str]] = {name: [] for name in weights}
-    for k in range(per_node):
-        for n, node in enumerate(nodes):
-            owners[turns[(n * per_node + k) % len(turns)]].append(node)
-    return [Table(name, owned) for name, owned in owners.items() if owned]
+    if not turns:
+        return owners
+    start, first = {}, 0
+    for node, count in slots.items():
+        start[node], first = first, first + count
+    for k in range(max(slots.values(), default=0)):
+        for node, count in slots.items():
+            if k < count:
+                owners[turns[(start[node] + k) % len(turns)]].append(node)
+    return owners
 
 
 def _interleave(weights: dict[str, int]) -> list[str]:

@@ -17,7 +17,7 @@ import aiohttp
 
 from stormcore.fleet import rack_of
 from stormcore.racks import RackUrls
-from stormcore.wire import PartitionMap, WireError
+from stormcore.wire import PartitionMap, TableRoute, WireError
 
 FAILURES = ("refused", "wrong_owner", "timeout", "error", "no_route")
 
@@ -32,6 +32,12 @@ class StorageError(Exception):
 
 def partition_of(key: str, partitions: int) -> int:
     return zlib.crc32(key.encode()) % partitions
+
+
+def owner_of(route: TableRoute, key: str) -> tuple[int, str]:
+    """The partition a row's key falls in, and the node holding it."""
+    partition = partition_of(key, len(route.owners))
+    return partition, route.owners[partition]
 
 
 class Storage:
@@ -60,8 +66,7 @@ class Storage:
         route = self.map.tables.get(table) if self.map else None
         if route is None or not route.owners:
             raise StorageError("no_route", f"no route to table {table!r} yet")
-        partition = partition_of(key, len(route.owners))
-        owner = route.owners[partition]
+        partition, owner = owner_of(route, key)
         try:
             rack = self.rack_urls[rack_of(owner)]
         except KeyError:

@@ -1,4 +1,4 @@
-"""Names of racks and nodes, which nodes hold the GSI-heavy tables, and when each node renews."""
+"""Names of racks and nodes, which nodes are the large instances (they hold the GSIs), and when each node renews."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def node_index(node: str) -> int:
 
 
 def holds_gsi_heavy(rack: int, index: int, s: LabSettings) -> bool:
-    """``big_per_every`` of every ``big_every`` nodes of each rack hold the GSI-heavy tables."""
+    """``big_per_every`` of every ``big_every`` nodes of each rack are large instances: more slots
+    for table partitions, and every GSI partition (``metadata_service.membership``)."""
     return (rack * s.nodes_per_rack + index) % s.big_every < s.big_per_every
 
 

@@ -111,9 +111,14 @@ def _entry(e: Any) -> MembershipEntry:
 
 @dataclass(frozen=True)
 class TableRoute:
-    owners: tuple[str, ...]  # owners[p] holds partition p of the table and of each of its GSIs
+    owners: tuple[str, ...]  # owners[p] holds partition p of the table
     gsis: tuple[str, ...]
     status: str  # "active", or "updating" while its metadata partition is stuck
+    index_owners: tuple[str, ...] = ()  # index_owners[p] holds partition p of each of its GSIs
+
+    def gsi_owners(self) -> tuple[str, ...]:
+        """Who holds each partition of any one of the table's GSIs (they are partitioned alike)."""
+        return self.index_owners if self.gsis else ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,10 @@ class PartitionMap:
     def encode(self) -> bytes:
         body = {
             "version": self.version,
-            "tables": {name: {"owners": list(t.owners), "gsis": list(t.gsis), "status": t.status} for name, t in self.tables.items()},
+            "tables": {
+                name: {"owners": list(t.owners), "gsis": list(t.gsis), "index_owners": list(t.gsi_owners()), "status": t.status}
+                for name, t in self.tables.items()
+            },
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -138,9 +146,11 @@ class PartitionMap:
         for name, spec in tables.items():
             if not isinstance(spec, dict) or not isinstance(spec.get("status"), str):
                 raise WireError(f"table {name!r} needs owners, gsis and a status")
-            routes[name] = TableRoute(
-                _str_list(spec.get("owners"), f"{name}.owners"), _str_list(spec.get("gsis"), f"{name}.gsis"), spec["status"]
-            )
+            gsis = _str_list(spec.get("gsis"), f"{name}.gsis")
+            index_owners = _str_list(spec.get("index_owners", []), f"{name}.index_owners")
+            if gsis and not index_owners:
+                raise WireError(f"table {name!r} has GSIs and no index_owners")
+            routes[name] = TableRoute(_str_list(spec.get("owners"), f"{name}.owners"), gsis, spec["status"], index_owners)
         return cls(_int(doc, "version"), routes)
 
 
@@ -263,6 +273,7 @@ class ScalingStatus(Status):
 @dataclass(frozen=True)
 class ConsoleStatus(Status):
     COMPONENT: ClassVar[str] = "console"
+    login_p50_s: float | None  # last 10 s: the typical login
     login_p99_s: float | None  # last 10 s
     logins_total: int
     lookup_timeout_s: float

@@ -1,6 +1,6 @@
 """console: the lab's AWS Console login. Nothing of its own lives in the lab's tables, but each
-login makes one non-critical lookup there (the user's console preferences, in ``sessions``, on
-ordinary nodes) and waits for it, retrying, up to ``login_lookup_timeout_s``: in 2015 "a very
+login makes one non-critical lookup there (the user's console preferences, in ``sessions``)
+and waits for it, retrying, up to ``login_lookup_timeout_s``: in 2015 "a very
 long timeout" that held logins up for tens of seconds once DynamoDB's traffic was disabled,
 though the login did not need the answer. AWS's fix, a switch: ``fix_short_timeout`` (fail fast,
 log in anyway).
@@ -101,6 +101,7 @@ class Console:
         now = self.now()
         return ConsoleStatus(
             **host,
+            login_p50_s=self.latency.quantile(0.5, now),
             login_p99_s=self.latency.quantile(0.99, now),
             logins_total=self.total,
             lookup_timeout_s=self.timeout_s,

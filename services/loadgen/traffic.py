@@ -34,8 +34,9 @@ class Routes:
         self.version = partition_map.version
         self.targets: list[tuple[str, str | None, int, str]] = []
         for table, route in sorted(partition_map.tables.items()):
-            for index in [None, *route.gsis]:
-                self.targets.extend((table, index, p, owner) for p, owner in enumerate(route.owners))
+            self.targets.extend((table, None, p, owner) for p, owner in enumerate(route.owners))
+            for index in route.gsis:
+                self.targets.extend((table, index, p, owner) for p, owner in enumerate(route.gsi_owners()))
         self.tables = sorted(partition_map.tables)
 
     def pick(self, rng: random.Random) -> Request:

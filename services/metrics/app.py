@@ -1,6 +1,6 @@
 """metrics: the lab's CloudWatch. Nothing of its own lives in the lab's tables; it reads two:
-the namespaces it accepts (``metric-groups``, ordinary nodes) and, to enrich each datapoint with
-its Auto Scaling group, the groups the scaling service writes (``scaling-groups``, big nodes).
+the namespaces it accepts (``metric-groups``) and, to enrich each datapoint with its Auto
+Scaling group, the groups the scaling service writes (``scaling-groups``).
 Both are cached for ``metric_cache_ttl_s``. Its datapoints are its own (SQLite, WAL).
 
   POST /data  {"namespace", "name", "group", "value"}   PutMetricData: 201 once stored
@@ -107,7 +107,7 @@ class MetricsService:
                 row = {"namespace": namespace}
                 await self.storage.put("metric-groups", namespace_key(namespace), row)
         except StorageError:
-            return self.namespaces.after_failed_refresh(namespace)
+            return self.namespaces.after_failed_refresh(namespace, self.now())
         self.namespaces.store(namespace, row, self.now())
         return True
 

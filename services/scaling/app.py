@@ -1,5 +1,6 @@
 """scaling: the lab's Auto Scaling. Its groups and activities live in the lab's ``scaling-groups``
-table, a GSI-heavy table on the big-membership nodes, so the storm reaches it first.
+table, spread over the fleet like every table: in a storm the calls whose rows sit on
+disqualified nodes fail (about the share of the table's partitions there), the rest go through.
 
   PUT  /groups/{group}  {"desired": N}   set a group's desired capacity: the group row is
                                          written to the table (503 when its node refuses) and an

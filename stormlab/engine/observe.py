@@ -153,7 +153,7 @@ PICKED: dict[str, dict[str, str]] = {
         "queue_failures_total": "failures_total",
     },
     "scaling": {"scaling_api_error_ratio": "api_error_ratio", "scaling_backlog": "backlog", "scaling_backlog_oldest_s": "backlog_oldest_s"},
-    "console": {"login_p99_s": "login_p99_s"},
+    "console": {"login_p50_s": "login_p50_s", "login_p99_s": "login_p99_s"},
     "metrics": {
         "metric_put_error_ratio": "put_error_ratio",
         "metric_gap_ratio": "gap_ratio",
@@ -265,7 +265,7 @@ def render(snap: dict[str, Any]) -> str:
             f"{pct(snap['metric_gap_ratio'])} of datapoints without their group (gaps)"
         )
     if snap.get("login_p99_s") is not None:
-        lines.append(f"console:    login p99 {sec(snap['login_p99_s'])}")
+        lines.append(f"console:    login median {sec(snap.get('login_p50_s'))}, p99 {sec(snap['login_p99_s'])}")
     if snap["racks_link_down"]:
         lines.append(f"links down: racks {snap['racks_link_down']}")
     for f in snap["faults"]:

@@ -80,7 +80,7 @@ ALERTS = (
         "warning",
         60,
         "Membership processing p99 is {{ $value | humanizePercentage }} of the allowance",
-        "Large memberships (GSI-heavy tables) take most of the renewal allowance even without load. "
+        "Large memberships (the nodes holding the GSIs) take most of the renewal allowance even without load. "
         "A brief network blip can now start a retry storm. Watch the membership size "
         "distribution; raise the allowance or add metadata capacity before it happens.",
         role="database",
@@ -118,11 +118,11 @@ ALERTS = (
         "warning",
         30,
         "{{ $value | humanizePercentage }} of scaling API calls fail",
-        "The scaling service cannot write its groups: they live in scaling-groups, a GSI-heavy "
-        "table on the big-membership nodes the storm disqualifies first. Its backlog of "
+        "The scaling service cannot write the groups whose rows sit on disqualified nodes "
+        "(scaling-groups is spread over the whole fleet, like every table). Its backlog of "
         "activities grows meanwhile and will drain long after the database is back.",
         role="scaling",
-        terms=(Term("stormlab:scaling_api_errors:ratio_rate1m", "scaling_api_error_ratio", ">", 0.2),),
+        terms=(Term("stormlab:scaling_api_errors:ratio_rate1m", "scaling_api_error_ratio", ">", 0.1),),
     ),
     Alert(
         "ScalingBacklogDraining",
@@ -145,8 +145,9 @@ ALERTS = (
         "critical",
         30,
         "{{ $value | humanizePercentage }} of queue sends and receives fail",
-        "The queue service cannot refresh its cached queue metadata from queue-metadata (2015: "
-        "once DynamoDB's traffic was held back, 5:45 AM). Serving from the stale copy keeps "
+        "The queue service cannot refresh its cached queue metadata from queue-metadata at all "
+        "(2015: once DynamoDB's traffic was held back, 5:45 AM); in a storm it serves the rows it "
+        "cannot refresh while its other refreshes succeed. Serving from the stale copy keeps "
         "the queues up.",
         role="queues",
         terms=(Term("stormlab:queue_errors:ratio_rate1m", "queue_error_ratio", ">", 0.05),),
@@ -162,7 +163,7 @@ ALERTS = (
         "and serving the last copy keeps the series whole.",
         role="metrics",
         terms=(
-            Term("stormlab:metric_gaps:ratio_rate1m", "metric_gap_ratio", ">", 0.2),
+            Term("stormlab:metric_gaps:ratio_rate1m", "metric_gap_ratio", ">", 0.1),
             Term("stormlab:metric_put_errors:ratio_rate1m", "metric_put_error_ratio", ">", 0.05),
         ),
         join="or",

@@ -49,6 +49,7 @@ KEPT = (
     "queue_metadata_age_s",
     "scaling_api_error_ratio",
     "scaling_backlog",
+    "login_p50_s",
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",

@@ -317,7 +317,12 @@ class _Reader:
                 f"{path}.measure",
                 "must be mean:STEP (an expect step), elapsed:STEP..STEP or window:STEP..STEP:PROBE, naming steps of this scenario",
             )
-        if kind == "window" and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
-            raise self.fail(m["measure"], f"{path}.measure", f"window:…:PROBE needs a probe of the lab; probes: {', '.join(PROBES)}")
+        name, _, table = probe.partition("=")
+        if kind == "window" and not (name == "table_error_ratio" and table) and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
+            raise self.fail(
+                m["measure"],
+                f"{path}.measure",
+                f"window:…:PROBE needs a probe of the lab (table_error_ratio=TABLE for one table's); probes: {', '.join(PROBES)}",
+            )
         span = self.duration(m["span_2015"], f"{path}.span_2015") if "span_2015" in m else None
         return Compare(what, in_2015, measure, span)

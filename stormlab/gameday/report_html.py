@@ -153,8 +153,10 @@ def images(pngs: Any) -> str:
 
 
 def cascade(journal: dict[str, Any], pngs: list[Path]) -> str:
-    return f"""<h2>The cascade</h2><p>The services whose control planes live in the lab's tables, from their own metrics: scaling's
-table is on the big-membership nodes (the storm reaches it first; its backlog drains after), metrics enriches
-datapoints from it (gaps), queues and the console's lookup live on ordinary nodes (they fail once the fleet is
-held back). Their times beside 2015's, at this run's pace ({pace_words(journal)}, derived from its blip to recovery):</p>
+    return f"""<h2>The cascade</h2><p>The services whose control planes live in the lab's tables, from their own metrics: every
+table is spread over the whole fleet, so in the storm the calls whose rows sit on disqualified nodes fail: scaling's
+API for some of its groups (its backlog drains after), metrics' enrichment of those groups (gaps), the console's
+lookup for some users (they wait it out); the queues serve such rows from their cache while their other refreshes
+succeed. Once the fleet is held back, every table fails. Their times beside 2015's, at this run's pace
+({pace_words(journal)}, derived from its blip to recovery):</p>
 {compared([c for c in journal["comparison"] if c.get("cascade")])}{images(pngs) or "<p>not running in this lab</p>"}"""

@@ -32,6 +32,7 @@ PROBES = (
     "queue_error_ratio",
     "scaling_api_error_ratio",
     "scaling_backlog",
+    "login_p50_s",
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",
@@ -115,7 +116,9 @@ class Step:
 class Compare:
     what: str
     in_2015: str
-    measure: str  # "mean:STEP" (an expect step's mean), "elapsed:STEP_A..STEP_B", or "window:STEP_A..STEP_B:PROBE" (mean and worst)
+    # "mean:STEP" (an expect step's mean), "elapsed:STEP_A..STEP_B", or "window:STEP_A..STEP_B:PROBE"
+    # (mean and worst; PROBE table_error_ratio=TABLE for one table's customers)
+    measure: str
     span_2015_s: float | None = None  # how long it took in 2015, when it was a span of time
 
     def steps(self) -> list[str]:

@@ -131,7 +131,7 @@ def schema() -> dict[str, Any]:
                 "properties": {
                     "what": TEXT,
                     "in_2015": TEXT,
-                    "measure": {"type": "string", "pattern": r"^(mean:.+|elapsed:.+\.\..+|window:.+\.\..+:[a-z0-9_]+)$"},
+                    "measure": {"type": "string", "pattern": r"^(mean:.+|elapsed:.+\.\..+|window:.+\.\..+:[a-z0-9_]+(=[a-z0-9-]+)?)$"},
                     "span_2015": DURATION,
                 },
                 "additionalProperties": False,

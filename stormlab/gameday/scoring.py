@@ -72,7 +72,7 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
         paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
         checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
-        cascade = c.probe in CASCADE_PROBES or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        cascade = c.probe in CASCADE_PROBES or (c.probe or "").startswith("table_error_ratio=") or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
 
@@ -82,13 +82,15 @@ def _value(probe: str, x: float) -> str:
 
 
 def window(journal: dict[str, Any], start: float | None, end: float | None, probe: str) -> str | None:
-    """A probe over the samples between two moments: its mean and its worst, not one reading."""
+    """A probe over the samples between two moments: its mean and its worst, not one reading
+    (``table_error_ratio=TABLE``: that table's customers' error)."""
     if start is None or end is None:
         return None
-    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, probe)) is not None]
+    name, _, table = probe.partition("=")  # table_error_ratio=TABLE: one table's customers
+    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, name, table or None)) is not None]
     if not values:
         return None
-    return f"mean {_value(probe, sum(values) / len(values))}, worst {_value(probe, max(values))}"
+    return f"mean {_value(name, sum(values) / len(values))}, worst {_value(name, max(values))}"
 
 
 def error_minutes(samples: list[dict[str, Any]]) -> float:

@@ -262,14 +262,15 @@ def test_the_storm_on_compose(stack):
     print(f"validity budgets broken (stormlab:run_invalid_reasons:count): {stack.value('stormlab:run_invalid_reasons:count')}")
     assert all(d > 0.1 and e > 0.3 for d, e in samples), samples
 
-    # The cascade in the storm, from the services' own metrics: the scaling API (its table is on
-    # the big nodes) fails and datapoints lose their group; the queues ride it out.
+    # The cascade in the storm, from the services' own metrics: the scaling API fails for the groups
+    # whose rows sit on disqualified nodes (its table is spread over the fleet, ~29% of it on the
+    # large instances), those groups' datapoints lose their group; the queues ride it out.
     cascade = {
         rule: stack.value(rule)
         for rule in ("stormlab:scaling_api_errors:ratio_rate1m", "stormlab:metric_gaps:ratio_rate1m", "stormlab:queue_errors:ratio_rate1m")
     }
     print(f"the cascade in the storm: {cascade}")
-    assert cascade["stormlab:scaling_api_errors:ratio_rate1m"] > 0.5 and cascade["stormlab:metric_gaps:ratio_rate1m"] > 0.3, cascade
+    assert 0.1 < cascade["stormlab:scaling_api_errors:ratio_rate1m"] < 0.9 and cascade["stormlab:metric_gaps:ratio_rate1m"] > 0.1, cascade
     assert cascade["stormlab:queue_errors:ratio_rate1m"] < 0.05, cascade
     wait_for("the scaling API alert fires", lambda: "ScalingAPIFailing" in stack.firing(), 120)
     rows = stack.query("service_fix:stormlab_cascade_fix_enabled:max")

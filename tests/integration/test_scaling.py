@@ -1,6 +1,6 @@
-"""The scaling service on a real small lab: its API refuses bad input; its table lives on the
-big-membership nodes, so when they refuse, API writes fail and the scheduler's backlog grows,
-then drains at the workers' pace; more workers and pruning drain it faster."""
+"""The scaling service on a real small lab: its API refuses bad input; when the nodes holding its
+table refuse (every node, with the metadata service paused), API writes fail and the scheduler's
+backlog grows, then drains at the workers' pace; more workers and pruning drain it faster."""
 
 import asyncio
 

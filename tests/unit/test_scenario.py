@@ -46,12 +46,19 @@ def test_every_shipped_scenario_validates(capsys):
         (GOOD + "settings: {racks: 500}\n", ":10: settings: racks must be between 1 and 128"),
         (GOOD.replace("pick: 3", "pick: -1"), ":7: steps[0].args.pick: must not be negative"),
         ("title: [unclosed", "not YAML (line 1)"),
+        (GOOD + 'compare: [{what: w, in_2015: x, measure: "window:blip..storm:table_error_ratio"}]\n', "table_error_ratio=TABLE"),
+        (GOOD + 'compare: [{what: w, in_2015: x, measure: "window:blip..storm:vibes=orders"}]\n', "needs a probe of the lab"),
     ],
 )
 def test_broken_files_fail_with_the_field_and_line(text, message):
     with pytest.raises(ScenarioError) as err:
         load(text, "f.yaml")
     assert message in str(err.value)
+
+
+def test_a_window_may_measure_one_table_s_customers():
+    scenario = load(GOOD + 'compare: [{what: w, in_2015: x, measure: "window:blip..storm:table_error_ratio=orders"}]\n', "f.yaml")
+    assert scenario.compare[0].probe == "table_error_ratio=orders"
 
 
 def test_validate_exits_2_with_the_message(tmp_path, capsys):

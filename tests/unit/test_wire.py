@@ -45,6 +45,12 @@ def test_the_partition_map_routes_the_customers():
     assert routes.version == store.version and set(routes.tables) == set(store.tables)
     with pytest.raises(WireError):
         PartitionMap.decode(b'{"version": 1, "tables": {"orders": {"owners": "r00n000", "gsis": [], "status": "active"}}}')
+    with pytest.raises(WireError, match="no index_owners"):  # a GSI must say where its partitions are
+        PartitionMap.decode(b'{"version": 1, "tables": {"orders": {"owners": ["r00n000"], "gsis": ["g"], "status": "active"}}}')
+    with pytest.raises(WireError, match="index_owners"):
+        PartitionMap.decode(b'{"version": 1, "tables": {"o": {"owners": [], "gsis": ["g"], "index_owners": "x", "status": "active"}}}')
+    plain = PartitionMap.decode(b'{"version": 1, "tables": {"orders": {"owners": ["r00n000"], "gsis": [], "status": "active"}}}')
+    assert plain.tables["orders"].gsi_owners() == ()
 
 
 def test_every_status_reads_back_what_was_written():
