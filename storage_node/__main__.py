@@ -1,7 +1,7 @@
 import os
 from pathlib import Path
 
-from storage_node.app import create_app, held_from_env
+from storage_node.app import create_app, held_from_env, schedule_origin_from_env
 from stormcore.racks import rack_from_env, wait_until_up
 from stormcore.settings import LabSettings
 from stormcore.web import serve
@@ -12,7 +12,12 @@ if os.environ.get("STORMLAB_WAIT_FOR"):  # an engine with no start-up order: the
     wait_until_up(os.environ["STORMLAB_WAIT_FOR"])
 serve(
     create_app(
-        settings, rack, os.environ["STORMLAB_LINK_URL"], Path(os.environ.get("STORMLAB_DATA_DIR", "data")), held=held_from_env(os.environ)
+        settings,
+        rack,
+        os.environ["STORMLAB_LINK_URL"],
+        Path(os.environ.get("STORMLAB_DATA_DIR", "data")),
+        held=held_from_env(os.environ),
+        schedule_origin=schedule_origin_from_env(os.environ),
     ),
     os.environ.get("STORMLAB_HOST", "127.0.0.1"),
     int(os.environ["STORMLAB_PORT"]),

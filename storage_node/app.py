@@ -10,6 +10,7 @@ partition it does not hold answers 409 ``wrong_owner``; an unknown node 404.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
 from stormcore.fleet import node_id
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
+from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.settings import LabSettings, SettingsError
 from stormcore.web import BadRequest, LoopLag, base_app, json_error, read_object
 from stormcore.wire import RackStatus
@@ -38,7 +40,13 @@ MAX_GENERATION = 2**53 - 1  # a deploy push's generation: an integer every JSON 
 
 
 def create_app(
-    settings: LabSettings, rack: int, link_url: str, data_dir: Path, token: str | None = None, held: tuple[dict, int] | None = None
+    settings: LabSettings,
+    rack: int,
+    link_url: str,
+    data_dir: Path,
+    token: str | None = None,
+    held: tuple[dict, int] | None = None,
+    schedule_origin: float | None = None,
 ) -> web.Application:
     metrics = RackMetrics.create(rack)
     metrics.allowance.labels(str(rack)).set(settings.allowance_s)
@@ -56,7 +64,7 @@ def create_app(
     async def rack_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
         app[STORE] = AsyncItemStore(data_dir / f"rack-{rack:02d}.sqlite3")
-        app[RACK] = holder["rack"] = Rack(settings, rack, link_url, metrics)
+        app[RACK] = holder["rack"] = Rack(settings, rack, link_url, metrics, schedule_origin)
         if held is not None:  # a restarted rack runs what the live deploys hold from its first renewal
             app[RACK].hold(*held)
         app[RACK].start()
@@ -157,6 +165,20 @@ def check_held(held: object) -> dict[str, object]:
 
 
 HELD_ENV = "STORMLAB_DEPLOY_HELD"  # {"generation": N, "held": {...}}: what holds when a rack (re)starts
+
+
+def schedule_origin_from_env(environ: Mapping[str, str]) -> float | None:
+    """The lab's shared renewal-schedule origin (unix seconds), when the launcher gave one."""
+    text = environ.get(SCHEDULE_ORIGIN_ENV)
+    if not text:
+        return None
+    try:
+        origin = float(text)
+    except ValueError:
+        raise SettingsError(f"{SCHEDULE_ORIGIN_ENV} must be unix seconds, not {text!r}") from None
+    if not math.isfinite(origin) or origin < 0:
+        raise SettingsError(f"{SCHEDULE_ORIGIN_ENV} must be unix seconds, not {text!r}")
+    return origin
 
 
 def held_from_env(environ: Mapping[str, str]) -> tuple[dict, int] | None:
@@ -274,6 +296,7 @@ async def status(request: web.Request) -> web.Response:
             renewal_attempts_total=rack.attempts_total(),
             allowance_s=rack.settings.allowance_s,
             deployed=rack.deployed() | {"held": dict(rack.held), "generation": rack.generation},
+            schedule_origin_unix=rack.schedule_origin_unix,
             nodes=[n.status() for n in rack.nodes.values()] if request.query.get("nodes") == "1" else None,
         ).to_json()
     )

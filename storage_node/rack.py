@@ -13,6 +13,7 @@ import asyncio
 import logging
 import math
 import random
+import time
 
 import aiohttp
 
@@ -56,12 +57,18 @@ def next_slot(slot: float, now: float, period: float) -> float:
     return slot if slot - now <= period else now + (slot - now) % period
 
 
+def first_slot(origin: float, phase: float, period: float, now: float) -> float:
+    """A node's first renewal: the first of its slots (``origin`` + (``phase`` + k) periods) not
+    before ``now``, so racks that share an origin interleave as one fleet, whenever each began."""
+    return origin + (phase + max(0, math.ceil((now - origin) / period - phase))) * period
+
+
 class Node:
     def __init__(self, rack: Rack, index: int, now: float, phase: float) -> None:
         s = rack.settings
         self.rack, self.id = rack, node_id(rack.index, index)
         self.rng = random.Random(f"{s.seed}/{self.id}")
-        self.start_at = now + phase * s.renewal_period_s
+        self.start_at = first_slot(rack.schedule_origin, phase, s.renewal_period_s, now)
         self.schedule = RenewalSchedule(self.start_at, s.renewal_period_s, s.renewal_jitter, self.rng)
         self.renewal = Renewal(Refusal(now))
         self.owned: Owned = frozenset()
@@ -149,7 +156,9 @@ class Node:
 
 
 class Rack:
-    def __init__(self, settings: LabSettings, index: int, link_url: str, metrics: RackMetrics) -> None:
+    def __init__(
+        self, settings: LabSettings, index: int, link_url: str, metrics: RackMetrics, schedule_origin: float | None = None
+    ) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
         self.policy = rack_policy(settings)
@@ -161,6 +170,12 @@ class Rack:
         self._woken = WakeUp(LINK)  # set (and replaced) when the link returns or a deploy moves the slots
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))
         now, phases = self.now(), startup_phases(settings)
+        # where the nodes' slots are counted from: the lab's shared origin when the launcher gave
+        # one (every rack's schedule then interleaves with the others', as in the reference
+        # model), else now; on the wall clock for others to read, on the loop's for the nodes
+        wall = time.time()
+        self.schedule_origin_unix = schedule_origin if schedule_origin is not None else wall
+        self.schedule_origin = now - (wall - self.schedule_origin_unix)
         nodes = (Node(self, i, now, phases[node_id(index, i)]) for i in range(settings.nodes_per_rack))
         self.nodes = {n.id: n for n in nodes}
         self._tasks: list[asyncio.Task] = []

@@ -33,6 +33,7 @@ import aiohttp
 log = logging.getLogger(__name__)
 
 REFRESH_S = 5.0
+SCHEDULE_ORIGIN_ENV = "STORMLAB_SCHEDULE_ORIGIN"  # unix seconds every rack counts its nodes' renewal slots from
 _TRAILING = re.compile(r"[-_](\d+)$")
 
 

@@ -211,6 +211,7 @@ class RackStatus(Status):
     allowance_s: float
     nodes: list[dict[str, Any]] | None = None  # each node's state, when asked for (?nodes=1)
     deployed: dict[str, Any] | None = None  # the deployable settings it runs (profile time), and what the live deploys hold
+    schedule_origin_unix: float | None = None  # its nodes' slots fall at this + (phase + k) renewal periods (unix s)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from stormcore.auth import ensure_token
 from stormcore.errors import LabError
 from stormcore.fleet import cell_name, cell_of
 from stormcore.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
+from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.roster import rack_name
 from stormcore.settings import LabSettings
 from stormlab.engine.ports import DEFAULT_BASE_PORT, HOST, PortPlan, port_plan
@@ -132,7 +133,14 @@ def up(
             indent=1,
         )
     )
-    env = {**os.environ, TOKEN_ENV: ensure_token(directory), "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl")}
+    env = {
+        **os.environ,
+        TOKEN_ENV: ensure_token(directory),
+        "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl"),
+        # one origin for every rack's renewal schedule (a rack starting later takes its next slots
+        # on it), so the fleet's renewals interleave as one, as in the reference model
+        SCHEDULE_ORIGIN_ENV: f"{time.time():.3f}",
+    }
     with open(directory / "logs" / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", SUPERVISOR_MODULE, str(directory)],

@@ -40,10 +40,9 @@ SETTLE_S = 10.0  # profile seconds of healthy fleet before the blip (the demo's)
 PHASES = 8  # the 2015 point of each panel is also blipped at 7 more moments spread over a period
 NEAR = 0.10  # a point within this share of a threshold of the closed-form estimate is near it
 PHASE_PANELS = ("2015", "renewals every 20s")  # where the blip's moment is known to matter
-# Blip-phase variants run live in each of those panels: none yet. The live lab blips when the
-# demo's baseline ends, not at a chosen moment of the racks' renewal schedule, so a variant run
-# live would be the same run as its phase-0 point under another name (judge_live refuses one).
-PHASES_LIVE = 0
+# Blip-phase variants run live in each of those panels, on top of the sample's count: the live
+# demo waits for the moment of the racks' renewal schedule at which the model blips (blip_phase).
+PHASES_LIVE = 2
 LEVEL_POINTS = 0.05  # live and model agree on the level within 5 points of error, or both collapsed
 COLLAPSED = 0.9
 
@@ -53,7 +52,7 @@ class Point:
     panel: str
     blip_racks: int  # racks 0 .. blip_racks-1 lose their link
     blip_s: float
-    gsis: int  # GSIs per GSI-heavy table (big_gsis; 0 = pre-GSI sizes)
+    gsis: int  # GSIs per indexed table (big_gsis; 0 = pre-GSI sizes)
     phase: int = 0  # the blip comes phase/PHASES of a renewal period later than the demo's
 
     @property
@@ -107,15 +106,26 @@ class Grid:
         return grid + phases
 
 
+def blip_at(s: LabSettings, phase: int) -> float:
+    """When the model blips (profile seconds from the start of the renewal schedules): after the
+    memberships and the baseline, ``phase`` eighths of a period on."""
+    return 1.5 * s.renewal_period_s + SETTLE_S + phase * s.renewal_period_s / PHASES
+
+
+def blip_phase(s: LabSettings, phase: int) -> float:
+    """That moment as a fraction of a renewal period past a slot: where the live demo blips."""
+    return blip_at(s, phase) % s.renewal_period_s / s.renewal_period_s
+
+
 def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
     """One point in the reference model: the demo's story in virtual time (profile seconds)."""
     s = point.settings(base).profile_time()
     model = ReferenceModel(s)
-    blip_at = 1.5 * s.renewal_period_s + SETTLE_S + point.phase * s.renewal_period_s / PHASES  # memberships, the baseline
-    model.run_until(blip_at)
-    model.blip(set(range(point.blip_racks)), blip_at, point.blip_s)
-    blip_end, end = blip_at + point.blip_s, blip_at + point.blip_s + watch_periods * s.renewal_period_s
-    readings, t = [], blip_at
+    at = blip_at(s, point.phase)
+    model.run_until(at)
+    model.blip(set(range(point.blip_racks)), at, point.blip_s)
+    blip_end, end = at + point.blip_s, at + point.blip_s + watch_periods * s.renewal_period_s
+    readings, t = [], at
     while t < end:
         t = min(end, t + 1.0)
         model.run_until(t)
@@ -141,13 +151,13 @@ def near_threshold(base: LabSettings, point: Point) -> bool:
     return found is not None and found.herd > 0 and abs(found.herd / found.herd_limit - 1) <= NEAR
 
 
-def live_sample(base: LabSettings, points: Sequence[Point], count: int, seed: int) -> list[Point]:
-    """Up to ``count`` points to run live, chosen without the model's verdicts (so the model is not
+def live_sample(base: LabSettings, points: Sequence[Point], count: int, seed: int, phases: int = PHASES_LIVE) -> list[Point]:
+    """``count`` points to run live, chosen without the model's verdicts (so the model is not
     graded on points it picked), in this order: the 2015 point; points near a threshold
     (``near_threshold``), one drawn from each panel and blip duration that has any (seeded);
-    ``PHASES_LIVE`` blip-phase variants of the 2015 point in each of ``PHASE_PANELS`` (seeded;
-    none while the live lab cannot place its blip at a moment of the schedule);
-    then points drawn uniformly from the rest of the grid (seeded). Points down before any blip
+    then points drawn uniformly from the rest of the grid (seeded); and on top of those,
+    ``phases`` blip-phase variants of the 2015 point in each of ``PHASE_PANELS`` (seeded
+    apart, so adding them leaves the rest of the sample as it was). Points down before any blip
     are left out (their lab never has every node serving, so there is no story to run)."""
     rng = random.Random(seed)
     grid = [p for p in points if not p.phase and not p.down_before(base)]
@@ -157,12 +167,14 @@ def live_sample(base: LabSettings, points: Sequence[Point], count: int, seed: in
         if near_threshold(base, p) and p not in chosen:
             groups.setdefault((p.panel, p.blip_s), []).append(p)
     chosen += [rng.choice(near) for _, near in sorted(groups.items())]
-    for panel in PHASE_PANELS:
-        phases = [p for p in points if p.phase and p.panel == panel and p.at_2015()]
-        chosen += rng.sample(phases, min(PHASES_LIVE, len(phases)))
     rest = [p for p in grid if p not in chosen]
     chosen += rng.sample(rest, max(0, min(len(rest), count - len(chosen))))
-    return chosen[:count]
+    chosen = chosen[:count]
+    phase_rng = random.Random(f"{seed}/phases")
+    for panel in PHASE_PANELS:
+        moments = [p for p in points if p.phase and p.panel == panel and p.at_2015()]
+        chosen += phase_rng.sample(moments, min(phases, len(moments))) if count else []
+    return chosen
 
 
 def same_level(a: float, b: float) -> bool:

@@ -26,13 +26,13 @@ import aiohttp
 
 from chaos import catalog
 from stormcore.auth import ensure_token, headers
-from stormcore.errors import EXIT_INVALID
+from stormcore.errors import EXIT_INVALID, LabError
 from stormcore.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.artefacts.chart import write_chart
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import Baseline, afford, first_guess, next_slower, parse_speed
-from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
+from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, next_moment, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -58,10 +58,22 @@ LOADGEN_WINDOW_S = 10.0  # wall seconds of requests behind each of loadgen's err
 class Demo:
     """Drives one story against a running lab and keeps its samples."""
 
-    def __init__(self, state: dict, out, settle_s: float, blip_s: float, watch_s: float, blip_racks: str, auto: bool = False) -> None:
+    def __init__(
+        self,
+        state: dict,
+        out,
+        settle_s: float,
+        blip_s: float,
+        watch_s: float,
+        blip_racks: str,
+        auto: bool = False,
+        blip_phase: float | None = None,
+    ) -> None:
         """``settle_s``, ``blip_s``, ``watch_s``: profile seconds. ``auto``: check the baseline
-        against the herd (raise :class:`Slower` before the blip if it cannot carry it)."""
-        self.state, self.out, self.auto = state, out, auto
+        against the herd (raise :class:`Slower` before the blip if it cannot carry it).
+        ``blip_phase``: blip this fraction of a renewal period past a slot of the racks' schedule
+        (as the reference model does), not whenever the baseline ends."""
+        self.state, self.out, self.auto, self.blip_phase = state, out, auto, blip_phase
         self.settings = LabSettings.from_env(state["settings"])
         self.speed, self.pace = self.settings.speed, self.settings.pace
         self.settle_s, self.blip_s, self.watch_s = settle_s, blip_s, watch_s
@@ -125,6 +137,17 @@ class Demo:
             await asyncio.sleep(max(0.0, taken + 1.0 - time.monotonic()))
         return snap
 
+    async def wait_for_moment(self, session: aiohttp.ClientSession, phase: float) -> None:
+        """Until ``phase`` of a renewal period past a slot of the racks' schedules (counted from
+        where each rack began them; the median rack's, the racks start within moments)."""
+        snap = await observe.snapshot(session, self.state, nodes=True)
+        origins = sorted(r["schedule_origin_unix"] for r in (snap["racks"] or {}).values() if r.get("schedule_origin_unix"))
+        if not origins:
+            raise LabError("the racks do not say where their renewal schedules began: the blip cannot be placed")
+        at = next_moment(origins[len(origins) // 2], self.settings.renewal_period_s, phase, time.time(), lead_s=1.0)
+        self.say(f"placing the blip {phase:.3f} of a renewal period past the racks' slots: in {at - time.time():.1f}s (wall clock)")
+        await asyncio.sleep(max(0.0, at - time.time()))
+
     async def per_node(self, session: aiohttp.ClientSession) -> dict[str, dict]:
         snap = await observe.snapshot(session, self.state, nodes=True)
         return {n["id"]: n for r in snap["racks"].values() for n in r["nodes"]}
@@ -150,6 +173,8 @@ class Demo:
             self.say(self.margin(snap))
             if self.auto:
                 self.check_baseline(settle_start)
+            if self.blip_phase is not None:
+                await self.wait_for_moment(session, self.blip_phase)
             before = await self.per_node(session)
             proxy = self.state["components"]["linkproxy"]["url"]
             blip_start = self.now()

@@ -1,7 +1,7 @@
 """`stormlab sweep`: the map of where the lab is metastable, and which fix moves the 2015 point.
 
 A point is a trigger (how many racks are blipped, for how long), a membership size (the GSIs
-each GSI-heavy table carries: 2 in 2015) and a panel: the 2015 settings or one fix (a longer
+each indexed table carries: 2 in 2015) and a panel: the 2015 settings or one fix (a longer
 allowance, fewer renewals, more capacity, cells, a retry policy, …). Each point is judged by
 the same story as the demo: the fleet settles, the racks are blipped, and ``--watch`` renewal
 periods after the blip ends the customers' error over the last period says **stuck** (at least
@@ -41,11 +41,15 @@ from stormlab.engine import launcher
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model.grid import (
     PANELS,
+    PHASE_PANELS,
+    PHASES,
+    PHASES_LIVE,
     SETTLE_S,
     Grid,
     Point,
     Verdict,
     agreement,
+    blip_phase,
     estimate_check,
     judge_model,
     live_sample,
@@ -131,14 +135,21 @@ def changed_outside(status: str, mine: str | None) -> list[str]:
 
 
 def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: float, out: io.TextIOBase | None = None) -> Verdict:
-    """One point on real processes: a lab of the point's settings, the demo's story, and down."""
-    if point.phase:  # the demo blips when its baseline ends, at no chosen moment of the renewal schedule
-        raise UsageError(f"{point.key}: a blip-phase variant cannot run live yet (the live blip's moment is not placed)")
+    """One point on real processes: a lab of the point's settings, the demo's story with its blip at
+    the moment of the racks' renewal schedule where the model blips, and down."""
     started = time.monotonic()
     s = point.settings(base)
     state = launcher.up(s.sped_up(speed), base_port=0)
     try:
-        demo = Demo(state, out or io.StringIO(), SETTLE_S, point.blip_s, watch_periods * s.renewal_period_s, str(point.blip_racks))
+        demo = Demo(
+            state,
+            out or io.StringIO(),
+            SETTLE_S,
+            point.blip_s,
+            watch_periods * s.renewal_period_s,
+            str(point.blip_racks),
+            blip_phase=blip_phase(s, point.phase),
+        )
         r = asyncio.run(demo.run())
     finally:
         launcher.down()
@@ -226,7 +237,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--panels", default=",".join(PANELS), help=f"the 2015 settings and the fixes to map (default all: {', '.join(PANELS)})")
     p.add_argument("--blip-racks", default="1,2,3,4,5,6", help="trigger sizes: racks blipped (default 1,…,6 of 10)")
     p.add_argument("--blip", default="2s,5s,10s", help="trigger durations (default 2s,5s,10s)")
-    p.add_argument("--gsis", default="0,1,2,3,4", help="membership growth: GSIs per GSI-heavy table (2015: 2; default 0,…,4)")
+    p.add_argument("--gsis", default="0,1,2,3,4", help="membership growth: GSIs per indexed table (2015: 2; default 0,…,4)")
     p.add_argument("--watch", type=float, default=12, help="renewal periods after the blip when a point is judged (default 12)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the model's points (default: every core)")
     p.add_argument(
@@ -234,7 +245,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=30,
         help="points to run live as well, one after another (about 2.5 min each): the 2015 point, those near a threshold, "
-        "two blip moments per panel where the moment matters, then drawn uniformly (default 30; 0: none)",
+        "then drawn uniformly (default 30; 0: none)",
+    )
+    p.add_argument(
+        "--live-phases",
+        type=int,
+        default=PHASES_LIVE,
+        help=f"and on top of those, this many blip moments of the 2015 point live in each panel where the moment matters "
+        f"({', '.join(PHASE_PANELS)}), the blip placed at the model's moment of the renewal schedule (default {PHASES_LIVE})",
     )
     p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
@@ -260,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--blip: between 0 and 10m")
     if any(not 0 <= g <= 20 for g in grid.gsis):
         raise UsageError("--gsis: between 0 and 20")
-    if not 1 <= args.watch <= 360 or args.jobs < 1 or args.live < 0:
-        raise UsageError("--watch between 1 and 360 periods, --jobs at least 1, --live at least 0")
+    if not 1 <= args.watch <= 360 or args.jobs < 1 or args.live < 0 or not 0 <= args.live_phases < PHASES:
+        raise UsageError(f"--watch between 1 and 360 periods, --jobs at least 1, --live at least 0, --live-phases 0 to {PHASES - 1}")
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
     out = Path(args.out)
@@ -271,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     for p in points:
         p.settings(base)  # a panel that makes impossible settings fails here, before anything runs
     model = run_model(base, points, out / "model.csv", args.watch, args.jobs, say)
-    sample = live_sample(base, points, args.live, args.seed)
+    sample = live_sample(base, points, args.live, args.seed, args.live_phases)
     speed = parse_speed(args.speed)
     live_speed = speed if speed is not None else first_guess(base.nodes_total)
     live = run_live(base, sample, out / "live.csv", args.watch, live_speed, say) if sample else {}

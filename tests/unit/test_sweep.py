@@ -4,10 +4,10 @@ import csv
 
 import pytest
 
-from stormcore.errors import UsageError
 from stormcore.settings import LabSettings
 from stormlab import cli
 from stormlab.artefacts.blocks import replace_block
+from stormlab.engine.story import next_moment
 from stormlab.model.estimate import COLLAPSE, PLATEAU, RECOVERED, estimate
 from stormlab.model.grid import (
     AWS_FIXES,
@@ -18,6 +18,7 @@ from stormlab.model.grid import (
     Point,
     Verdict,
     agreement,
+    blip_at,
     estimate_check,
     judge_model,
     live_sample,
@@ -80,17 +81,22 @@ def test_the_live_sample_is_chosen_without_the_model_s_verdicts():
     """The 2015 point, the points near a threshold, then uniform: the same whatever the model says
     of them, so the model is not graded on its own picks."""
     points = Grid(("2015", "renewals every 20s", "full jitter"), (1, 2, 3, 4, 5), (2.0, 5.0), (0, 2)).points()
-    sample = live_sample(LabSettings(), points, 12, seed=7)
+    sample = live_sample(LabSettings(), points, 12, seed=7, phases=0)
     assert sample[0] == AT_2015 and len(set(sample)) == 12
     near = {(p.panel, p.blip_s) for p in points if near_threshold(LabSettings(), p)}
     assert near == {(panel, b) for panel in ("2015", "renewals every 20s") for b in (2.0, 5.0)}  # the 4-rack herds
     assert {(p.panel, p.blip_s) for p in sample[1:5]} == near  # one near point of each panel and blip
-    assert not [p for p in sample if p.phase]  # the live lab cannot place its blip at a moment yet
-    assert sample == live_sample(LabSettings(), points, 12, seed=7)  # seeded
-    assert sample != live_sample(LabSettings(), points, 12, seed=8)
-    everything = live_sample(LabSettings(), points, 1000, seed=7)
+    assert not [p for p in sample if p.phase]
+    assert sample == live_sample(LabSettings(), points, 12, seed=7, phases=0)  # seeded
+    assert sample != live_sample(LabSettings(), points, 12, seed=8, phases=0)
+    everything = live_sample(LabSettings(), points, 1000, seed=7, phases=0)
     assert len(everything) == len([p for p in points if not p.phase])  # never more than the grid
-    assert live_sample(LabSettings(), points, 2, seed=7) == sample[:2]  # fewer: in that order
+    assert live_sample(LabSettings(), points, 2, seed=7, phases=0) == sample[:2]  # fewer: in that order
+    # the blip-phase variants come on top, drawn apart: the rest of the sample stays as it was
+    with_moments = live_sample(LabSettings(), points, 12, seed=7, phases=2)
+    assert with_moments[:12] == sample and len(with_moments) == 16
+    moments = with_moments[12:]
+    assert all(p.phase and p.at_2015() for p in moments) and sorted(p.panel for p in moments) == ["2015"] * 2 + ["renewals every 20s"] * 2
     down = Grid(("2015",), (3,), (5.0,), (2, 4)).points()
     assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
     assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
@@ -105,11 +111,36 @@ def test_a_live_row_s_commit_counts_changes_outside_the_sweep_s_own_results_only
     assert changed_outside("", "docs/sweep/") == []
 
 
-def test_a_blip_phase_variant_is_refused_live_before_any_lab_starts(monkeypatch):
-    """The live blip comes when the demo's baseline ends: a variant would be its phase-0 run renamed."""
-    monkeypatch.setattr("stormlab.runs.sweep.launcher.up", lambda *a, **k: pytest.fail("a lab was started"))
-    with pytest.raises(UsageError, match="cannot run live"):
-        judge_live(LabSettings(), Point("2015", 3, 5.0, 2, 3), 12, 1.0)
+@pytest.mark.parametrize(("panel", "phase", "fraction"), [("2015", 0, 0.5), ("2015", 3, 0.875), ("renewals every 20s", 3, 0.375)])
+def test_a_live_point_blips_at_the_moment_of_the_schedule_where_its_model_point_does(monkeypatch, panel, phase, fraction):
+    """The model blips at 1.5 periods + 10 s + phase eighths of a period from the schedules' start;
+    the live demo is told that moment as a fraction of a period past a slot."""
+    told = {}
+
+    class Told(Exception):
+        pass
+
+    def demo(*args, blip_phase=None, **kwargs):
+        told["phase"] = blip_phase
+        raise Told
+
+    monkeypatch.setattr("stormlab.runs.sweep.launcher.up", lambda *a, **k: {})
+    monkeypatch.setattr("stormlab.runs.sweep.launcher.down", lambda *a, **k: None)
+    monkeypatch.setattr("stormlab.runs.sweep.Demo", demo)
+    point = Point(panel, 3, 5.0, 2, phase)
+    with pytest.raises(Told):
+        judge_live(LabSettings(), point, 12, 1.0)
+    s = point.settings(LabSettings())
+    assert told["phase"] == pytest.approx(fraction) == pytest.approx(blip_at(s, phase) % s.renewal_period_s / s.renewal_period_s)
+
+
+def test_the_next_moment_is_that_far_past_a_slot_and_never_too_soon():
+    assert next_moment(100.0, 10.0, 0.5, now=101.0, lead_s=1.0) == 105.0
+    assert next_moment(100.0, 10.0, 0.5, now=104.5, lead_s=1.0) == 115.0  # 105 is too soon: the next one
+    assert next_moment(100.0, 10.0, 0.0, now=250.0, lead_s=0.0) == 250.0
+    for now in (0.0, 123.4, 1e6):
+        at = next_moment(7.0, 20.0, 0.375, now=now, lead_s=1.0)
+        assert now + 1.0 <= at < now + 21.0 and (at - 7.0) % 20.0 == pytest.approx(7.5)
 
 
 def test_agreement_counts_valid_live_runs_only_on_the_verdict_and_on_the_level():
