@@ -318,7 +318,8 @@ class _Reader:
                 "must be mean:STEP (an expect step), elapsed:STEP..STEP or window:STEP..STEP:PROBE, naming steps of this scenario",
             )
         name, _, table = probe.partition("=")
-        if kind == "window" and not (name == "table_error_ratio" and table) and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
+        one_table = name == "table_error_ratio" and bool(table)
+        if kind == "window" and not one_table and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
             raise self.fail(
                 m["measure"],
                 f"{path}.measure",

@@ -72,7 +72,8 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
         paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
         checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
-        cascade = c.probe in CASCADE_PROBES or (c.probe or "").startswith("table_error_ratio=") or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        one_table = (c.probe or "").startswith("table_error_ratio=")
+        cascade = c.probe in CASCADE_PROBES or one_table or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
 

@@ -40,7 +40,7 @@ def test_every_role_is_paged_by_some_alert_and_every_paging_alert_has_a_local_fo
         "table:stormlab_customer_errors:ratio_rate1m > 0.05 and on () (stormlab:customer_errors:ratio_rate1m < 0.01)"
     )
     assert (
-        alerts.BY_NAME["MetricGaps"].promql() == "stormlab:metric_gaps:ratio_rate1m > 0.2 or stormlab:metric_put_errors:ratio_rate1m > 0.05"
+        alerts.BY_NAME["MetricGaps"].promql() == "stormlab:metric_gaps:ratio_rate1m > 0.1 or stormlab:metric_put_errors:ratio_rate1m > 0.05"
     )
 
 
