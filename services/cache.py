@@ -1,12 +1,17 @@
 """Rows of the lab's tables cached by a dependent service (pure).
 
-An entry older than the TTL must be refreshed from the table before it is used. In 2015 a
-refresh that failed failed the call: CloudWatch's namespaces and enrichment row by row; SQS's
-queue metadata once none of its refreshes could succeed, when DynamoDB's traffic was disabled
-(5:45 AM). SQS's caches "were not in the send/receive path": through the storm, while its
-refreshes went on succeeding often enough (at least one within the TTL, ``while_refreshing``),
-a row whose own refresh failed was served from the cache. AWS's fixes keep serving from a
-stale entry when the table cannot be reached at all (``serve_stale``).
+An entry older than the TTL must be refreshed from the table before it is used. What happens
+when that refresh fails depends on the cache:
+
+- Row by row (CloudWatch's enrichment of each datapoint with its group): the row is not
+  usable, a gap in that group's series.
+- While most of the table answers (``ride_out``: SQS's queue metadata, CloudWatch's
+  namespaces): a row whose refresh failed is served from the cache as long as at least half of
+  the cached rows' last refreshes succeeded. SQS's caches "were not in the send/receive path":
+  through the storm, which disqualifies the nodes holding a minority of any table's rows, the
+  queues kept serving; once DynamoDB's traffic was held back (5:45 AM) most refreshes failed
+  and so did the calls.
+- AWS's fix (``serve_stale``): keep serving a stale entry when the table cannot be reached at all.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ class TtlCache:
     serve_stale: bool
     entries: dict[str, tuple[Any, float]] = field(default_factory=dict)  # key -> (row, fetched at)
     max_entries: int = 10_000  # past this the entry fetched longest ago goes (the callers name the keys)
-    while_refreshing: bool = False  # a stale entry serves while another refresh succeeded within the TTL
-    refreshed_at: float | None = None  # the last refresh that succeeded, of any entry
+    ride_out: bool = False  # serve a row whose refresh failed while at least half the rows' last refreshes succeeded
+    failing: set[str] = field(default_factory=set)  # cached rows whose last refresh failed
 
     def fresh(self, key: str, now: float) -> bool:
         entry = self.entries.get(key)
@@ -31,22 +36,22 @@ class TtlCache:
     def store(self, key: str, row: Any, now: float) -> None:
         self.entries.pop(key, None)  # to the end: the dict keeps entries in the order they were fetched
         self.entries[key] = (row, now)
-        self.refreshed_at = now
+        self.failing.discard(key)
         while len(self.entries) > self.max_entries:
-            del self.entries[next(iter(self.entries))]
+            self.failing.discard(oldest := next(iter(self.entries)))
+            del self.entries[oldest]
 
-    def refreshing(self, now: float) -> bool:
-        """Has a refresh (of any entry) succeeded within the TTL?"""
-        return self.refreshed_at is not None and now - self.refreshed_at < self.ttl_s
-
-    def after_failed_refresh(self, key: str, now: float) -> bool:
-        """May a call go on when its row could not be refreshed (a stale copy: by the fix, or
-        while the cache's other refreshes succeed)?"""
-        return key in self.entries and (self.serve_stale or (self.while_refreshing and self.refreshing(now)))
+    def refresh_failed(self, key: str) -> bool:
+        """A row's refresh failed: may the call go on with its cached copy (by the fix, or, riding
+        out, while at least half of the cached rows' last refreshes succeeded)?"""
+        if key not in self.entries:
+            return False  # never fetched: nothing to serve
+        self.failing.add(key)
+        return self.serve_stale or (self.ride_out and 2 * len(self.failing) <= len(self.entries))
 
     def usable(self, key: str, now: float) -> bool:
-        """Fresh, or stale and allowed."""
-        return self.fresh(key, now) or self.after_failed_refresh(key, now)
+        """Fresh, or stale and allowed by the fix (a row by row cache's question)."""
+        return self.fresh(key, now) or (self.serve_stale and key in self.entries)
 
     def oldest_age_s(self, now: float) -> float:
         return max((now - at for _, at in self.entries.values()), default=0.0)

@@ -74,7 +74,7 @@ class MetricsService:
     def __init__(self, settings: LabSettings, storage: Storage, store: sqlite.Worker[DatapointStore], f: MetricFactory) -> None:
         self.settings, self.storage, self.store = settings, storage, store
         fix = settings.fix_write_through
-        self.namespaces = TtlCache(settings.metric_cache_ttl_s, fix)
+        self.namespaces = TtlCache(settings.metric_cache_ttl_s, fix, ride_out=True)  # rides out a storm, as SQS's
         self.groups = TtlCache(settings.metric_cache_ttl_s, fix)
         self.seen: dict[str, float] = {}  # group -> last datapoint
         self.errors, self.gaps = Window(span_s=10.0), Window(span_s=10.0)
@@ -107,7 +107,7 @@ class MetricsService:
                 row = {"namespace": namespace}
                 await self.storage.put("metric-groups", namespace_key(namespace), row)
         except StorageError:
-            return self.namespaces.after_failed_refresh(namespace, self.now())
+            return self.namespaces.refresh_failed(namespace)
         self.namespaces.store(namespace, row, self.now())
         return True
 

@@ -12,9 +12,9 @@ timeout (the receiver crashed, or its answer never arrived) is received again.
   GET  /status, /metrics, /healthz
 
 A call whose queue metadata is older than ``queue_cache_ttl_s`` refreshes it from the table
-first. If that fails, the call still goes on with the cached row while the service's other
-refreshes succeed (one within the TTL): the storm disqualifies the nodes holding some queues'
-rows, not most, so the queues ride it out, as SQS did in 2015. When none can succeed (the
+first. If that fails, the call still goes on with the cached row while at least half of the
+cached rows' last refreshes succeeded: the storm disqualifies the nodes holding a minority of
+the queues' rows, so the queues ride it out, as SQS did in 2015. When most refreshes fail (the
 fleet held back, 5:45 AM in 2015) the call fails (503 ``queue_metadata_unavailable``), unless
 the fix ``fix_stale_cache`` is on. The service's own clients send and receive ``cascade_rate``
 times a second.
@@ -64,7 +64,7 @@ class Unavailable(Exception):
 class QueueService:
     def __init__(self, settings: LabSettings, storage: Storage, messages: AsyncMessageStore, f: MetricFactory) -> None:
         self.settings, self.storage, self.messages = settings, storage, messages
-        self.cache = TtlCache(settings.queue_cache_ttl_s, settings.fix_stale_cache, while_refreshing=True)
+        self.cache = TtlCache(settings.queue_cache_ttl_s, settings.fix_stale_cache, ride_out=True)
         self.window = Window(span_s=10.0)
         self.requests = f.counter("stormlab_queue_requests_total", "Send, receive and delete calls by outcome", ("op", "outcome"))
         self.refreshes = f.counter("stormlab_queue_metadata_refreshes_total", "Queue metadata refreshes from the table", ("outcome",))
@@ -94,7 +94,7 @@ class QueueService:
                 row = {"queue": queue, "visibility_timeout_s": 30}
                 await self.storage.put(TABLE, queue, row)
         except StorageError as exc:
-            if self.cache.after_failed_refresh(queue, self.now()):
+            if self.cache.refresh_failed(queue):
                 self.refreshes.labels("stale").inc()
                 return self.cache.entries[queue][0]
             self.refreshes.labels("failed").inc()

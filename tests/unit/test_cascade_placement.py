@@ -30,7 +30,7 @@ class Cascade:
         self.s = profile("dynamodb-2015").profile_time()
         self.model = ReferenceModel(self.s)
         self.routes = PartitionMap.decode(MembershipStore.for_fleet(self.s).partition_map()).tables
-        self.queues = TtlCache(self.s.queue_cache_ttl_s, serve_stale=False, while_refreshing=True)
+        self.queues = TtlCache(self.s.queue_cache_ttl_s, serve_stale=False, ride_out=True)
         self.rng = random.Random(2015)
 
     def serving(self, table: str, key: str) -> bool:
@@ -44,7 +44,7 @@ class Cascade:
         if self.serving(QUEUE_TABLE, queue):
             self.queues.store(queue, {"queue": queue}, now)
             return True
-        return self.queues.after_failed_refresh(queue, now)
+        return self.queues.refresh_failed(queue)
 
     def table_share_down(self, table: str) -> float:
         owners = self.routes[table].owners
