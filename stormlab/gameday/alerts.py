@@ -147,7 +147,7 @@ ALERTS = (
         "{{ $value | humanizePercentage }} of queue sends and receives fail",
         "The queue service cannot refresh its cached queue metadata from queue-metadata at all "
         "(2015: once DynamoDB's traffic was held back, 5:45 AM); in a storm it serves the rows it "
-        "cannot refresh while its other refreshes succeed. Serving from the stale copy keeps "
+        "cannot refresh while most of its rows still refresh. Serving from the stale copy keeps "
         "the queues up.",
         role="queues",
         terms=(Term("stormlab:queue_errors:ratio_rate1m", "queue_error_ratio", ">", 0.05),),
