@@ -254,6 +254,10 @@ class Lab:
                     raise LabError(f"the metadata service is {'paused' if meta['paused'] else 'running'} on {meta['cores']} cores")
                 for url in urls.values():
                     client.call("GET", f"{url}/healthz", self.token, timeout=5)
+                sup = client.call("GET", f"{urls['supervisor']}/status", self.token, timeout=10)["components"]
+                down = {n: c for n, c in sup.items() if not c["running"] or c["held_down"]}
+                if down:  # a kill lease's restart still under way (a fuzzed kill of 0 s, say): the supervisor's word, not a port's
+                    raise LabError(f"the supervisor has not got them running again: {down}")
                 for name, url in urls.items():  # the nodes renewed again: a rack answers as it does in a healthy lab
                     if name.startswith("rack-"):
                         rack = client.call("GET", f"{url}/status", self.token, timeout=5)
@@ -302,6 +306,7 @@ class Lab:
         return {
             "not_answering": sorted(n for n, ok in answering.items() if not ok),
             "not_running": sorted(n for n, c in sup.items() if not c["running"] or c["held_down"]),
+            "supervisor": {n: c for n, c in sup.items() if not c["running"] or c["held_down"]},  # what it says of them
             "stopped": sorted(n for n, c in sup.items() if c["paused"]),
             "leases_held": sum(len(b) for b in books.values()),
         }
