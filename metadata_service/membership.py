@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, rack_of
+from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, node_index, rack_of
 from stormcore.settings import LabSettings
 from stormcore.wire import Membership, MembershipEntry, PartitionMap, TableRoute
 
@@ -105,17 +105,20 @@ class MembershipStore:
     def for_fleet(cls, settings: LabSettings) -> MembershipStore:
         """The fleet's tables placed by the rule (the module's docstring)."""
         s = settings
-        nodes = [node_id(r, i) for r in range(s.racks) for i in range(s.nodes_per_rack)]
-        large = [node_id(r, i) for r in range(s.racks) for i in range(s.nodes_per_rack) if holds_gsi_heavy(r, i, s)]
-        slots = dict.fromkeys(nodes, s.small_entries) | dict.fromkeys(large, s.big_base_entries)
+        slots = {
+            node_id(r, i): s.big_base_entries if holds_gsi_heavy(r, i, s) else s.small_entries
+            for r in range(s.racks)
+            for i in range(s.nodes_per_rack)
+        }
+        large = [n for n in slots if holds_gsi_heavy(rack_of(n), node_index(n), s)]
         owners = _deal({name: t.weight for name, t in TABLES.items()}, slots)
         index_owners = _deal({name: t.weight for name, t in TABLES.items() if t.indexed}, dict.fromkeys(large, s.big_base_entries))
         tables = [Table(name, owned, index_owners=index_owners.get(name, [])) for name, owned in owners.items() if owned]
         if s.gsi_growth:
             for table in tables:
-                if TABLES[table.name].indexed and table.index_owners:
+                if table.index_owners:  # an indexed table (where there are large instances)
                     table.gsis = [f"{table.name}-{key}" for key in GSI_KEYS[: s.big_gsis]]
-        return cls(tables, sorted(nodes), large)
+        return cls(tables, sorted(slots), large)
 
     def has_node(self, node: str) -> bool:
         return node in self._entries

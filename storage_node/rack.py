@@ -22,7 +22,7 @@ from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal
 from storage_node.renewal import OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
-from stormcore.fleet import node_id, startup_phases
+from stormcore.fleet import grid_slot, node_id, startup_phases
 from stormcore.settings import LabSettings, SettingsError
 from stormcore.window import Window
 from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER, REFUSALS, Membership, WireError
@@ -57,18 +57,12 @@ def next_slot(slot: float, now: float, period: float) -> float:
     return slot if slot - now <= period else now + (slot - now) % period
 
 
-def first_slot(origin: float, phase: float, period: float, now: float) -> float:
-    """A node's first renewal: the first of its slots (``origin`` + (``phase`` + k) periods) not
-    before ``now``, so racks that share an origin interleave as one fleet, whenever each began."""
-    return origin + (phase + max(0, math.ceil((now - origin) / period - phase))) * period
-
-
 class Node:
     def __init__(self, rack: Rack, index: int, now: float, phase: float) -> None:
         s = rack.settings
         self.rack, self.id = rack, node_id(rack.index, index)
         self.rng = random.Random(f"{s.seed}/{self.id}")
-        self.start_at = first_slot(rack.schedule_origin, phase, s.renewal_period_s, now)
+        self.start_at = grid_slot(rack.schedule_origin, s.renewal_period_s, phase, now)  # racks sharing an origin interleave as one fleet
         self.schedule = RenewalSchedule(self.start_at, s.renewal_period_s, s.renewal_jitter, self.rng)
         self.renewal = Renewal(Refusal(now))
         self.owned: Owned = frozenset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from stormcore.errors import UsageError
@@ -55,6 +56,13 @@ def cell_cores(cell: int, s: LabSettings) -> float:
 def cell_name(cell: int) -> str:
     """The component serving a cell: ``metadata`` for the first (the only one without cells)."""
     return "metadata" if cell == 0 else f"metadata-{cell}"
+
+
+def grid_slot(origin: float, period: float, phase: float, not_before: float) -> float:
+    """The first time not before ``not_before`` that lies ``phase`` of a ``period`` past a slot of
+    a schedule counted from ``origin`` (slots at origin + k periods, k >= 0): a node's first
+    renewal on the lab's shared schedule, and the moment of it at which a placed blip comes."""
+    return origin + (phase + max(0, math.ceil((not_before - origin) / period - phase))) * period
 
 
 def startup_phases(s: LabSettings) -> dict[str, float]:

@@ -29,7 +29,6 @@ duration longer) gets a proportionally larger budget: that is what time dilation
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,13 +67,6 @@ class Sample:
     host_cores: int | None = None
     host_cpu_ratio: float | None = None
     host_steal_ratio: float | None = None
-
-
-def next_moment(origin: float, period: float, phase: float, now: float, lead_s: float) -> float:
-    """The first time at least ``lead_s`` after ``now`` that lies ``phase`` of a ``period`` past a
-    slot of a schedule counted from ``origin`` (slots at origin + k periods)."""
-    k = math.ceil((now + lead_s - origin - phase * period) / period)
-    return origin + (k + phase) * period
 
 
 def host_fields(reading: Mapping[str, Any]) -> dict[str, Any]:

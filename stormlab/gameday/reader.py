@@ -10,7 +10,7 @@ import yaml
 from chaos import catalog
 from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
 from stormlab.gameday.autopilot import MOVES, Rules
-from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step
+from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step, one_table
 
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
 ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text", "fix", "severity", "alert"}))
@@ -317,9 +317,7 @@ class _Reader:
                 f"{path}.measure",
                 "must be mean:STEP (an expect step), elapsed:STEP..STEP or window:STEP..STEP:PROBE, naming steps of this scenario",
             )
-        name, _, table = probe.partition("=")
-        one_table = name == "table_error_ratio" and bool(table)
-        if kind == "window" and not one_table and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
+        if kind == "window" and one_table(probe)[1] is None and (probe not in PROBES or probe in ("promql", "table_error_ratio")):
             raise self.fail(
                 m["measure"],
                 f"{path}.measure",

@@ -42,6 +42,12 @@ CASCADE_PROBES = frozenset(p for p in PROBES if p.startswith(("queue_", "scaling
 KINDS = ("fault", "action", "wait", "expect", "operator")
 
 
+def one_table(probe: str) -> tuple[str, str | None]:
+    """A window's probe, and its table when it names one (``table_error_ratio=TABLE``)."""
+    name, _, table = probe.partition("=")
+    return (name, table) if name == "table_error_ratio" and table else (probe, None)
+
+
 def probe_value(sample: dict, probe: str, table: str | None = None, expr: str | None = None) -> float | None:
     """A probe's value in one sample of the lab (None: not measured)."""
     if probe == "promql":

@@ -9,7 +9,7 @@ from chaos import catalog
 from chaos.lease import describe_effect
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ENDERS, ROLES, owner
-from stormlab.gameday.scenario import CASCADE_PROBES, Scenario, probe_value
+from stormlab.gameday.scenario import CASCADE_PROBES, Scenario, one_table, probe_value
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,8 +72,8 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
             lab = f"{when[b] - when[a]:.0f} s" if a in when and b in when else None
         paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
         checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
-        one_table = (c.probe or "").startswith("table_error_ratio=")
-        cascade = c.probe in CASCADE_PROBES or one_table or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        per_table = one_table(c.probe or "")[1] is not None
+        cascade = c.probe in CASCADE_PROBES or per_table or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
 
@@ -87,8 +87,8 @@ def window(journal: dict[str, Any], start: float | None, end: float | None, prob
     (``table_error_ratio=TABLE``: that table's customers' error)."""
     if start is None or end is None:
         return None
-    name, _, table = probe.partition("=")  # table_error_ratio=TABLE: one table's customers
-    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, name, table or None)) is not None]
+    name, table = one_table(probe)
+    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, name, table)) is not None]
     if not values:
         return None
     return f"mean {_value(name, sum(values) / len(values))}, worst {_value(name, max(values))}"

@@ -27,12 +27,12 @@ import aiohttp
 from chaos import catalog
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import EXIT_INVALID, LabError
-from stormcore.fleet import cell_of, holds_gsi_heavy, node_index, rack_of
+from stormcore.fleet import cell_of, grid_slot, holds_gsi_heavy, node_index, rack_of
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.artefacts.chart import write_chart
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import Baseline, afford, first_guess, next_slower, parse_speed
-from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, next_moment, rolling, summarize
+from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -144,7 +144,7 @@ class Demo:
         origins = sorted(r["schedule_origin_unix"] for r in (snap["racks"] or {}).values() if r.get("schedule_origin_unix"))
         if not origins:
             raise LabError("the racks do not say where their renewal schedules began: the blip cannot be placed")
-        at = next_moment(origins[len(origins) // 2], self.settings.renewal_period_s, phase, time.time(), lead_s=1.0)
+        at = grid_slot(origins[len(origins) // 2], self.settings.renewal_period_s, phase, time.time() + 1.0)
         self.say(f"placing the blip {phase:.3f} of a renewal period past the racks' slots: in {at - time.time():.1f}s (wall clock)")
         await asyncio.sleep(max(0.0, at - time.time()))
 

@@ -8,19 +8,19 @@ import pytest
 
 from storage_node.app import schedule_origin_from_env
 from storage_node.metrics import RackMetrics
-from storage_node.rack import Rack, first_slot
-from stormcore.fleet import startup_phases
+from storage_node.rack import Rack
+from stormcore.fleet import grid_slot, startup_phases
 from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.settings import LabSettings, SettingsError
 
 
 def test_a_node_s_first_slot_is_its_next_one_on_the_shared_grid():
-    assert first_slot(100.0, 0.25, 10.0, now=100.0) == 102.5
-    assert first_slot(100.0, 0.25, 10.0, now=103.0) == 112.5  # a rack that began late: the next one
-    assert first_slot(100.0, 0.25, 10.0, now=50.0) == 102.5  # the origin still ahead: wait for it
-    assert first_slot(100.0, 0.0, 10.0, now=100.0) == 100.0
+    assert grid_slot(100.0, 10.0, 0.25, 100.0) == 102.5
+    assert grid_slot(100.0, 10.0, 0.25, 103.0) == 112.5  # a rack that began late: the next one
+    assert grid_slot(100.0, 10.0, 0.25, 50.0) == 102.5  # the origin still ahead: wait for it
+    assert grid_slot(100.0, 10.0, 0.0, 100.0) == 100.0
     for now in (100.0, 137.3, 1e6):
-        slot = first_slot(100.0, 0.375, 20.0, now)
+        slot = grid_slot(100.0, 20.0, 0.375, now)
         k = (slot - 100.0) / 20.0 - 0.375
         assert now <= slot < now + 20.0 and k == pytest.approx(round(k))
 

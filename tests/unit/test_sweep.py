@@ -4,10 +4,10 @@ import csv
 
 import pytest
 
+from stormcore.fleet import grid_slot
 from stormcore.settings import LabSettings
 from stormlab import cli
 from stormlab.artefacts.blocks import replace_block
-from stormlab.engine.story import next_moment
 from stormlab.model.estimate import COLLAPSE, PLATEAU, RECOVERED, estimate
 from stormlab.model.grid import (
     AWS_FIXES,
@@ -135,11 +135,11 @@ def test_a_live_point_blips_at_the_moment_of_the_schedule_where_its_model_point_
 
 
 def test_the_next_moment_is_that_far_past_a_slot_and_never_too_soon():
-    assert next_moment(100.0, 10.0, 0.5, now=101.0, lead_s=1.0) == 105.0
-    assert next_moment(100.0, 10.0, 0.5, now=104.5, lead_s=1.0) == 115.0  # 105 is too soon: the next one
-    assert next_moment(100.0, 10.0, 0.0, now=250.0, lead_s=0.0) == 250.0
+    assert grid_slot(100.0, 10.0, 0.5, 101.0 + 1.0) == 105.0
+    assert grid_slot(100.0, 10.0, 0.5, 104.5 + 1.0) == 115.0  # 105 is too soon: the next one
+    assert grid_slot(100.0, 10.0, 0.0, 250.0 + 0.0) == 250.0
     for now in (0.0, 123.4, 1e6):
-        at = next_moment(7.0, 20.0, 0.375, now=now, lead_s=1.0)
+        at = grid_slot(7.0, 20.0, 0.375, now + 1.0)
         assert now + 1.0 <= at < now + 21.0 and (at - 7.0) % 20.0 == pytest.approx(7.5)
 
 
