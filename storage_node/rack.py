@@ -17,6 +17,7 @@ import time
 
 import aiohttp
 
+from storage_node.client import RenewalClient
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal
@@ -43,12 +44,14 @@ class StaleDeploy(Exception):
 DUE, LINK, RESCHEDULED = "due", "link", "rescheduled"  # why a node's wait ended
 
 
-class WakeUp(asyncio.Event):
-    """The event a rack's sleeping nodes wait on, and why it was set."""
+def uses_protocol(settings: LabSettings, rack: int) -> bool:
+    """Whether a rack renews with the plain client (else the general one): ``renewal_client``."""
+    return settings.renewal_client == "protocol" or (settings.renewal_client == "half" and rack % 2 == 0)
 
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
+
+def _due(waiter: asyncio.Future[str]) -> None:
+    if not waiter.done():
+        waiter.set_result(DUE)
 
 
 def next_slot(slot: float, now: float, period: float) -> float:
@@ -67,6 +70,8 @@ class Node:
         self.renewal = Renewal(Refusal(now))
         self.owned: Owned = frozenset()
         self.version = 0
+        self._answer = b""  # the last membership bytes accepted: the same bytes again are not decoded again
+        self._request, self._request_for = b"", -1  # the request's bytes, built once per rack deploy
 
     @property
     def refusal(self) -> Refusal:
@@ -108,16 +113,10 @@ class Node:
             return "breaker"
         reason = "error"
         try:
-            async with rack.session.get(
-                f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout, headers=rack.deadline
-            ) as resp:
-                body = await resp.read()
-                if resp.status == 200:
-                    self._accept(body)
-                    reason = OK
-                elif resp.status == 503:  # turned away at the door: the header says why
-                    refusal = resp.headers.get(REFUSAL_HEADER, "")
-                    reason = refusal if refusal in REFUSALS else "error"
+            if rack.client is not None:
+                reason = await self._exchange(rack.client, started + rack.settings.allowance_s)
+            else:
+                reason = await self._session_exchange()
         except TimeoutError:
             reason = "timeout"
         except (aiohttp.ClientError, OSError):
@@ -130,13 +129,39 @@ class Node:
         rack.renewal_latency.add(rack.now(), elapsed)
         return reason
 
+    async def _exchange(self, client: RenewalClient, deadline: float) -> str:
+        rack = self.rack
+        if self._request_for != rack.deploys:
+            self._request = client.request(f"/membership/{self.id}", rack.deadline)
+            self._request_for = rack.deploys
+        answer = await client.get(self._request, deadline)
+        return self._outcome(answer.status, answer.refusal, answer.body)
+
+    async def _session_exchange(self) -> str:
+        """The same request through a general HTTP client (``renewal_client=session``)."""
+        rack = self.rack
+        async with rack.session.get(f"{rack.link_url}/membership/{self.id}", timeout=rack.renewal_timeout, headers=rack.deadline) as resp:
+            body = await resp.read()
+            return self._outcome(resp.status, resp.headers.get(REFUSAL_HEADER, ""), body)
+
+    def _outcome(self, status: int, refusal: str, body: bytes) -> str:
+        if status == 200:
+            self._accept(body)
+            return OK
+        if status == 503:  # turned away at the door: the header says why
+            return refusal if refusal in REFUSALS else "error"
+        return "error"
+
     def _accept(self, body: bytes) -> None:
+        if body == self._answer:  # unchanged since the last renewal: nothing to decode
+            return
         membership = Membership.decode(body)
         if membership.node != self.id:
             raise WireError("membership for another node")
         if membership.version != self.version or not self.owned:
             self.owned = membership.owned()
             self.version = membership.version
+        self._answer = body
 
     def status(self) -> dict:
         return {
@@ -151,7 +176,13 @@ class Node:
 
 class Rack:
     def __init__(
-        self, settings: LabSettings, index: int, link_url: str, metrics: RackMetrics, schedule_origin: float | None = None
+        self,
+        settings: LabSettings,
+        index: int,
+        link_url: str,
+        metrics: RackMetrics,
+        schedule_origin: float | None = None,
+        source: str | None = None,
     ) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
@@ -161,8 +192,12 @@ class Rack:
         self.renewal_latency = Window(span_s=10.0)
         self.link_up = True
         self._loop = asyncio.get_running_loop()
-        self._woken = WakeUp(LINK)  # set (and replaced) when the link returns or a deploy moves the slots
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))
+        self._sleepers: set[asyncio.Future[str]] = (
+            set()
+        )  # nodes asleep until a slot, woken early when the link returns or a deploy moves the slots
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))  # the link probe's
+        self.client = RenewalClient(self.link_url, REFUSAL_HEADER, source) if uses_protocol(settings, index) else None
+        self.deploys = 0  # bumped by every deploy: a node rebuilds its request's bytes once after one
         now, phases = self.now(), startup_phases(settings)
         # where the nodes' slots are counted from: the lab's shared origin when the launcher gave
         # one (every rack's schedule then interleaves with the others', as in the reference
@@ -216,6 +251,7 @@ class Rack:
         self.settings, self.policy = new, rack_policy(new)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{new.allowance_s:g}"}
+        self.deploys += 1
         self.metrics.allowance.labels(self.label).set(new.allowance_s)
         if not math.isclose(new.renewal_period_s, s.renewal_period_s):
             now = self.now()
@@ -248,18 +284,22 @@ class Rack:
             if not wake_on_link and not wake_on_deploy:
                 await asyncio.sleep(delay)
                 return DUE
-            woken = self._woken
+            waiter = self._loop.create_future()  # a plain timer and a future: no task per sleep
+            timer = self._loop.call_at(at, _due, waiter)
+            self._sleepers.add(waiter)
             try:
-                await asyncio.wait_for(woken.wait(), delay)
-            except TimeoutError:
-                return DUE
-            if (woken.reason == LINK and wake_on_link) or (woken.reason == RESCHEDULED and wake_on_deploy):
-                return woken.reason  # otherwise woken for what this wait does not care about: on with it
+                reason = await waiter
+            finally:
+                timer.cancel()
+                self._sleepers.discard(waiter)
+            if reason == DUE or (reason == LINK and wake_on_link) or (reason == RESCHEDULED and wake_on_deploy):
+                return reason  # otherwise woken for what this wait does not care about: on with it
 
     def _wake(self, reason: str) -> None:
-        woken, self._woken = self._woken, WakeUp(reason)
-        woken.reason = reason
-        woken.set()
+        sleepers, self._sleepers = self._sleepers, set()
+        for waiter in sleepers:
+            if not waiter.done():
+                waiter.set_result(reason)
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(n.run(), name=n.id) for n in self.nodes.values()]
@@ -269,6 +309,8 @@ class Rack:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.client is not None:
+            self.client.close()
         await self.session.close()
 
     async def _watch_link(self) -> None:
