@@ -192,9 +192,8 @@ class Rack:
         self.renewal_latency = Window(span_s=10.0)
         self.link_up = True
         self._loop = asyncio.get_running_loop()
-        self._sleepers: set[asyncio.Future[str]] = (
-            set()
-        )  # nodes asleep until a slot, woken early when the link returns or a deploy moves the slots
+        # the nodes asleep until a slot, woken early when the link returns or a deploy moves the slots
+        self._sleepers: set[asyncio.Future[str]] = set()
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))  # the link probe's
         self.client = RenewalClient(self.link_url, REFUSAL_HEADER, source) if uses_protocol(settings, index) else None
         self.deploys = 0  # bumped by every deploy: a node rebuilds its request's bytes once after one
