@@ -15,6 +15,7 @@ added in 2015 (``break_glass`` takes a path around it).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 from aiohttp import web
 
@@ -29,7 +30,7 @@ from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.settings import LabSettings, SettingsError
-from stormcore.web import LoopLag, base_app, json_error
+from stormcore.web import LoopLag, base_app, error_body
 from stormcore.wire import DEADLINE_HEADER, OVERLOADED, PAUSED, REFUSAL_HEADER, Membership, MetadataStatus, PartitionMap
 
 SERVICE = web.AppKey("service", MetadataService)
@@ -86,25 +87,41 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
-async def membership(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    node = request.match_info["node"]
+class Renewed(NamedTuple):
+    """A renewal's answer, for either door (the app's route, or the front door's fast path)."""
+
+    status: int
+    body: bytes
+    refusal: str = ""  # the refusal header's value on a 503
+
+
+async def renew(service: MetadataService, node: str, deadline_s: float) -> Renewed:
+    """A node renews its membership: the door (pause, admission), then its work on the virtual CPU.
+    A caller that goes away cancels this (its work is then cancelled or continued: abandoned_work)."""
     if not service.store.has_node(node):
         service.metrics.requests.labels("membership", "rejected").inc()
-        return json_error(404, "unknown_node", f"no storage node {node!r} in this cell")
+        return Renewed(404, error_body("unknown_node", f"no storage node {node!r} in this cell"))
     entries, s = service.store.entries(node), service.settings
     work = membership_work_s(s, entries)
-    refused = door(
-        service.admission, node, service.now(), work, service.cpu.inflight, service.cpu.cores, _deadline(request, s.allowance_s), s
-    )
+    refused = door(service.admission, node, service.now(), work, service.cpu.inflight, service.cpu.cores, deadline_s, s)
     if refused is not None:
         service.metrics.requests.labels("membership", refused).inc()
-        answer = json_error(503, refused, REFUSED[refused])
-        answer.headers[REFUSAL_HEADER] = refused
-        return answer
+        return Renewed(503, error_body(refused, REFUSED[refused]), refused)
     await service.on_cpu("membership", work)
     service.metrics.entries.observe(entries)
-    return web.Response(body=service.store.membership(node), content_type="application/json")
+    return Renewed(200, service.store.membership(node))
+
+
+async def membership(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    deadline = deadline_of(request.headers.get(DEADLINE_HEADER), service.settings.allowance_s)
+    answer = await renew(service, request.match_info["node"], deadline)
+    return web.Response(
+        status=answer.status,
+        body=answer.body,
+        content_type="application/json",
+        headers={REFUSAL_HEADER: answer.refusal} if answer.refusal else None,
+    )
 
 
 DEADLINE = {
@@ -115,10 +132,10 @@ DEADLINE = {
 }
 
 
-def _deadline(request: web.Request, default: float) -> float:
+def deadline_of(header: str | None, default: float) -> float:
     """The caller's deadline from its header, if it is a sane number of seconds."""
     try:
-        value = float(request.headers.get(DEADLINE_HEADER, ""))
+        value = float(header or "")
     except ValueError:
         return default
     return value if 0 < value <= 3600 else default

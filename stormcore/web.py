@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -38,6 +39,11 @@ class BadRequest(web.HTTPBadRequest):
 
 def json_error(status: int, error: str, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": error, "message": message, **extra}, status=status)
+
+
+def error_body(error: str, message: str) -> bytes:
+    """An error answer's JSON bytes, as :func:`json_error` sends them."""
+    return json.dumps({"error": error, "message": message}).encode()
 
 
 @web.middleware
@@ -204,8 +210,38 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-def serve(app: web.Application, host: str, port: int) -> None:
-    """Run until SIGTERM/SIGINT; handlers are cancelled when their client goes away."""
+Front = Callable[[Callable[[], asyncio.Protocol]], asyncio.Protocol]  # a protocol in front of the app's, given the app's factory
+
+
+def serve(app: web.Application, host: str, port: int, front: Front | None = None) -> None:
+    """Run until SIGTERM/SIGINT; handlers are cancelled when their client goes away. ``front``
+    makes each connection's protocol, given the app's protocol factory (the metadata service's
+    front door answers renewals itself and hands the rest to the app)."""
     loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None, backlog=4096, loop=loop)
+    if front is None:
+        web.run_app(app, host=host, port=port, handler_cancellation=True, access_log=None, print=None, backlog=4096, loop=loop)
+        return
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve_behind(app, host, port, front))
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+async def _serve_behind(app: web.Application, host: str, port: int, front: Front) -> None:
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        app_protocol = runner.server
+        assert app_protocol is not None
+        server = await loop.create_server(lambda: front(app_protocol), host, port, backlog=4096, reuse_address=True)
+        await stop.wait()
+        server.close()
+    finally:
+        await runner.cleanup()
