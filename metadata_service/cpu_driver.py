@@ -16,6 +16,9 @@ import itertools
 from metadata_service.vcpu import VirtualCpu
 
 
+CLOCK_TICK_S = 0.001
+
+
 class CpuScheduler:
     def __init__(self, cpu: VirtualCpu, abandoned_work: str, abandoned_cap: int = 10_000) -> None:
         self.cpu = cpu
@@ -71,7 +74,10 @@ class CpuScheduler:
             self._timer = None
         at = self.cpu.next_completion()
         if at is not None:
-            self._timer = self._loop.call_at(at, self._tick)
+            # one clock tick past it: the loop's clock counts milliseconds (libuv's), so a timer set
+            # for the exact moment can fire while the clock still reads before it, find nothing
+            # due, and re-arm at once, spinning the loop until the millisecond turns
+            self._timer = self._loop.call_at(at + CLOCK_TICK_S, self._tick)
 
     def poll(self) -> None:
         """Bring the model up to now (finishing whatever is due)."""

