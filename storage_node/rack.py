@@ -42,6 +42,7 @@ class StaleDeploy(Exception):
 
 
 DUE, LINK, RESCHEDULED = "due", "link", "rescheduled"  # why a node's wait ended
+WAKE_SLICE = 50  # sleeping nodes woken per loop iteration when the link returns (the herd)
 
 
 def uses_protocol(settings: LabSettings, rack: int) -> bool:
@@ -109,7 +110,7 @@ class Node:
         rack = self.rack
         started = rack.now()
         if not rack.policy.admits(started):  # the rack's circuit breaker is open: nothing is sent
-            rack.metrics.renewals.labels(rack.label, attempt, "breaker").inc()
+            rack.counted(attempt, "breaker").inc()
             return "breaker"
         reason = "error"
         try:
@@ -124,8 +125,8 @@ class Node:
         except ValueError:
             reason = "error"
         elapsed = rack.now() - started
-        rack.metrics.renewals.labels(rack.label, attempt, reason).inc()
-        rack.metrics.renewal_seconds.labels(rack.label).observe(elapsed)
+        rack.counted(attempt, reason).inc()
+        rack.renewal_seconds.observe(elapsed)
         rack.renewal_latency.add(rack.now(), elapsed)
         return reason
 
@@ -197,6 +198,8 @@ class Rack:
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))  # the link probe's
         self.client = RenewalClient(self.link_url, REFUSAL_HEADER, source) if uses_protocol(settings, index) else None
         self.deploys = 0  # bumped by every deploy: a node rebuilds its request's bytes once after one
+        self._counters: dict[tuple[str, str], object] = {}  # (attempt, outcome) -> its counter, looked up once
+        self.renewal_seconds = metrics.renewal_seconds.labels(self.label)
         now, phases = self.now(), startup_phases(settings)
         # where the nodes' slots are counted from: the lab's shared origin when the launcher gave
         # one (every rack's schedule then interleaves with the others', as in the reference
@@ -262,6 +265,13 @@ class Rack:
         log.info("rack %s deployed %s (was %s)", self.index, changes, before)
         return before
 
+    def counted(self, attempt: str, outcome: str):
+        """The renewals counter of this rack for ``attempt`` and ``outcome``."""
+        counter = self._counters.get((attempt, outcome))
+        if counter is None:
+            counter = self._counters[attempt, outcome] = self.metrics.renewals.labels(self.label, attempt, outcome)
+        return counter
+
     def attempts_total(self) -> dict[str, float]:
         """Renewal attempts so far, first attempts and retries (from the rack's own counter)."""
         registry = self.metrics.registry
@@ -295,10 +305,18 @@ class Rack:
                 return reason  # otherwise woken for what this wait does not care about: on with it
 
     def _wake(self, reason: str) -> None:
-        sleepers, self._sleepers = self._sleepers, set()
-        for waiter in sleepers:
+        """Wake every sleeping node, ``WAKE_SLICE`` a loop iteration: the nodes' requests go out one
+        after another either way (one loop), and between slices the loop runs what else is due (a
+        timeout, an answer, a timer) instead of after the whole herd."""
+        sleepers, self._sleepers = list(self._sleepers), set()
+        self._wake_slice(sleepers, 0, reason)
+
+    def _wake_slice(self, sleepers: list[asyncio.Future[str]], start: int, reason: str) -> None:
+        for waiter in sleepers[start : start + WAKE_SLICE]:
             if not waiter.done():
                 waiter.set_result(reason)
+        if start + WAKE_SLICE < len(sleepers):
+            self._loop.call_soon(self._wake_slice, sleepers, start + WAKE_SLICE, reason)
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(n.run(), name=n.id) for n in self.nodes.values()]

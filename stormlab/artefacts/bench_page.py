@@ -17,6 +17,12 @@ def markdown(figures: dict[str, Any], date: str) -> str:
     ]
     if figures.get("membership_path"):
         lines += membership_path(figures["membership_path"])
+    if figures.get("renewal_paths"):
+        lines += renewal_paths(figures["renewal_paths"])
+    if figures.get("herd"):
+        lines += herd(figures["herd"])
+    if figures.get("rebuild_stall"):
+        lines += rebuild_stall(figures["rebuild_stall"])
     if figures.get("faults"):
         lines += faults(figures["faults"])
     if figures.get("fleets"):
@@ -38,6 +44,64 @@ def membership_path(m: dict[str, Any]) -> list[str]:
         f"| {m['membership_req_per_s']:,} req/s | {m['bare_req_per_s']:,} req/s | {m['ratio']:.2f}x |",
         "",
     ]
+
+
+def renewal_paths(r: dict[str, Any]) -> list[str]:
+    lines = [
+        "## The renewal end to end against a bare client and handler",
+        "",
+        f"A one-rack lab renewing at {r['rate']:,} renewals/s (no customers, no cascade, the virtual CPU's cost 0): "
+        "CPU seconds per renewal of each process on the path, read from /proc over "
+        f"{r['window_s']:g} s and divided by the renewals the metadata service answered. The bare pair: a client "
+        "sending the same request bytes at the same rate (the renewal client with no node behind it) and a bare "
+        "aiohttp handler answering the same membership bytes, each its own process. `protocol` is the racks' "
+        "renewal client, `session` the general aiohttp client it replaced.",
+        "",
+        "| entries | path | client (rack) | link proxy | server (metadata) | total | against bare |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in r["rows"]:
+        per = row["us_per_request"]
+        bare = next(b["us_total"] for b in r["rows"] if b["entries"] == row["entries"] and b["client"] == "bare")
+        client, link, server = (per.get("rack", per.get("client")), per.get("linkproxy"), per.get("metadata", per.get("server")))
+        lines.append(
+            f"| {row['entries']} | {row['client']} | {client} µs | {'-' if link is None else f'{link} µs'} | {server} µs | "
+            f"{row['us_total']} µs | {row['us_total'] / bare:.2f}x |"
+        )
+    return [*lines, ""]
+
+
+def herd(h: dict[str, Any]) -> list[str]:
+    lines = [
+        "## The herd, per node",
+        "",
+        "A rack's nodes all renewing in one loop iteration on fresh connections, as when a blipped rack's link "
+        "returns (their timed-out attempts dropped theirs), through the lab's link: the rack process's CPU per node, "
+        "and the longest the loop went without running a 1 ms ticker.",
+        "",
+        "| client | nodes | CPU per node | longest stall | renewed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {client} | {row['nodes']:,} | {row['ms_cpu_per_node']} ms | {row['longest_stall_ms']} ms | {row['ok']:,} |"
+        for client, row in h.items()
+    ]
+    return [*lines, ""]
+
+
+def rebuild_stall(r: dict[str, Any]) -> list[str]:
+    steps = {k: v for k, v in r.items() if k not in ("nodes", "map_bytes")}
+    lines = [
+        "## A GSI-growth fault's stall",
+        "",
+        f"What adding two GSIs to a table costs each event loop at {r['nodes']:,} nodes, each step timed alone "
+        f"(the partition map is {r['map_bytes'] / 1e6:.1f} MB):",
+        "",
+        "| step | on the loop |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {step} | {ms} ms |" for step, ms in steps.items()]
+    return [*lines, ""]
 
 
 def faults(fl: dict[str, Any]) -> list[str]:

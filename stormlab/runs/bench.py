@@ -44,6 +44,7 @@ from stormlab.artefacts import bench_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
+from stormlab.runs.renewal_bench import RenewalBench, rebuild_stall
 
 DOC = Path("reports/benchmarks.md")  # `make bench` writes docs/benchmarks.md
 
@@ -52,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=5.0, help="length of each request round (default 5)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of each side of a comparison, alternated (default 3)")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight in the request rounds (default 32)")
+    p.add_argument(
+        "--renewal-nodes", type=int, default=500, help="nodes renewing once a second in the end-to-end renewal figures (default 500)"
+    )
+    p.add_argument("--herd-nodes", type=int, default=1000, help="nodes in the herd figure (default 1000)")
     p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
     p.add_argument("--fleets", default="1000", help=FLEETS_HELP)
     p.add_argument(
@@ -157,6 +162,29 @@ class Bench:
             "concurrency": a.concurrency,
         }
         self.say(f"membership path: {lab_rate:,.0f} req/s, bare aiohttp handler {bare_rate:,.0f} req/s: {lab_rate / bare_rate:.2f}x")
+
+    async def renewals(self) -> None:
+        """The renewal end to end (old and new client) against bare, the herd, the rebuild stall."""
+        a = self.args
+        paths = RenewalBench(self.root, self.say, nodes=a.renewal_nodes, window_s=a.seconds * 2, herd_nodes=a.herd_nodes)
+        rows = []
+        for entries in (20, 138):
+            for client in ("protocol", "session"):
+                self.say(f"the renewal end to end: {entries} entries, the {client} client …")
+                rows.append(await paths.lab_path(entries, client, herd=(entries == 20 and client == "protocol")))
+                self.say(f"  {rows[-1]['us_total']} µs a renewal: {rows[-1]['us_per_request']}")
+            self.say(f"the same bytes between a bare client and handler: {entries} entries …")
+            rows.append(await paths.bare_path(entries))
+            self.say(f"  {rows[-1]['us_total']} µs a request: {rows[-1]['us_per_request']}")
+        herd = next(r.pop("herd") for r in rows if "herd" in r)
+        self.figures["renewal_paths"] = {"rate": round(a.renewal_nodes / paths.period_s), "window_s": paths.window_s, "rows": rows}
+        self.figures["herd"] = herd
+        for client, h in herd.items():
+            self.say(
+                f"the herd ({client} client): {h['ms_cpu_per_node']} ms of CPU a node, the loop's longest stall {h['longest_stall_ms']} ms"
+            )
+        self.figures["rebuild_stall"] = stall = rebuild_stall()
+        self.say(f"a GSI fault at {stall['nodes']:,} nodes: {stall}")
 
     async def _wait_up(self, url: str, limit_s: float = 20.0) -> None:
         deadline = time.monotonic() + limit_s
@@ -294,6 +322,7 @@ class Bench:
 async def _measure(bench: Bench, fleets: list[tuple[int, int]]) -> None:
     bench.say("membership path against a bare handler …")
     await bench.membership_vs_bare()
+    await bench.renewals()
     bench.say("fault apply and revert …")
     await bench.fault_latency()
     for nodes, per_rack in fleets:
@@ -302,8 +331,10 @@ async def _measure(bench: Bench, fleets: list[tuple[int, int]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     fleets = parse_fleets(args.fleets)
-    if args.seconds <= 0 or args.rounds < 1 or args.concurrency < 1 or args.faults < 1:
-        raise UsageError("--seconds, --rounds, --concurrency and --faults must be positive")
+    if args.seconds <= 0 or min(args.rounds, args.concurrency, args.faults, args.renewal_nodes, args.herd_nodes) < 1:
+        raise UsageError("--seconds, --rounds, --concurrency, --faults, --renewal-nodes and --herd-nodes must be positive")
+    if args.renewal_nodes > 1000 or args.herd_nodes > 1000:
+        raise UsageError("--renewal-nodes and --herd-nodes are nodes of one rack: at most 1000")
     parse_speed(args.fleet_speed)
     for path in args.demos:
         if not path.is_file():

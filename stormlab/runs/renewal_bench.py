@@ -1,0 +1,283 @@
+"""The renewal path's costs, side by side in one run (a part of `stormlab bench`).
+
+- End to end: a one-rack lab (no cascade, no customers, the virtual CPU's cost 0 so only the
+  real path is timed) renews at a fixed offered rate (nodes / period); its rack (the client),
+  link proxy and metadata service's CPU seconds are read from /proc over a window and divided
+  by the renewals the service answered in it. Against it, at the same rate and with the same
+  bytes: a bare client (a loop sending the request's bytes on keep-alive connections: the
+  renewal client without a node) and a bare aiohttp handler answering the membership's bytes,
+  each its own process, read the same way. Both renewal clients (``protocol`` and the old
+  ``session``) and both membership sizes (20 entries: a standard instance; 138: a large one
+  under the 2015 GSIs) are measured; the ratio is the figure.
+- The herd: a rack of ``herd_nodes`` nodes built in this process, every node's renewal fired in
+  one loop iteration on fresh connections (as when a blipped rack's link returns: their timed-out
+  attempts dropped theirs), against the lab's link: this process's CPU per node, and the
+  longest the loop went without running a 1 ms ticker.
+- The rebuild stall: what a GSI-growth fault costs the metadata service's loop at 10,000 nodes
+  (the change, the next partition map, the membership sizes) and loadgen's (decoding the new map
+  and routing by it), each timed alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from metadata_service.membership import MembershipStore
+from services.loadgen.traffic import Routes
+from storage_node.client import RenewalClient
+from storage_node.metrics import RackMetrics
+from storage_node.rack import Rack
+from stormcore.fleet import node_id
+from stormcore.settings import LabSettings
+from stormcore.wire import REFUSAL_HEADER, PartitionMap
+from stormlab.engine import launcher, observe
+from stormlab.engine.ports import free_port
+from stormlab.runs.sizing import TICKS, read_processes
+
+SIZES = {  # membership entries -> the settings that give every node that many
+    20: {"big_per_every": 0},
+    138: {"big_every": 1, "big_per_every": 1},
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / TICKS
+
+
+def bare_client(port: int, paths: list[str], rate: float) -> None:
+    """Send ``rate`` requests a second, round the paths, until killed (the bench's bare client)."""
+
+    async def main() -> None:
+        client = RenewalClient(f"http://127.0.0.1:{port}", REFUSAL_HEADER)
+        requests = [client.request(p, {"X-Stormlab-Deadline": "1"}) for p in paths]
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task] = set()
+        at, k = loop.time(), 0
+        while True:
+            at += 1 / rate
+            await asyncio.sleep(max(0.0, at - loop.time()))
+            task = asyncio.ensure_future(client.get(requests[k % len(requests)], loop.time() + 2))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            k += 1
+
+    import uvloop
+
+    uvloop.run(main())
+
+
+async def answered(session: aiohttp.ClientSession, metadata_url: str) -> float:
+    async with session.get(f"{metadata_url}/metrics") as resp:
+        text = await resp.text()
+    for family in text_string_to_metric_families(text):
+        if family.name == "stormlab_metadata_requests":
+            return sum(s.value for s in family.samples if s.labels.get("kind") == "membership" and s.labels.get("outcome") == "ok")
+    return 0.0
+
+
+class RenewalBench:
+    def __init__(self, root: Path, say, nodes: int = 500, period_s: float = 1.0, window_s: float = 10.0, herd_nodes: int = 1000) -> None:
+        self.root, self.say = root, say
+        self.nodes, self.period_s, self.window_s, self.herd_nodes = nodes, period_s, window_s, herd_nodes
+
+    def settings(self, entries: int, client: str) -> LabSettings:
+        return LabSettings(
+            racks=1,
+            nodes_per_rack=self.nodes,
+            renewal_period_s=self.period_s,
+            cost_base_s=0.0,
+            cost_per_entry_s=0.0,
+            customer_rate=0.0,
+            cascade_rate=0.0,
+            renewal_client=client,
+            **SIZES[entries],
+        )
+
+    async def lab_path(self, entries: int, client: str, herd: bool = False) -> dict[str, Any]:
+        """CPU per renewal of each process on the path, in a one-rack lab at the offered rate."""
+        name = f"renewals-{entries}-{client}"
+        settings = self.settings(entries, client)
+        state = launcher.up(settings, base_port=0, wait_s=120, directory=self.root / name, cascade=[])
+        try:
+            meta = state["components"]["metadata"]["url"]
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+                await observe.wait_serving(session, state, 120)
+                await asyncio.sleep(2 * self.period_s)  # every membership encoded, every connection pooled
+                before, count = read_processes(state["supervisor_pid"]), await answered(session, meta)
+                start = time.monotonic()
+                await asyncio.sleep(self.window_s)
+                after, count = read_processes(state["supervisor_pid"]), await answered(session, meta) - count
+                wall = time.monotonic() - start
+                was = {r.pid: r.cpu_s for r in before}
+                per_request = {
+                    r.kind: (r.cpu_s - was[r.pid]) / count for r in after if r.pid in was and r.kind in ("rack", "linkproxy", "metadata")
+                }
+                row = {
+                    "entries": entries,
+                    "client": client,
+                    "rate": round(count / wall),
+                    "us_per_request": {k: round(1e6 * v, 1) for k, v in sorted(per_request.items())},
+                    "us_total": round(1e6 * sum(per_request.values()), 1),
+                }
+                if herd:
+                    row["herd"] = await self.herd(settings, rack_link(self.root / name, "rack-00"))
+                return row
+        finally:
+            launcher.down(self.root / name)
+
+    async def bare_path(self, entries: int) -> dict[str, Any]:
+        """The same bytes at the same rate between a bare client and a bare aiohttp handler."""
+        store = MembershipStore.for_fleet(self.settings(entries, "protocol"))
+        body = store.membership(store.nodes[0])
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-c", f"from stormlab.runs.bench import serve_bare; serve_bare({port}, {body!r})"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = None
+        try:
+            await _wait_answering(port)
+            paths = [f"/membership/{n}" for n in store.nodes]
+            rate = self.nodes / self.period_s
+            client = subprocess.Popen(
+                [sys.executable, "-c", f"from stormlab.runs.renewal_bench import bare_client; bare_client({port}, {paths!r}, {rate})"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            await asyncio.sleep(2 * self.period_s + 1.0)
+            before = {p.pid: cpu_seconds(p.pid) for p in (server, client)}
+            await asyncio.sleep(self.window_s)
+            spent = {p.pid: cpu_seconds(p.pid) - before[p.pid] for p in (server, client)}
+            count = rate * self.window_s  # the bare client holds its rate (it is far from saturated)
+            return {
+                "entries": entries,
+                "client": "bare",
+                "rate": round(rate),
+                "us_per_request": {
+                    "client": round(1e6 * spent[client.pid] / count, 1),
+                    "server": round(1e6 * spent[server.pid] / count, 1),
+                },
+                "us_total": round(1e6 * sum(spent.values()) / count, 1),
+            }
+        finally:
+            for p in (client, server):
+                if p is not None:
+                    p.terminate()
+                    p.wait(10)
+
+    async def herd(self, settings: LabSettings, link_url: str) -> dict[str, Any]:
+        """Every node of a fresh rack renews in one loop iteration: CPU per node, longest stall."""
+        results = {}
+        for client in ("protocol", "session"):
+            rack = Rack(settings.replace(nodes_per_rack=self.herd_nodes, renewal_client=client), 0, link_url, RackMetrics.create(0))
+            try:
+                nodes = [rack.nodes[node_id(0, i % settings.nodes_per_rack)] for i in range(self.herd_nodes)]
+                loop = asyncio.get_running_loop()
+                outcomes: list[str] = []
+                tasks = [asyncio.create_task(_asleep_then_renew(rack, node, loop.time() + 3600, outcomes)) for node in nodes]
+                await asyncio.sleep(0.05)  # every node asleep until its next slot
+                async with LongestStall() as stall:
+                    cpu = time.process_time()
+                    rack._set_link(True)  # the link is back: every node renews now, as after a blip
+                    await asyncio.gather(*tasks)
+                    cpu = time.process_time() - cpu
+                results[client] = {
+                    "nodes": len(nodes),
+                    "ms_cpu_per_node": round(1000 * cpu / len(nodes), 3),
+                    "longest_stall_ms": round(1000 * stall.longest_s, 1),
+                    "ok": outcomes.count("ok"),
+                }
+            finally:
+                await rack.stop()
+        return results
+
+
+async def _asleep_then_renew(rack: Rack, node, until: float, outcomes: list[str]) -> None:
+    await rack.wait_until(until)
+    outcomes.append(await node._attempt("first"))
+
+
+class LongestStall:
+    """The longest the loop went without running a 1 ms ticker, while in the block."""
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
+        self._running = True
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> LongestStall:
+        self._task = asyncio.create_task(self._tick())
+        await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._running = False
+        assert self._task is not None
+        await self._task
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while self._running:
+            await asyncio.sleep(0.001)
+            now = loop.time()
+            self.longest_s, last = max(self.longest_s, now - last), now
+
+
+def rack_link(directory: Path, rack: str) -> str:
+    """The URL a lab's rack reaches the metadata service by (its link), from the lab's plan."""
+    plan = json.loads((directory / "plan.json").read_text())
+    return next(c["env"]["STORMLAB_LINK_URL"] for c in plan["components"] if c["name"] == rack)
+
+
+async def _wait_answering(port: int, limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/membership/x") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the bare handler on port {port} never answered")
+
+
+def rebuild_stall(nodes: int = 10_000) -> dict[str, float]:
+    """What a GSI-growth fault costs each loop at ``nodes`` nodes, each step timed alone (ms)."""
+    s = LabSettings(racks=10, nodes_per_rack=nodes // 10)
+    store = MembershipStore.for_fleet(s)
+    store.partition_map()
+    steps: dict[str, float] = {}
+
+    def timed(name: str, step):
+        start = time.perf_counter()
+        out = step()
+        steps[name] = round(1000 * (time.perf_counter() - start), 2)
+        return out
+
+    timed("metadata: the fault (GSIs added)", lambda: store.add_gsis("catalog", 2))
+    body = timed("metadata: the next partition map", store.partition_map)
+    timed("metadata: the membership sizes (status, scrape)", store.size_distribution)
+    big = next(n for n in store.nodes if n in store.index_nodes)
+    timed("metadata: one large node's next renewal (its payload)", lambda: store.membership(big))
+    parsed = timed("loadgen: decoding the new map", lambda: PartitionMap.decode(body))
+    timed("loadgen: routing by it", lambda: Routes(parsed))
+    return {"nodes": nodes, "map_bytes": len(body), **steps}
+
+
+def os_cores() -> int:
+    return len(os.sched_getaffinity(0))
