@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
+GC_PAUSE_LOGGED_S = 0.02  # a collection longer than this is logged: the loop's lag has a cause on record
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -121,6 +123,11 @@ class LoopLag:
         ):
             Gauge(name, doc, registry=registry).set_function(functools.partial(self._mean, key))
         Gauge("stormlab_host_cores", "CPUs this process may run on (its affinity)", registry=registry).set(HOST_CORES)
+        self.gc_pauses = Histogram(
+            "stormlab_gc_pause_seconds", "How long each of Python's garbage collections held the loop", ["generation"],
+            buckets=LAG_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self._gc_started = 0.0
 
     def _mean(self, key: str) -> float:
         return self.cpu.mean(key, 10.0) or 0.0
@@ -152,9 +159,25 @@ class LoopLag:
             "host_steal_ratio": cpu["host_steal"],
         }
 
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._gc_started
+        self.gc_pauses.labels(str(info["generation"])).observe(pause)
+        if pause > GC_PAUSE_LOGGED_S:
+            log.warning(
+                "a garbage collection of generation %s held the loop %.0f ms (%s collected)",
+                info["generation"],
+                1000 * pause,
+                info["collected"],
+            )
+
     async def ctx(self, app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(self._run())
+        gc.callbacks.append(self._gc)
         yield
+        gc.callbacks.remove(self._gc)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
