@@ -127,7 +127,7 @@ class LoopLag:
             "stormlab_gc_pause_seconds", "How long each of Python's garbage collections held the loop", ["generation"],
             buckets=LAG_BUCKETS, registry=registry,
         )  # fmt: skip
-        self._gc_started = 0.0
+        self._gc_started = self._gc_cpu = 0.0
 
     def _mean(self, key: str) -> float:
         return self.cpu.mean(key, 10.0) or 0.0
