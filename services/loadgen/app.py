@@ -86,7 +86,7 @@ class Generator:
                         return
                     resp.raise_for_status()
                     routes = Routes(PartitionMap.decode(await resp.read()))
-                if routes.targets:
+                if routes.size:
                     self.routes = routes
                     for table in routes.tables:
                         self.table_windows.setdefault(table, Window(span_s=10.0))

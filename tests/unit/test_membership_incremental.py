@@ -67,3 +67,28 @@ def test_a_cell_serves_only_its_nodes_and_the_fleets_map():
     store.add_gsis("clickstream", 2)
     same_as_rebuilt(store)
     assert not store.has_node("r00n000") and store.has_node("r03n000")
+
+
+def test_routes_pick_as_a_choice_over_every_partition_did():
+    """The customers' routes number the partitions without building the list; with the same seed
+    they pick the same partitions, in the same order, as a choice over the built list."""
+    import random
+
+    from services.loadgen.traffic import Routes
+
+    store = MembershipStore.for_fleet(LabSettings(racks=4, nodes_per_rack=50))
+    store.add_gsis("orders", 1)
+    routes = Routes(PartitionMap.decode(store.partition_map()))
+    listed = []
+    for name, t in sorted(store.tables.items()):
+        listed += [(name, None, p, o) for p, o in enumerate(t.owners)]
+        for gsi in t.gsis:
+            listed += [(name, gsi, p, o) for p, o in enumerate(t.index_owners)]
+    assert routes.targets == listed and routes.size == len(listed)
+    ours, theirs = random.Random(7), random.Random(7)
+    for _ in range(2000):
+        r = routes.pick(ours)
+        table, index, partition, owner = theirs.choice(listed)
+        theirs.random() if index is None else None  # the method's draw, as pick makes it
+        theirs.randrange(50)
+        assert (r.table, r.index, r.partition, r.node) == (table, index, partition, owner)
