@@ -15,7 +15,6 @@ import itertools
 
 from metadata_service.vcpu import VirtualCpu
 
-
 CLOCK_TICK_S = 0.001
 
 

@@ -149,7 +149,7 @@ class MembershipStore:
 
     def _entries_of(self, node: str) -> list[MembershipEntry]:
         """Its entries in table order: a table's partitions, then each GSI's (as placed by the rule)."""
-        entries = []
+        entries: list[MembershipEntry] = []
         for name, (own, index) in self._held[node].items():
             if name in self.stuck:
                 continue
@@ -170,7 +170,7 @@ class MembershipStore:
                 index_owners = self._owners(t, "index_owners") if t.gsis else b"[]"
                 status = "updating" if t.name in self.stuck else "active"
                 routes.append(
-                    b"%s:{\"owners\":%s,\"gsis\":%s,\"index_owners\":%s,\"status\":%s}"
+                    b'%s:{"owners":%s,"gsis":%s,"index_owners":%s,"status":%s}'
                     % (_json(t.name), self._owners(t, "owners"), _json(t.gsis), index_owners, _json(status))
                 )
             self._map = b'{"version":%d,"tables":{%s}}' % (self.version, b",".join(routes))

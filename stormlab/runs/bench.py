@@ -54,7 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=3, help="rounds of each side of a comparison, alternated (default 3)")
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight in the request rounds (default 32)")
     p.add_argument(
-        "--renewal-nodes", type=int, default=500, help="nodes renewing once a second in the end-to-end renewal figures (default 500)"
+        "--renewal-nodes",
+        type=int,
+        default=500,
+        help="renewals a second offered to the path in the end-to-end renewal figures (default 500)",
     )
     p.add_argument("--herd-nodes", type=int, default=1000, help="nodes in the herd figure (default 1000)")
     p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
@@ -166,7 +169,7 @@ class Bench:
     async def renewals(self) -> None:
         """The renewal end to end (old and new client) against bare, the herd, the rebuild stall."""
         a = self.args
-        paths = RenewalBench(self.root, self.say, nodes=a.renewal_nodes, window_s=a.seconds * 2, herd_nodes=a.herd_nodes)
+        paths = RenewalBench(self.root, self.say, nodes=a.renewal_nodes, window_s=a.seconds * 2, herd_nodes=a.herd_nodes, rounds=a.rounds)
         rows = []
         for entries in (20, 138):
             for client in ("protocol", "session"):
@@ -177,7 +180,7 @@ class Bench:
             rows.append(await paths.bare_path(entries))
             self.say(f"  {rows[-1]['us_total']} µs a request: {rows[-1]['us_per_request']}")
         herd = next(r.pop("herd") for r in rows if "herd" in r)
-        self.figures["renewal_paths"] = {"rate": round(a.renewal_nodes / paths.period_s), "window_s": paths.window_s, "rows": rows}
+        self.figures["renewal_paths"] = {"rate": round(paths.rate), "window_s": paths.window_s, "rows": rows}
         self.figures["herd"] = herd
         for client, h in herd.items():
             self.say(

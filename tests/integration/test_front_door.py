@@ -121,7 +121,8 @@ async def test_a_client_that_goes_away_abandons_its_work(door, tiny_settings):
         client.close()
 
     async def abandoned():
-        value = service.metrics.registry.get_sample_value("stormlab_metadata_requests_total", {"kind": "membership", "outcome": "abandoned"})
+        labels = {"kind": "membership", "outcome": "abandoned"}
+        value = service.metrics.registry.get_sample_value("stormlab_metadata_requests_total", labels)
         return value == 1.0 and service.cpu.inflight == 0
 
     await eventually(abandoned, what="the dropped renewal's work cancelled")
