@@ -21,6 +21,8 @@ def markdown(figures: dict[str, Any], date: str) -> str:
         lines += renewal_paths(figures["renewal_paths"])
     if figures.get("herd"):
         lines += herd(figures["herd"])
+    if figures.get("both_clients"):
+        lines += both_clients(figures["both_clients"])
     if figures.get("rebuild_stall"):
         lines += rebuild_stall(figures["rebuild_stall"])
     if figures.get("faults"):
@@ -85,6 +87,24 @@ def herd(h: dict[str, Any]) -> list[str]:
     lines += [
         f"| {client} | {row['nodes']:,} | {row['ms_cpu_per_node']} ms | {row['longest_stall_ms']} ms | {row['ok']:,} |"
         for client, row in h.items()
+    ]
+    return [*lines, ""]
+
+
+def both_clients(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "## Both renewal clients in one storm",
+        "",
+        "The 2015 lab (1,000 nodes, speed 1) with `renewal_client=half`: even racks renew with the plain client, odd "
+        "racks with the old aiohttp one; one 5 s blip over racks 0-2 (both kinds), then each rack two minutes on:",
+        "",
+        "| rack | client | blipped | serving | disqualified | first attempts | retries |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r['rack']} | {r['client']} | {'yes' if r['blipped'] else 'no'} | {r['serving']} | {r['disqualified']} | "
+        f"{r['first_attempts']:,} | {r['retries']:,} |"
+        for r in rows
     ]
     return [*lines, ""]
 

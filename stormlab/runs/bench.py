@@ -44,7 +44,7 @@ from stormlab.artefacts import bench_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.runs.renewal_bench import RenewalBench, rebuild_stall
+from stormlab.runs.renewal_bench import RenewalBench, both_clients, rebuild_stall
 
 DOC = Path("reports/benchmarks.md")  # `make bench` writes docs/benchmarks.md
 
@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=500,
         help="renewals a second offered to the path in the end-to-end renewal figures (default 500)",
     )
+    p.add_argument(
+        "--both-clients", action=argparse.BooleanOptionalAction, default=True,
+        help="run the 2015 storm with both renewal clients in one lab (about 3 minutes; default on)",
+    )  # fmt: skip
     p.add_argument("--herd-nodes", type=int, default=1000, help="nodes in the herd figure (default 1000)")
     p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
     p.add_argument("--fleets", default="1000", help=FLEETS_HELP)
@@ -188,6 +192,11 @@ class Bench:
             )
         self.figures["rebuild_stall"] = stall = rebuild_stall()
         self.say(f"a GSI fault at {stall['nodes']:,} nodes: {stall}")
+        if a.both_clients:
+            self.say("both renewal clients in one lab, one blip over both …")
+            self.figures["both_clients"] = rows = await both_clients(self.root, self.say)
+            for row in rows:
+                self.say(f"  {row}")
 
     async def _wait_up(self, url: str, limit_s: float = 20.0) -> None:
         deadline = time.monotonic() + limit_s

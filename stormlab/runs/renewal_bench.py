@@ -37,6 +37,7 @@ from services.loadgen.traffic import Routes
 from storage_node.client import RenewalClient
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Rack
+from stormcore.auth import ensure_token, headers
 from stormcore.settings import LabSettings
 from stormcore.web import uvloop
 from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER, PartitionMap
@@ -217,6 +218,48 @@ class RenewalBench:
             }
         finally:
             await rack.stop()
+
+
+async def both_clients(root: Path, say, watch_s: float = 120.0) -> list[dict[str, Any]]:
+    """The 2015 lab with even racks on the plain client and odd racks on the old one
+    (``renewal_client=half``), one blip over racks 0-2 (both kinds): each rack's nodes and renewal
+    attempts ``watch_s`` after it. The same storm from both is the same rows for both kinds."""
+    name = "both-clients"
+    state = launcher.up(LabSettings(renewal_client="half"), base_port=0, wait_s=120, directory=root / name)
+    try:
+        auth = headers(ensure_token(root / name))
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            await observe.wait_serving(session, state, 120)
+
+            async def racks() -> list[dict[str, Any]]:
+                rows = []
+                for r in range(10):
+                    async with session.get(state["components"][f"rack-{r:02d}"]["url"] + "/status") as resp:
+                        rows.append(await resp.json())
+                return rows
+
+            before = await racks()
+            blip = {"fault": "blip", "racks": [0, 1, 2], "duration_s": 5.0}
+            async with session.post(state["components"]["linkproxy"]["url"] + "/faults", json=blip, headers=auth) as resp:
+                if resp.status != 201:
+                    raise RuntimeError(f"the blip was refused: {resp.status} {await resp.text()}")
+            say(f"  blipped racks 0-2 for 5 s; watching {watch_s:g} s …")
+            await asyncio.sleep(5.0 + watch_s)
+            after = await racks()
+    finally:
+        launcher.down(root / name)
+    return [
+        {
+            "rack": r,
+            "client": "protocol" if r % 2 == 0 else "session",
+            "blipped": r < 3,
+            "serving": a["nodes_serving"],
+            "disqualified": a["nodes_disqualified"],
+            "first_attempts": round(a["renewal_attempts_total"]["first"] - b["renewal_attempts_total"]["first"]),
+            "retries": round(a["renewal_attempts_total"]["retry"] - b["renewal_attempts_total"]["retry"]),
+        }
+        for r, (b, a) in enumerate(zip(before, after, strict=True))
+    ]
 
 
 async def _asleep_then_renew(rack: Rack, node, until: float, outcomes: list[str]) -> None:

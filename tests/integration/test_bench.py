@@ -14,7 +14,8 @@ pytestmark = pytest.mark.storm
 def test_the_bench_measures_each_section_and_writes_the_page(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
     out = tmp_path / "benchmarks.md"
-    argv = ["bench", "--seconds", "1", "--rounds", "1", "--faults", "5", "--fleets", "100", "--out", str(out), "--json"]
+    argv = ["bench", "--seconds", "1", "--rounds", "1", "--faults", "5", "--fleets", "100", "--out", str(out), "--json",
+            "--renewal-nodes", "20", "--herd-nodes", "40", "--no-both-clients"]  # fmt: skip
     assert main(argv) == 0
     figures = json.loads(capsys.readouterr().out)  # --json: the one document on stdout, progress on stderr
     assert figures["membership_path"]["membership_req_per_s"] > 0 and figures["membership_path"]["bare_req_per_s"] > 0
@@ -22,6 +23,22 @@ def test_the_bench_measures_each_section_and_writes_the_page(tmp_path, capsys, m
     (fleet,) = figures["fleets"]
     assert fleet["nodes"] == 100 and fleet["speed"] == 1.0 and fleet["to_every_node_serving_s"] > 0
     assert fleet["rack_scrape_bytes"] > 0
+    rows = {(r["entries"], r["client"]): r for r in figures["renewal_paths"]["rows"]}
+    assert set(rows) == {(e, c) for e in (20, 138) for c in ("protocol", "session", "bare")}
+    assert all(r["us_total"] > 0 for r in rows.values()) and set(rows[20, "protocol"]["us_per_request"]) == {
+        "rack",
+        "linkproxy",
+        "metadata",
+    }
+    assert {c: h["ok"] for c, h in figures["herd"].items()} == {"protocol": 40, "session": 40}  # every node of the herd renewed
+    assert figures["rebuild_stall"]["nodes"] == 10_000
     page = out.read_text()
-    for section in ("## The membership path", "## Fault apply and revert", "## Fleets"):
+    for section in (
+        "## The membership path",
+        "## The renewal end to end",
+        "## The herd",
+        "## A GSI-growth fault",
+        "## Fault apply",
+        "## Fleets",
+    ):
         assert section in page
