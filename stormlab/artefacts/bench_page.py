@@ -159,13 +159,17 @@ def fleets(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _fleet(nodes: int | None) -> str:
+    return f"**{nodes:,}** nodes" if nodes else "none among these runs"
+
+
 def storms(rows: list[dict[str, Any]], big: dict[str, Any]) -> list[str]:
     lines = [
         "## The storm by fleet size",
         "",
         "`stormlab demo --json` runs (10 racks, 4 virtual cores per 100 nodes, the 2015 blip of racks 0-2). The largest "
-        f"fleet that kept the 2015 plateau (45-65%), holding and valid: at speed 1 **{big['speed_1'] or 'none'}** nodes; "
-        f"with `--speed auto` **{big['auto'] or 'none'}** nodes.",
+        f"fleet that kept the 2015 plateau (45-65%), holding and valid: at speed 1 {_fleet(big['speed_1'])}; "
+        f"with `--speed auto` {_fleet(big['auto'])}.",
         "",
         "| run | nodes | speed asked | speed used | plateau | holds | verdict |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -37,7 +37,7 @@ def test_the_largest_valid_fleet_at_speed_1_and_auto(tmp_path):
     assert bench.figures["largest_valid_fleet"] == {"speed_1": 5000, "auto": 7000}
     bench.write()
     page = out.read_text()
-    assert "at speed 1 **5000** nodes; with `--speed auto` **7000** nodes" in page
+    assert "at speed 1 **5,000** nodes; with `--speed auto` **7,000** nodes" in page
     assert "| c.json | 7,000 | 1 | 1 | 98.6% | yes | INVALID: at the herd (t=+29s) rack-07 … |" in page
     assert "(left 0.5: INVALID: lag)" in page
     assert page.endswith("## Profiles\n\nkept as it was\n")  # the profiles are the profiler's to write
