@@ -161,15 +161,16 @@ class LoopLag:
 
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._gc_started = time.perf_counter()
+            self._gc_started, self._gc_cpu = time.perf_counter(), time.thread_time()
             return
-        pause = time.perf_counter() - self._gc_started
+        pause, cpu = time.perf_counter() - self._gc_started, time.thread_time() - self._gc_cpu
         self.gc_pauses.labels(str(info["generation"])).observe(pause)
-        if pause > GC_PAUSE_LOGGED_S:
+        if pause > GC_PAUSE_LOGGED_S:  # its CPU says whether the collector took the time or the process waited for a core
             log.warning(
-                "a garbage collection of generation %s held the loop %.0f ms (%s collected)",
+                "a garbage collection of generation %s held the loop %.0f ms, %.0f ms of it on a core (%s collected)",
                 info["generation"],
                 1000 * pause,
+                1000 * cpu,
                 info["collected"],
             )
 
