@@ -77,6 +77,8 @@ class FrontDoor(asyncio.Protocol):
     def _next(self) -> None:
         """Serve the next whole request in the buffer, or hand the connection over."""
         buffer = self.buffer
+        if self.transport is None or self.transport.is_closing():
+            return  # its loss is on the way: nothing more is answered on it
         while buffer and self.renewal is None and not self.handed:
             line_end = buffer.find(b"\r\n")
             if line_end < 0:

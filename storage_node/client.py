@@ -139,13 +139,12 @@ class _Connection(asyncio.Protocol):
 class RenewalClient:
     """One rack's connections to its link (``http://host:port``), shared by its nodes."""
 
-    def __init__(self, url: str, refusal_header: str, source: str | None = None) -> None:
+    def __init__(self, url: str, refusal_header: str) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname or parts.port is None:
             raise ValueError(f"the renewal client speaks to http://HOST:PORT, not {url!r}")
         self.host, self.port = parts.hostname, parts.port
         self.host_header = parts.netloc
-        self.source = (source, 0) if source else None  # the rack's own address, where the kernel cuts its link
         self._refusal_header = refusal_header.lower().encode()
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
@@ -192,9 +191,7 @@ class RenewalClient:
 
     async def _connect(self) -> _Connection:
         header = self._refusal_header
-        _, conn = await asyncio.get_running_loop().create_connection(
-            lambda: _Connection(header), self.host, self.port, local_addr=self.source
-        )
+        _, conn = await asyncio.get_running_loop().create_connection(lambda: _Connection(header), self.host, self.port)
         self._open.add(conn)
         return conn
 

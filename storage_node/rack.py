@@ -183,7 +183,6 @@ class Rack:
         link_url: str,
         metrics: RackMetrics,
         schedule_origin: float | None = None,
-        source: str | None = None,
     ) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
@@ -196,7 +195,7 @@ class Rack:
         # the nodes asleep until a slot, woken early when the link returns or a deploy moves the slots
         self._sleepers: set[asyncio.Future[str]] = set()
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))  # the link probe's
-        self.client = RenewalClient(self.link_url, REFUSAL_HEADER, source) if uses_protocol(settings, index) else None
+        self.client = RenewalClient(self.link_url, REFUSAL_HEADER) if uses_protocol(settings, index) else None
         self.deploys = 0  # bumped by every deploy: a node rebuilds its request's bytes once after one
         self._counters: dict[tuple[str, str], object] = {}  # (attempt, outcome) -> its counter, looked up once
         self.renewal_seconds = metrics.renewal_seconds.labels(self.label)
