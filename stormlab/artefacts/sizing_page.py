@@ -45,10 +45,11 @@ def measured(f: dict[str, Any]) -> list[str]:
         "The limit is not the baseline but the herd: when a blip ends, every node of the blipped racks renews at once and "
         "the rack's one event loop must keep its timers on time (the validity check refuses a run whose loop ran late by "
         "more than 10% of the allowance). The storm runs by fleet size in [scale.md](scale.md) measured it on this machine, "
-        "with 10 racks, the metadata service and loadgen sharing 2 cores: 1,000 nodes per rack is valid at speed 1, at the "
-        "edge (the worst 10 s of lag 94 ms against 100 ms), the herd woken 50 nodes a loop iteration at ~0.1 ms of CPU a "
-        "node ([benchmarks.md](benchmarks.md)). A rack pod with a core of its own does better than a rack sharing two cores "
-        "with ten others; these are the figures measured here.",
+        "with 10 racks, the metadata service and loadgen sharing 2 cores: 500 nodes per rack is valid at speed 1 (even "
+        "with two busy loops on both cores); 1,000 per rack is at the edge (valid in 1 of 4 runs, the others INVALID by "
+        "3-31 ms), the herd woken 50 nodes a loop iteration at ~0.1 ms of CPU a node ([benchmarks.md](benchmarks.md)). "
+        "A rack pod with a core of its own does better than a rack sharing two cores with ten others; these are the "
+        "figures measured here.",
         "",
     ]
     return lines
@@ -88,7 +89,7 @@ def big_fleet(plan: dict[str, Any], plan_from: int) -> list[str]:
         f"{plan['series'] / 5:,.0f} samples/s) |",
         "",
         "Caveats, said plainly: the figures for the target are arithmetic on per-node costs measured here, not a run of that "
-        "many nodes (one host here holds 10,000 at speed 1, at the edge). At full speed a fleet this size needs more than one "
+        "many nodes (one host here holds 5,000 at speed 1, and 10,000 at the edge). At full speed a fleet this size needs more than one "
         "metadata process: cells (the `cells` setting) split it, but the Kubernetes and compose files run one cell today.",
         "",
     ]

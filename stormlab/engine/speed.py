@@ -32,8 +32,9 @@ from stormlab.engine.story import CPU_SATURATED, CPU_WAIT_BUDGET, HERD_LAG_BUDGE
 AUTO = "auto"
 LADDER = (1.0, 0.5, 0.25, 0.125, 0.0625)  # the speeds auto tries, fastest first
 # A first guess, from the runs on a 2-core machine (docs/scale.md): since the plain renewal client
-# and the metadata service's front door (2026-12-02), 10,000 nodes valid at speed 1.
-NODES_PER_CORE = 5000
+# and the metadata service's front door (2026-12-02), 5,000 nodes valid at speed 1 (with two busy
+# loops beside them), 10,000 at the edge (valid in 1 run of 4).
+NODES_PER_CORE = 2500
 HERD_CPU_FACTOR = 2.0  # the lab's CPU at the herd over its baseline (measured: 1.8 at 7,000 nodes)
 HEADROOM = 0.8  # of each budget: what the prediction aims under
 

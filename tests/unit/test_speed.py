@@ -48,9 +48,9 @@ def test_the_ladder():
     assert rung_at_most(1.0) == 1.0 and rung_at_most(0.7) == 0.5 and rung_at_most(0.01) == LADDER[-1]
     assert next_slower(1.0) == 0.5 and next_slower(0.3) == 0.25 and next_slower(LADDER[-1]) is None
     assert first_guess(1_000, cores=2) == 1.0
-    assert first_guess(7_000, cores=2) == 1.0 and first_guess(10_000, cores=2) == 1.0
-    assert first_guess(20_000, cores=2) == 0.5 and first_guess(40_000, cores=2) == 0.25
-    assert first_guess(100_000, cores=16) == 0.5
+    assert first_guess(5_000, cores=2) == 1.0 and first_guess(7_000, cores=2) == 0.5 and first_guess(10_000, cores=2) == 0.5
+    assert first_guess(20_000, cores=2) == 0.25
+    assert first_guess(100_000, cores=16) == 0.25
 
 
 def test_a_quiet_baseline_keeps_the_speed():
