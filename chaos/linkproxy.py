@@ -18,6 +18,7 @@ fault that met no traffic says so when it ends ("no effect") instead of passing 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
+from chaos.kernel_link import KernelLinks, available, cut
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
 from stormcore.openapi import LAG_WINDOW, Answer, Operation
@@ -171,8 +173,12 @@ class _Downstream(asyncio.Protocol):
 
 
 class LinkProxy:
-    def __init__(self, target: tuple[str, int], registry: CollectorRegistry, seed: int = 2015) -> None:
+    def __init__(self, target: tuple[str, int], registry: CollectorRegistry, seed: int = 2015, kernel: KernelLinks | None = None) -> None:
         self.target = target
+        self.kernel = kernel  # the racks' links carried and cut by the kernel (link_cut=kernel), else by this proxy
+        self.link_ports: dict[int, int] = {}  # rack -> its link's port
+        self._redirects: dict[int, tuple[str, int]] = {}  # link port -> the metadata service it leads to
+        self._leases = itertools.count(1)
         self.rng = random.Random(seed)
         self.links: dict[int, Link] = {}  # rack -> its path to the metadata service
         self.paths: dict[tuple[str, int], Link] = {}  # (service, rack) -> the service's path to the rack
@@ -182,10 +188,19 @@ class LinkProxy:
     async def open(self, rack: int, host: str, port: int, target: tuple[str, int] | None = None) -> None:
         """``rack``'s path to the metadata service (``target``: its cell's, if not the proxy's)."""
         link = self.links[rack] = Link(rack, self.rng)
+        self.link_ports[rack] = port
         for fault in FAULTS:
             if fault != "isolate":
                 self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
+        if self.kernel is not None:  # the kernel carries it: its redirect goes in with the others (install)
+            self._redirects[port] = target or self.target
+            return
         await self._listen(link, host, port, target or self.target)
+
+    def install(self) -> None:
+        """The racks' links in the kernel, once every link is opened (link_cut=kernel)."""
+        if self.kernel is not None:
+            self.kernel.install(self._redirects)
 
     async def open_path(self, service: str, rack: int, host: str, port: int, rack_address: tuple[str, int]) -> None:
         """``service``'s path to ``rack``: it listens on ``port`` and leads to ``rack_address``."""
@@ -199,6 +214,8 @@ class LinkProxy:
 
     async def close(self) -> None:
         self.runner.halt()
+        if self.kernel is not None:
+            self.kernel.remove()
         for server in self._servers:
             server.close()
         for link in [*self.links.values(), *self.paths.values()]:
@@ -235,7 +252,33 @@ class LinkProxy:
         """A fault on the racks' paths to the metadata service."""
         racks = self.racks(values)
         target = ",".join(f"rack-{r}" for r in racks) if len(racks) > 1 else f"rack-{racks[0]}"
+        if self.kernel is not None:
+            return self.kernel_plan(racks, target, table, value, {"racks": racks, **detail})
         return self.plan([self.links[r] for r in racks], target, table, value, {"racks": racks, **detail})
+
+    def kernel_plan(self, racks: list[int], target: str, table: str, value: Any, detail: dict[str, Any]) -> Plan:
+        """The same fault as rules in the kernel: a cut drops the link's packets (both ways or one),
+        a loss each packet with its probability; what they dropped is read from their counters."""
+        kernel = self.kernel
+        assert kernel is not None
+        if table == "delays":
+            raise BadRequest("latency needs the link proxy (link_cut=proxy): the links are cut in the kernel here, which has no netem")
+        lease = f"stormlab-lease-{next(self._leases)}"
+        direction, probability = (value, None) if table == "cuts" else ("both", value)
+        rules = [cut(self.link_ports[r], direction, lease, probability) for r in racks]
+
+        def apply() -> None:
+            for rule in rules:
+                kernel.add(rule)
+
+        def revert() -> None:
+            for rule in rules:
+                kernel.delete(rule)
+
+        def effect() -> dict[str, int]:
+            return {EFFECT_WORDS[table]: kernel.dropped(lease)}
+
+        return Plan(target, apply, revert, detail, effect)
 
     async def isolate(self, values: dict[str, Any]) -> Plan:
         """Drop ``target``'s bytes to and from these racks, both ways."""
@@ -273,6 +316,7 @@ def create_app(
     token: str | None = None,
     paths: dict[str, dict[int, tuple[Address, Address]]] | None = None,
     cells: dict[int, Address] | None = None,
+    kernel: KernelLinks | None = None,
 ) -> web.Application:
     """The proxy: ``links`` (rack -> where it listens for that rack's metadata traffic), ``cells``
     (rack -> its cell's metadata service, where not ``target``) and ``paths`` (service -> rack ->
@@ -280,11 +324,12 @@ def create_app(
     registry = CollectorRegistry()
     lag = LoopLag(registry)
     app = base_app("stormlab link proxy", registry, lag, middlewares=[token_middleware(from_env() if token is None else token)])
-    proxy = app[PROXY] = LinkProxy(target, registry)
+    proxy = app[PROXY] = LinkProxy(target, registry, kernel=kernel)
 
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
         for rack, (host, port) in sorted(links.items()):
             await proxy.open(rack, host, port, (cells or {}).get(rack))
+        proxy.install()
         for service, racks in sorted((paths or {}).items()):
             for rack, ((host, port), rack_address) in sorted(racks.items()):
                 await proxy.open_path(service, rack, host, port, rack_address)
@@ -296,13 +341,21 @@ def create_app(
 
     async def status(request: web.Request) -> web.Response:
         now = asyncio.get_running_loop().time()
-        return web.json_response({"component": "linkproxy", "faults": proxy.runner.active(now), "loop_lag_p99_s": lag.p99(request)})
+        return web.json_response(
+            {
+                "component": "linkproxy",
+                "faults": proxy.runner.active(now),
+                "loop_lag_p99_s": lag.p99(request),
+                "links": "kernel" if proxy.kernel is not None else "proxy",
+            }
+        )
 
     described = {
         "type": "object",
-        "required": ["component", "faults", "loop_lag_p99_s"],
+        "required": ["component", "faults", "loop_lag_p99_s", "links"],
         "properties": {
             "component": {"const": "linkproxy"},
+            "links": {"enum": ["proxy", "kernel"], "description": "who carries and cuts the racks' links: this proxy, or the kernel"},
             "faults": {"type": "array", "items": LEASE_SCHEMA},
             "loop_lag_p99_s": {"type": "number"},
         },
@@ -323,7 +376,13 @@ def main() -> None:
     meta_host = os.environ.get("STORMLAB_METADATA_HOST", "127.0.0.1")
     target = (meta_host, int(os.environ["STORMLAB_METADATA_PORT"]))
     cells = {int(rack): (meta_host, port) for rack, port in json.loads(os.environ.get("STORMLAB_CELL_PORTS", "{}")).items()}
-    serve(create_app(target, links, paths=paths, cells=cells), host, int(os.environ["STORMLAB_PORT"]))
+    kernel = None
+    if os.environ.get("STORMLAB_LINK_CUT", "proxy") == "kernel":
+        why_not = available()
+        if why_not:
+            raise SystemExit(f"linkproxy: {why_not}")
+        kernel = KernelLinks(os.environ["STORMLAB_PORT"])
+    serve(create_app(target, links, paths=paths, cells=cells, kernel=kernel), host, int(os.environ["STORMLAB_PORT"]))
 
 
 if __name__ == "__main__":

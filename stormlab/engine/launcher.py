@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.kernel_link import KernelLinks, available
 from stormcore import roster
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import ensure_token
@@ -116,6 +117,8 @@ def up(
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
+    if settings.link_cut == "kernel" and (why_not := available()) is not None:
+        raise LabError(why_not)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
@@ -242,5 +245,14 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
         os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
     if pid in _STARTED:
         _STARTED.pop(pid).wait()
+    _remove_kernel_links(state)
     (directory / "state.json").unlink(missing_ok=True)
     return True
+
+
+def _remove_kernel_links(state: dict) -> None:
+    """The rules a lab's link proxy cut its links with (link_cut=kernel), if a killed proxy left
+    any: its own shutdown removes them; this is for when it had no chance to."""
+    proxy = state.get("components", {}).get("linkproxy")
+    if state.get("settings", {}).get("STORMLAB_LINK_CUT") == "kernel" and proxy and available() is None:
+        KernelLinks(str(proxy["port"])).remove()

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from chaos.kernel_link import available as kernel_links_unavailable
 from stormcore.settings import LabSettings
 from stormlab.engine import observe
 from stormlab.model.reference import ReferenceModel, replay
@@ -121,3 +122,18 @@ def _blip_model(settings: LabSettings) -> ReferenceModel:
     model.blip({0, 1, 2}, blip_at, 5 / SPEED)
     model.run_until(blip_at + 95 / SPEED)
     return model
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(kernel_links_unavailable() is not None, reason=str(kernel_links_unavailable()))
+def test_the_same_storm_with_the_links_cut_in_the_kernel(lab):
+    """link_cut=kernel: the proxy off the renewal path, the blip a DROP rule. The storm forms,
+    spreads and holds as the first test's does through the proxy, on the same model's plateau."""
+    r = run_story(lab, scaled(link_cut="kernel"))
+    assert_host_stayed_out_of_the_way(r)
+    assert r["baseline_error_ratio"] < 0.01
+    assert r["storm_holds"] is True and r["recovery_s"] is None
+    assert r["disqualified_outside_blip"] > 0
+    model = replay(scaled(), settle_s=10 / SPEED, blip_s=5 / SPEED, watch_s=90 / SPEED)
+    assert abs(model["plateau"] - r["plateau_error_ratio"]) <= 0.05, (model["plateau"], r["plateau_error_ratio"])
+    assert r["disqualified_at_end"]["big"] >= 0.9 and r["disqualified_at_end"]["small"] <= 0.02

@@ -1,0 +1,140 @@
+"""The racks' links cut in the kernel: the link proxy off the renewal path (``link_cut=kernel``).
+
+Every renewal of the fleet crosses the link proxy, and after a blip the whole herd of the blipped
+racks reconnects through it at once: one process, one loop. Where the lab may (root, iptables),
+the kernel carries the racks' links instead and the proxy only decides what they drop:
+
+- each rack keeps its own link port; a NAT rule sends what a rack connects to there on to its
+  cell's metadata service (``DNAT``), so racks, probes and URLs are unchanged;
+- a cut on a rack's link is one ``DROP`` rule matching the connections made to that port, both
+  ways or one (conntrack's original destination port and direction): a blip or a partition as a
+  network shows it, the segments lost and TCP retransmitting them; ``loss`` drops each packet
+  with its probability (``-m statistic``) and TCP's own timers re-send it;
+- every rule lives in two chains of this lab's own (named by the proxy's port), jumped to from
+  ``OUTPUT``; each cut's rule carries its lease's id as a comment, so what it dropped is read
+  from the rule's counters, and it is deleted by the lease's revert. The chains are removed when
+  the proxy stops, cleared when it starts again, and ``stormlab down`` removes what a killed
+  proxy left behind.
+
+Latency cannot be done here (the kernel has no ``netem``): a latency fault is refused with
+the reason while the links are the kernel's.
+
+The rules are built by pure functions; :class:`KernelLinks` runs ``iptables``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+IPTABLES = "iptables"
+HOST = "127.0.0.1"
+DIRECTIONS = {"both": None, "to-metadata": "ORIGINAL", "from-metadata": "REPLY"}  # the proxy's words -> conntrack's
+
+
+class KernelLinkError(RuntimeError):
+    """The kernel cannot carry the links here (not root, no iptables) or a rule was refused."""
+
+
+def chains(tag: str) -> tuple[str, str]:
+    """This lab's NAT and filter chains (iptables chain names: at most 28 characters)."""
+    return f"STORMLAB-NAT-{tag}"[:28], f"STORMLAB-CUT-{tag}"[:28]
+
+
+def jump(chain: str) -> list[str]:
+    return ["OUTPUT", "-o", "lo", "-p", "tcp", "-j", chain]
+
+
+def redirect(link_port: int, target: tuple[str, int]) -> list[str]:
+    """What a rack connects to on its link port goes on to its metadata service."""
+    return ["-p", "tcp", "-d", HOST, "--dport", str(link_port), "-j", "DNAT", "--to-destination", f"{target[0]}:{target[1]}"]
+
+
+def cut(link_port: int, direction: str, lease: str, probability: float | None = None) -> list[str]:
+    """Drop the packets of connections made to ``link_port`` (``direction``: both, to-metadata,
+    from-metadata), each with ``probability`` if given (loss), marked with the lease's id."""
+    rule = ["-p", "tcp", "-m", "conntrack", "--ctorigdstport", str(link_port)]
+    ctdir = DIRECTIONS[direction]
+    if ctdir:
+        rule += ["--ctdir", ctdir]
+    if probability is not None:
+        rule += ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}"]
+    return [*rule, "-m", "comment", "--comment", lease, "-j", "DROP"]
+
+
+def dropped_bytes(listing: str, lease: str) -> int:
+    """The bytes a lease's rules dropped, from ``iptables -L CHAIN -v -x -n``."""
+    total = 0
+    for line in listing.splitlines():
+        if f"/* {lease} */" in line:
+            fields = line.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                total += int(fields[1])
+    return total
+
+
+def available() -> str | None:
+    """None if the kernel can carry the links here, else why not."""
+    if os.geteuid() != 0:
+        return "cutting links in the kernel needs root (iptables); run as root or with link_cut=proxy"
+    if shutil.which(IPTABLES) is None:
+        return "cutting links in the kernel needs iptables (Debian: apt-get install iptables); or use link_cut=proxy"
+    return None
+
+
+class KernelLinks:
+    """This lab's rules: installed once, cuts added and deleted by leases, removed at the end."""
+
+    def __init__(self, tag: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9-]{1,14}", tag):
+            raise ValueError(f"a chain tag is letters, digits and '-', at most 14: {tag!r}")
+        self.nat, self.cut = chains(tag)
+
+    def _run(self, *args: str, table: str = "filter", check: bool = True) -> str:
+        done = subprocess.run([IPTABLES, "-w", "5", "-t", table, *args], capture_output=True, text=True, timeout=30)
+        if check and done.returncode != 0:
+            raise KernelLinkError(f"iptables {' '.join(args)}: {done.stderr.strip() or done.returncode}")
+        return done.stdout
+
+    def install(self, redirects: dict[int, tuple[str, int]]) -> None:
+        """The chains (emptied if a previous proxy of this lab left them) and each link's redirect."""
+        self.remove()
+        self._run("-N", self.nat, table="nat")
+        for port, target in sorted(redirects.items()):
+            self._run("-A", self.nat, *redirect(port, target), table="nat")
+        self._run("-A", *jump(self.nat), table="nat")
+        self._run("-N", self.cut)
+        self._run("-A", *jump(self.cut))
+
+    def add(self, rule: Sequence[str]) -> None:
+        self._run("-A", self.cut, *rule)
+
+    def delete(self, rule: Sequence[str]) -> None:
+        self._run("-D", self.cut, *rule, check=False)  # already gone (the chain removed) is gone
+
+    def dropped(self, lease: str) -> int:
+        return dropped_bytes(self._run("-L", self.cut, "-v", "-x", "-n", check=False), lease)
+
+    def rules(self) -> list[str]:
+        """The cuts in force (``iptables -S`` lines of this lab's cut chain)."""
+        return [line for line in self._run("-S", self.cut, check=False).splitlines() if line.startswith("-A ")]
+
+    def remove(self) -> None:
+        """Every rule and chain of this lab's, if there are any (idempotent)."""
+        for table, chain in (("filter", self.cut), ("nat", self.nat)):
+            for _ in range(100):  # a jump added twice (a crash between two installs) is deleted twice
+                if not self._jumps(table, chain):
+                    break
+                self._run("-D", *jump(chain), table=table, check=False)
+            if self._exists(table, chain):
+                self._run("-F", chain, table=table, check=False)
+                self._run("-X", chain, table=table, check=False)
+
+    def _exists(self, table: str, chain: str) -> bool:
+        return subprocess.run([IPTABLES, "-w", "5", "-t", table, "-L", chain, "-n"], capture_output=True).returncode == 0
+
+    def _jumps(self, table: str, chain: str) -> bool:
+        return subprocess.run([IPTABLES, "-w", "5", "-t", table, "-C", *jump(chain)], capture_output=True).returncode == 0

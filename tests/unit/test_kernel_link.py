@@ -1,0 +1,50 @@
+"""The rules that cut a rack's link in the kernel (link_cut=kernel), pure: what each fault becomes."""
+
+import pytest
+
+from chaos.kernel_link import KernelLinks, chains, cut, dropped_bytes, redirect
+
+
+def test_a_cut_drops_the_links_connections_both_ways_or_one():
+    both = cut(8801, "both", "stormlab-lease-7")
+    assert both == ["-p", "tcp", "-m", "conntrack", "--ctorigdstport", "8801",
+                    "-m", "comment", "--comment", "stormlab-lease-7", "-j", "DROP"]  # fmt: skip
+    assert cut(8801, "to-metadata", "l")[6:8] == ["--ctdir", "ORIGINAL"]  # the rack's packets to the service
+    assert cut(8801, "from-metadata", "l")[6:8] == ["--ctdir", "REPLY"]  # the service's answers
+    lossy = cut(8801, "both", "l", probability=0.25)
+    assert lossy[lossy.index("--probability") + 1] == "0.250000" and "statistic" in lossy
+
+
+def test_each_link_goes_on_to_its_cells_service():
+    assert redirect(8801, ("127.0.0.1", 8700)) == [
+        "-p", "tcp", "-d", "127.0.0.1", "--dport", "8801", "-j", "DNAT", "--to-destination", "127.0.0.1:8700",
+    ]  # fmt: skip
+
+
+def test_what_a_lease_dropped_is_read_from_its_rules_counters():
+    listing = """Chain STORMLAB-CUT-8720 (1 references)
+    pkts      bytes target     prot opt in     out     source               destination
+      12      720 DROP       6    --  *      *       0.0.0.0/0            0.0.0.0/0            ctorigdstport 8801 /* stormlab-lease-3 */
+       4      240 DROP       6    --  *      *       0.0.0.0/0            0.0.0.0/0            ctorigdstport 8802 /* stormlab-lease-3 */
+       9      999 DROP       6    --  *      *       0.0.0.0/0            0.0.0.0/0            ctorigdstport 8803 /* stormlab-lease-31 */
+"""
+    assert dropped_bytes(listing, "stormlab-lease-3") == 960  # both of its racks, not lease 31's
+    assert dropped_bytes(listing, "stormlab-lease-4") == 0
+
+
+def test_a_labs_chains_are_its_own_and_fit_iptables():
+    nat, cut_chain = chains("8720")
+    assert (nat, cut_chain) == ("STORMLAB-NAT-8720", "STORMLAB-CUT-8720") and max(map(len, chains("65535"))) <= 28
+    with pytest.raises(ValueError):
+        KernelLinks("8720; reboot")
+
+
+def test_a_lab_that_cannot_cut_in_the_kernel_says_why_and_starts_nothing(tmp_path, monkeypatch):
+    from stormcore.errors import LabError
+    from stormcore.settings import LabSettings
+    from stormlab.engine import launcher
+
+    monkeypatch.setattr(launcher, "available", lambda: "cutting links in the kernel needs root (iptables)")
+    with pytest.raises(LabError, match="needs root"):
+        launcher.up(LabSettings(link_cut="kernel"), base_port=0, directory=tmp_path / "lab")
+    assert not (tmp_path / "lab").exists()  # nothing started, nothing written
