@@ -77,9 +77,9 @@ def herd(h: dict[str, Any]) -> list[str]:
     lines = [
         "## The herd, per node",
         "",
-        "A rack's nodes all renewing in one loop iteration on fresh connections, as when a blipped rack's link "
-        "returns (their timed-out attempts dropped theirs), through the lab's link: the rack process's CPU per node, "
-        "and the longest the loop went without running a 1 ms ticker.",
+        "A rack's nodes, all asleep, woken by their link's return (50 a loop iteration) and renewing at once on fresh "
+        "connections (their timed-out attempts dropped theirs), through the lab's link: the rack process's CPU per "
+        "node (the median round), and the longest the loop went without running a 1 ms ticker.",
         "",
         "| client | nodes | CPU per node | longest stall | renewed |",
         "| --- | --- | --- | --- | --- |",
