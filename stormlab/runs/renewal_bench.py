@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -335,7 +334,3 @@ def rebuild_stall(nodes: int = 10_000) -> dict[str, float]:
     parsed = timed("loadgen: decoding the new map", lambda: PartitionMap.decode(body))
     timed("loadgen: routing by it", lambda: Routes(parsed))
     return {"nodes": nodes, "map_bytes": len(body), **steps}
-
-
-def os_cores() -> int:
-    return len(os.sched_getaffinity(0))
