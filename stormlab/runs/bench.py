@@ -44,7 +44,7 @@ from stormlab.artefacts import bench_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.runs.renewal_bench import RenewalBench, both_clients, rebuild_stall
+from stormlab.runs.renewal_bench import RenewalBench, both_clients, rebuild_stall, wait_answering
 
 DOC = Path("reports/benchmarks.md")  # `make bench` writes docs/benchmarks.md
 
@@ -149,7 +149,7 @@ class Bench:
                 stderr=subprocess.DEVNULL,
             )
             try:
-                await self._wait_up(f"http://127.0.0.1:{port}/membership/{node}")
+                await wait_answering(f"http://127.0.0.1:{port}/membership/{node}")
                 lab_rates, bare_rates = [], []
                 for r in range(a.rounds):
                     lab_rates.append(await request_round(f"{meta}/membership/{node}", a.seconds, a.concurrency))
@@ -197,19 +197,6 @@ class Bench:
             self.figures["both_clients"] = rows = await both_clients(self.root, self.say)
             for row in rows:
                 self.say(f"  {row}")
-
-    async def _wait_up(self, url: str, limit_s: float = 20.0) -> None:
-        deadline = time.monotonic() + limit_s
-        async with aiohttp.ClientSession() as session:
-            while time.monotonic() < deadline:
-                try:
-                    async with session.get(url) as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError(f"{url} never answered")
 
     async def fault_latency(self) -> None:
         settings = LabSettings(racks=2, nodes_per_rack=20, renewal_period_s=1.0, customer_rate=20)

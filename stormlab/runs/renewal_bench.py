@@ -158,7 +158,7 @@ class RenewalBench:
         )
         client = None
         try:
-            await _wait_answering(port)
+            await wait_answering(f"http://127.0.0.1:{port}/membership/x")
             paths = [f"/membership/{n}" for n in store.nodes]  # round the whole rack, as its nodes renew
             rate = self.rate
             client = subprocess.Popen(
@@ -299,18 +299,19 @@ def rack_link(directory: Path, rack: str) -> str:
     return next(c["env"]["STORMLAB_LINK_URL"] for c in plan["components"] if c["name"] == rack)
 
 
-async def _wait_answering(port: int, limit_s: float = 20.0) -> None:
+async def wait_answering(url: str, limit_s: float = 20.0) -> None:
+    """Until ``url`` answers 200 (a process just started), or RuntimeError after ``limit_s``."""
     deadline = time.monotonic() + limit_s
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
             try:
-                async with session.get(f"http://127.0.0.1:{port}/membership/x") as resp:
+                async with session.get(url) as resp:
                     if resp.status == 200:
                         return
             except aiohttp.ClientError:
                 pass
             await asyncio.sleep(0.1)
-    raise RuntimeError(f"the bare handler on port {port} never answered")
+    raise RuntimeError(f"{url} never answered")
 
 
 def rebuild_stall(nodes: int = 10_000) -> dict[str, float]:
