@@ -9,9 +9,10 @@
   each its own process, read the same way. Both renewal clients (``protocol`` and the old
   ``session``) and both membership sizes (20 entries: a standard instance; 138: a large one
   under the 2015 GSIs) are measured; the ratio is the figure.
-- The herd: a rack of ``herd_nodes`` nodes built in this process, every node asleep until its
+- The herd: a rack of ``herd_nodes`` nodes in a process of its own on a rack's loop (uvloop),
+  each renewed once (its membership decoded, as before a blip), every node asleep until its
   link's return wakes them (50 a loop iteration, as a rack does) to renew on fresh connections
-  (their timed-out attempts dropped theirs), against the lab's link: this process's CPU per node
+  (their timed-out attempts dropped theirs), against the lab's link: that process's CPU per node
   (the median of ``rounds``), and the longest the loop went without running a 1 ms ticker.
 - The rebuild stall: what a GSI-growth fault costs the metadata service's loop at 10,000 nodes
   (the change, the next partition map, the membership sizes) and loadgen's (decoding the new map
@@ -99,8 +100,9 @@ class RenewalBench:
         """Renewals a second offered to the path (and by the bare client)."""
         return self.nodes / self.period_s
 
-    def settings(self, entries: int, client: str) -> LabSettings:
-        """A one-rack lab of ``herd_nodes`` (at least ``nodes``) nodes renewing at ``rate`` a second."""
+    def settings(self, entries: int, client: str, links: str = "proxy") -> LabSettings:
+        """A one-rack lab of ``herd_nodes`` (at least ``nodes``) nodes renewing at ``rate`` a second,
+        its link carried by ``links`` (the link proxy or the kernel)."""
         nodes = max(self.nodes, self.herd_nodes)
         return LabSettings(
             racks=1,
@@ -111,13 +113,14 @@ class RenewalBench:
             customer_rate=0.0,
             cascade_rate=0.0,
             renewal_client=client,
+            link_cut=links,
             **SIZES[entries],
         )
 
-    async def lab_path(self, entries: int, client: str, herd: bool = False) -> dict[str, Any]:
+    async def lab_path(self, entries: int, client: str, links: str = "proxy", herd: bool = False) -> dict[str, Any]:
         """CPU per renewal of each process on the path, in a one-rack lab at the offered rate."""
-        name = f"renewals-{entries}-{client}"
-        settings = self.settings(entries, client)
+        name = f"renewals-{entries}-{client}-{links}"
+        settings = self.settings(entries, client, links)
         state = launcher.up(settings, base_port=0, wait_s=120, directory=self.root / name, cascade=[])
         try:
             meta = state["components"]["metadata"]["url"]
@@ -136,6 +139,7 @@ class RenewalBench:
                 row = {
                     "entries": entries,
                     "client": client,
+                    "links": links,
                     "rate": round(count / wall),
                     "us_per_request": {k: round(1e6 * v, 1) for k, v in sorted(per_request.items())},
                     "us_total": round(1e6 * sum(per_request.values()), 1),
@@ -188,18 +192,50 @@ class RenewalBench:
                     p.wait(10)
 
     async def herd(self, settings: LabSettings, link_url: str) -> dict[str, Any]:
-        """Every node of a fresh rack renews in one loop iteration: CPU per node, longest stall."""
+        """Every node of a rack renews as its link returns: CPU per node, longest stall, each
+        client's median round. Each round is its own process on the loop a rack runs on (uvloop)."""
         runs: dict[str, list[dict[str, Any]]] = {"protocol": [], "session": []}
         for _ in range(self.rounds):
             for client in runs:
-                runs[client].append(await self._herd_once(settings, link_url, client))
+                runs[client].append(await herd_round(settings.replace(renewal_client=client), link_url))
         # the median round of each, by CPU per node
         return {client: sorted(rs, key=lambda r: r["ms_cpu_per_node"])[len(rs) // 2] | {"rounds": len(rs)} for client, rs in runs.items()}
 
-    async def _herd_once(self, settings: LabSettings, link_url: str, client: str) -> dict[str, Any]:
-        rack = Rack(settings.replace(renewal_client=client), 0, link_url, RackMetrics.create(0))
+
+async def herd_round(settings: LabSettings, link_url: str) -> dict[str, Any]:
+    """One herd in a child process (``herd_child``), its figures read from what it prints."""
+    env = json.dumps(settings.to_env())
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        f"from stormlab.runs.renewal_bench import herd_child; herd_child({env!r}, {link_url!r})",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"the herd's process failed ({child.returncode}): {err.decode(errors='replace')[-2000:]}")
+    return json.loads(out)
+
+
+def herd_child(env: str, link_url: str) -> None:
+    """A rack of ``settings``' nodes against ``link_url``, on the loop a rack runs on: each node
+    renews once (its membership decoded, as before a blip), every connection is dropped (as the
+    blip's timed-out attempts dropped theirs), every node sleeps until the link's return wakes
+    it (50 a loop iteration) and renews on a fresh connection. Prints the figures as JSON."""
+    settings = LabSettings.from_env(json.loads(env))
+
+    async def main() -> dict[str, Any]:
+        rack = Rack(settings, 0, link_url, RackMetrics.create(0))
         try:
             nodes = list(rack.nodes.values())
+            before: list[str] = []
+            first = time.process_time()
+            await asyncio.gather(*(_renew(node, before) for node in nodes))
+            first = time.process_time() - first
+            if before.count("ok") != len(nodes):
+                raise RuntimeError(f"before the herd, {len(nodes) - before.count('ok')} of {len(nodes)} nodes did not renew")
+            await _drop_connections(rack)
             loop = asyncio.get_running_loop()
             outcomes: list[str] = []
             tasks = [asyncio.create_task(_asleep_then_renew(rack, node, loop.time() + 3600, outcomes)) for node in nodes]
@@ -214,9 +250,26 @@ class RenewalBench:
                 "ms_cpu_per_node": round(1000 * cpu / len(nodes), 3),
                 "longest_stall_ms": round(1000 * stall.longest_s, 1),
                 "ok": outcomes.count("ok"),
+                "first_ms_cpu_per_node": round(1000 * first / len(nodes), 3),  # the renewal before: a decode, a connect, no slices
             }
         finally:
             await rack.stop()
+
+    figures = uvloop.run(main()) if uvloop is not None else asyncio.run(main())
+    print(json.dumps(figures))
+
+
+async def _drop_connections(rack: Rack) -> None:
+    """Every connection the rack's nodes renewed on, closed: what a blip's timeouts leave."""
+    if rack.client is not None:
+        rack.client.close()
+    else:
+        await rack.session.close()
+        rack.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None))
+
+
+async def _renew(node, outcomes: list[str]) -> None:
+    outcomes.append(await node._attempt("first"))
 
 
 async def both_clients(root: Path, say, watch_s: float = 120.0) -> list[dict[str, Any]]:
@@ -263,7 +316,7 @@ async def both_clients(root: Path, say, watch_s: float = 120.0) -> list[dict[str
 
 async def _asleep_then_renew(rack: Rack, node, until: float, outcomes: list[str]) -> None:
     await rack.wait_until(until)
-    outcomes.append(await node._attempt("first"))
+    await _renew(node, outcomes)
 
 
 class LongestStall:
