@@ -16,8 +16,16 @@ the kernel carries the racks' links instead and the proxy only decides what they
   the proxy stops, cleared when it starts again, and ``stormlab down`` removes what a killed
   proxy left behind.
 
-Latency cannot be done here (the kernel has no ``netem``): a latency fault is refused with
-the reason while the links are the kernel's.
+Latency the kernel cannot add (it has no ``netem``): a latency fault takes its racks' links
+back through the proxy for its life (a detour). The proxy listens on every link port all along;
+a ``RETURN`` rule ahead of the link's redirect sends new connections to it, and a request sent on
+a connection the kernel carried is answered with a reset (``REJECT``, matched by conntrack's
+``DNAT`` state: the rack's connections, not the proxy's), so the renewal client takes it again
+on a fresh connection, through the proxy, as it does when any kept-alive connection was closed
+(and aiohttp's link probe counts one failure). Only requests are reset (a packet with a
+payload): the answers, and the acknowledgements of the answers, pass. When the last latency on a
+link ends, both rules go and the proxy closes its connections on the link once what they hold
+back is written: the client's next request opens a new one, which is the kernel's again.
 
 The rules are built by pure functions; :class:`KernelLinks` runs ``iptables``.
 """
@@ -63,6 +71,35 @@ def cut(link_port: int, direction: str, lease: str, probability: float | None = 
     if probability is not None:
         rule += ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.6f}"]
     return [*rule, "-m", "comment", "--comment", lease, "-j", "DROP"]
+
+
+def detour(link_port: int) -> list[str]:
+    """New connections to ``link_port`` reach the proxy listening there (ahead of its redirect)."""
+    return [
+        "-p",
+        "tcp",
+        "-d",
+        HOST,
+        "--dport",
+        str(link_port),
+        "-m",
+        "comment",
+        "--comment",
+        f"stormlab-detour-{link_port}",
+        "-j",
+        "RETURN",
+    ]
+
+
+def reset_requests(link_port: int) -> list[str]:
+    """Reset a request sent to ``link_port`` on a connection the kernel carries (redirected:
+    conntrack's DNAT state; not the proxy's), so its client takes it again on a new one. Only a
+    rack's packets with a payload (longer than a bare acknowledgement's 52 bytes on loopback)."""
+    return [
+        "-p", "tcp", "-m", "conntrack", "--ctstate", "DNAT", "--ctorigdstport", str(link_port), "--ctdir", "ORIGINAL",
+        "-m", "length", "--length", "53:65535",
+        "-m", "comment", "--comment", f"stormlab-detour-{link_port}", "-j", "REJECT", "--reject-with", "tcp-reset",
+    ]  # fmt: skip
 
 
 def dropped_bytes(listing: str, lease: str) -> int:
@@ -114,6 +151,12 @@ class KernelLinks:
 
     def delete(self, rule: Sequence[str]) -> None:
         self._run("-D", self.cut, *rule, check=False)  # already gone (the chain removed) is gone
+
+    def add_detour(self, rule: Sequence[str]) -> None:
+        self._run("-I", self.nat, "1", *rule, table="nat")  # ahead of the link's redirect
+
+    def delete_detour(self, rule: Sequence[str]) -> None:
+        self._run("-D", self.nat, *rule, table="nat", check=False)
 
     def dropped(self, lease: str) -> int:
         return dropped_bytes(self._run("-L", self.cut, "-v", "-x", "-n", check=False), lease)

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
-from chaos.kernel_link import KernelLinks, available, cut
+from chaos.kernel_link import KernelLinks, available, cut, detour, reset_requests
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
 from stormcore.openapi import LAG_WINDOW, Answer, Operation
@@ -82,6 +82,12 @@ class Link:
             self._count(self.losses, size)
         return hold
 
+    def release(self) -> None:
+        """Close every connection on this path once what it holds back is written: a detour's
+        end (link_cut=kernel), the rack's client taking its next request through the kernel."""
+        for conn in list(self.connections):
+            conn.close_when_drained()
+
     def heal(self) -> None:
         # Connections that lost bytes are broken streams: reset them, as TCP eventually would.
         if not self.cuts:
@@ -94,23 +100,23 @@ class _Pipe:
 
     def __init__(self, link: Link, transport: asyncio.Transport) -> None:
         self.link, self.transport = link, transport
-        self._free_at = 0.0
+        self.free_at = 0.0
 
     def send(self, data: bytes) -> None:
         hold = self.link.hold_s(len(data))
-        if not hold and not self._free_at:
+        if not hold and not self.free_at:
             self.transport.write(data)
             return
         loop = asyncio.get_running_loop()
-        at = max(loop.time() + hold, self._free_at)
-        self._free_at = at
+        at = max(loop.time() + hold, self.free_at)
+        self.free_at = at
         loop.call_at(at, self._write, data, at)
 
     def _write(self, data: bytes, at: float) -> None:
         if not self.transport.is_closing():
             self.transport.write(data)
-        if self._free_at == at:
-            self._free_at = 0.0
+        if self.free_at == at:
+            self.free_at = 0.0
 
 
 class _Upstream(asyncio.Protocol):
@@ -164,6 +170,14 @@ class _Downstream(asyncio.Protocol):
         else:
             self.pending.append(data)
 
+    def close_when_drained(self) -> None:
+        """Close once neither way holds bytes back (a request or answer still delayed is delivered)."""
+        busy = max(self.to_rack.free_at, self.onward.free_at if self.onward is not None else 0.0)
+        if not busy:
+            self.transport.close()
+            return
+        asyncio.get_running_loop().call_at(busy + 0.001, self.close_when_drained)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.link.connections.discard(self)
         if self.onward is not None:
@@ -179,6 +193,7 @@ class LinkProxy:
         self.link_ports: dict[int, int] = {}  # rack -> its link's port
         self._redirects: dict[int, tuple[str, int]] = {}  # link port -> the metadata service it leads to
         self._leases = itertools.count(1)
+        self._detours: dict[int, int] = {}  # link port -> the latencies holding it through this proxy (link_cut=kernel)
         self.rng = random.Random(seed)
         self.links: dict[int, Link] = {}  # rack -> its path to the metadata service
         self.paths: dict[tuple[str, int], Link] = {}  # (service, rack) -> the service's path to the rack
@@ -194,8 +209,7 @@ class LinkProxy:
                 self.runner.recorder.active.labels(fault, f"rack-{rack}").set(0)
         if self.kernel is not None:  # the kernel carries it: its redirect goes in with the others (install)
             self._redirects[port] = target or self.target
-            return
-        await self._listen(link, host, port, target or self.target)
+        await self._listen(link, host, port, target or self.target)  # in the kernel's case, for a latency's detour
 
     def install(self) -> None:
         """The racks' links in the kernel, once every link is opened (link_cut=kernel)."""
@@ -261,8 +275,8 @@ class LinkProxy:
         a loss each packet with its probability; what they dropped is read from their counters."""
         kernel = self.kernel
         assert kernel is not None
-        if table == "delays":
-            raise BadRequest("latency needs the link proxy (link_cut=proxy): the links are cut in the kernel here, which has no netem")
+        if table == "delays":  # the kernel has no netem: the links come through this proxy for the latency's life
+            return self.detoured(racks, self.plan([self.links[r] for r in racks], target, table, value, detail))
         lease = f"stormlab-lease-{next(self._leases)}"
         direction, probability = (value, None) if table == "cuts" else ("both", value)
         rules = [cut(self.link_ports[r], direction, lease, probability) for r in racks]
@@ -279,6 +293,40 @@ class LinkProxy:
             return {EFFECT_WORDS[table]: kernel.dropped(lease)}
 
         return Plan(target, apply, revert, detail, effect)
+
+    def detoured(self, racks: list[int], plan: Plan) -> Plan:
+        """``plan`` with its racks' links taken through this proxy while it holds (see
+        chaos.kernel_link: a detour ahead of each redirect, requests on the kernel's connections
+        reset so they come again through here), and given back to the kernel when the last
+        detour on a link ends: the detour and the reset go, and this proxy closes its connections
+        on the link once what they hold back is written."""
+        kernel = self.kernel
+        assert kernel is not None
+        ports = [self.link_ports[r] for r in racks]
+        rack_of = dict(zip(ports, racks, strict=True))
+
+        def apply() -> None:
+            for port in ports:
+                held = self._detours.get(port, 0)
+                if held == 0:
+                    kernel.add_detour(detour(port))
+                    kernel.add(reset_requests(port))
+                self._detours[port] = held + 1
+            plan.apply()
+
+        def revert() -> None:
+            plan.revert()
+            for port in ports:
+                held = self._detours.get(port, 0) - 1
+                if held > 0:
+                    self._detours[port] = held
+                    continue
+                self._detours.pop(port, None)
+                kernel.delete_detour(detour(port))
+                kernel.delete(reset_requests(port))
+                self.links[rack_of[port]].release()  # new connections are the kernel's again, and these close
+
+        return Plan(plan.target, apply, revert, plan.detail, plan.effect)
 
     async def isolate(self, values: dict[str, Any]) -> Plan:
         """Drop ``target``'s bytes to and from these racks, both ways."""

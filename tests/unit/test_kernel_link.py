@@ -2,7 +2,7 @@
 
 import pytest
 
-from chaos.kernel_link import KernelLinks, chains, cut, dropped_bytes, redirect
+from chaos.kernel_link import KernelLinks, chains, cut, detour, dropped_bytes, redirect, reset_requests
 
 
 def test_a_cut_drops_the_links_connections_both_ways_or_one():
@@ -48,3 +48,28 @@ def test_a_lab_that_cannot_cut_in_the_kernel_says_why_and_starts_nothing(tmp_pat
     with pytest.raises(LabError, match="needs root"):
         launcher.up(LabSettings(link_cut="kernel"), base_port=0, directory=tmp_path / "lab")
     assert not (tmp_path / "lab").exists()  # nothing started, nothing written
+
+
+def test_a_latency_detours_new_connections_to_the_proxy_and_resets_requests_on_the_kernels_ones():
+    assert detour(8801) == ["-p", "tcp", "-d", "127.0.0.1", "--dport", "8801",
+                            "-m", "comment", "--comment", "stormlab-detour-8801", "-j", "RETURN"]  # fmt: skip
+    reset = reset_requests(8801)
+    assert reset[4:6] == ["--ctstate", "DNAT"]  # the kernel's (redirected) connections, not the proxy's
+    assert reset[reset.index("--ctdir") + 1] == "ORIGINAL"  # the rack's packets: its answers pass
+    assert reset[reset.index("--length") + 1] == "53:65535"  # with a payload: its acknowledgements pass
+    assert reset[-4:] == ["-j", "REJECT", "--reject-with", "tcp-reset"]
+    assert dropped_bytes(f"9 999 REJECT /* {reset[-5]} */", "stormlab-lease-1") == 0  # not counted as a cut's
+
+
+def test_the_launcher_chooses_who_carries_the_links_and_says_why():
+    from stormcore.errors import LabError
+    from stormcore.settings import LabSettings
+    from stormlab.engine.launcher import choose_link_cut
+
+    chosen, why = choose_link_cut(LabSettings(), None)  # auto, where the kernel may
+    assert chosen.link_cut == "kernel" and "link_cut=auto: root" in why
+    chosen, why = choose_link_cut(LabSettings(), "cutting links in the kernel needs root (iptables); run as root")
+    assert chosen.link_cut == "proxy" and why.endswith("(link_cut=auto: cutting links in the kernel needs root (iptables))")
+    assert choose_link_cut(LabSettings(link_cut="proxy"), None)[0].link_cut == "proxy"  # asked for, kept
+    with pytest.raises(LabError, match="needs root"):
+        choose_link_cut(LabSettings(link_cut="kernel"), "cutting links in the kernel needs root (iptables)")
