@@ -21,7 +21,7 @@ ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-side adaptive throttling, a rack's circuit breaker
 ABANDONED_WORK = ("cancel", "continue")
-LINK_CUTS = ("proxy", "kernel")  # who carries and cuts the racks' links in a local lab
+LINK_CUTS = ("auto", "proxy", "kernel")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -131,9 +131,10 @@ class LabSettings:
     probe_timeout_s: float = setting(0.5, "a probe slower than this counts as a failure", 0.01, 60)
     probe_failures: int = setting(2, "consecutive failed probes that mean the link is down", 1, 100)
     link_cut: str = setting(
-        "proxy",
-        "who carries and cuts the racks' links in a local lab: proxy (the link proxy, no root needed) or kernel "
-        "(iptables rules, root: the proxy off the renewal path; no latency fault)",
+        "auto",
+        "who carries and cuts the racks' links in a local lab: auto (the kernel where the lab may, root with iptables, "
+        "else the link proxy), proxy (the link proxy, no root needed) or kernel (iptables rules, root: the proxy off the "
+        "renewal path; a latency fault takes its links through the proxy for its life)",
         choices=LINK_CUTS,
     )
     renewal_client: str = setting(

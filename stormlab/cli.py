@@ -96,8 +96,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     state = launcher.up(settings, args.base_port, cascade=cascade)
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
-    if settings.link_cut == "kernel":
-        print("the racks' links are carried and cut by the kernel (iptables; link_cut=kernel): the link proxy holds their faults")
+    print(state["links"])
     print(f"nodes come up spread over one renewal period ({settings.renewal_period_s:g}s at speed {speed:g}); watch with `stormlab status`")
     return 0
 

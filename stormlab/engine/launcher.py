@@ -105,6 +105,23 @@ def _link_env(settings: LabSettings, ports: PortPlan, metadata: list[int]) -> di
     }
 
 
+def choose_link_cut(settings: LabSettings, why_not: str | None) -> tuple[LabSettings, str]:
+    """Who carries and cuts the racks' links (``link_cut``, ``auto`` chosen here: the kernel where
+    the lab may, ``why_not`` None), and the sentence that says so; a lab asked to cut in the kernel
+    where it cannot (``why_not``) is refused with the reason."""
+    kernel = "the kernel carries and cuts the racks' links (iptables), the link proxy holds their faults and a latency's detour"
+    proxy = "the link proxy carries and cuts the racks' links"
+    if settings.link_cut == "kernel":
+        if why_not is not None:
+            raise LabError(why_not)
+        return settings, f"{kernel} (link_cut=kernel)"
+    if settings.link_cut == "proxy":
+        return settings, f"{proxy} (link_cut=proxy)"
+    if why_not is None:
+        return settings.replace(link_cut="kernel"), f"{kernel} (link_cut=auto: root, with iptables)"
+    return settings.replace(link_cut="proxy"), f"{proxy} (link_cut=auto: {why_not.split(';')[0]})"
+
+
 def up(
     settings: LabSettings,
     base_port: int = DEFAULT_BASE_PORT,
@@ -117,8 +134,7 @@ def up(
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
-    if settings.link_cut == "kernel" and (why_not := available()) is not None:
-        raise LabError(why_not)
+    settings, links = choose_link_cut(settings, available())
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
@@ -129,6 +145,7 @@ def up(
         json.dumps(
             {
                 "settings": settings.to_env(),
+                "links": links,
                 "supervisor_port": sup_port,
                 "supervisor_url": f"http://{HOST}:{sup_port}",
                 "components": [c.__dict__ | {"url": c.url} for c in components],

@@ -53,7 +53,7 @@ async def snapshot(
     held = [reply for reply in replies[len(names) :] if reply]
     settings = LabSettings.from_env(state["settings"])
     racks = [r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))]
-    return {"speed": settings.speed} | summarize(
+    return {"speed": settings.speed, "links": state.get("links", "")} | summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
         unreachable=sorted(n for n, r in by_name.items() if r is None),
         statuses={name: read_status(kind, by_name.get(name)) for name, kind in STATUS_TYPES.items()},
@@ -250,6 +250,8 @@ def render(snap: dict[str, Any]) -> str:
         f"speed:      {pace.speed:g}x (the lab's times above in profile time; the host's in wall-clock ms)",
         f"validity:   {valid}",
     ]
+    if snap.get("links"):
+        lines.append(f"links:      {snap['links']}")
     if snap.get("queue_error_ratio") is not None:
         lines.append(
             f"queues:     {pct(snap['queue_error_ratio'])} of send/receive failing (metadata age {sec(snap['queue_metadata_age_s'])})"

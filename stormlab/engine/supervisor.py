@@ -136,6 +136,7 @@ class Supervisor:
             "directory": str(self.directory),
             "started_at": self.started_at,
             "settings": self.plan["settings"],
+            "links": self.plan.get("links", ""),
             "components": {
                 n: {"url": c["url"], "port": c["port"], "pid": self.procs[n].pid if n in self.procs else None, "restarts": self.restarts[n]}
                 for n, c in self.comps.items()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from chaos import catalog
 from chaos.flags import add_backend
 from chaos.journal import timeline
+from chaos.kernel_link import available
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import compose, launcher
@@ -143,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
         return play(scenario, plan, seed, args, DockerLab(state_dir(), scenario.promql()))
     state, started = running(), False
     if state is not None:
-        unlike = {k: v for k, v in differences(settings, state["settings"]).items() if k != "STORMLAB_SEED"}
+        wanted, _ = launcher.choose_link_cut(settings, available())  # link_cut=auto: as the launcher would choose
+        unlike = {k: v for k, v in differences(wanted, state["settings"]).items() if k != "STORMLAB_SEED"}
         if unlike:
             raise ScenarioError(
                 f"a lab is already up with other settings (the scenario needs "

@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from chaos.kernel_link import available as kernel_links
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError, UsageError
 from stormcore.fleet import FLEETS_HELP, node_id, parse_fleets
@@ -175,10 +176,13 @@ class Bench:
         a = self.args
         paths = RenewalBench(self.root, self.say, nodes=a.renewal_nodes, window_s=a.seconds * 2, herd_nodes=a.herd_nodes, rounds=a.rounds)
         rows = []
+        # the racks' link carried by the proxy, and by the kernel too where the lab may (root, iptables)
+        paths_to_take = [("protocol", "proxy"), *([("protocol", "kernel")] if kernel_links() is None else []), ("session", "proxy")]
         for entries in (20, 138):
-            for client in ("protocol", "session"):
-                self.say(f"the renewal end to end: {entries} entries, the {client} client …")
-                rows.append(await paths.lab_path(entries, client, herd=(entries == 20 and client == "protocol")))
+            for client, links in paths_to_take:
+                self.say(f"the renewal end to end: {entries} entries, the {client} client, the link carried by the {links} …")
+                herd = entries == 20 and (client, links) == ("protocol", "proxy")
+                rows.append(await paths.lab_path(entries, client, links, herd=herd))
                 self.say(f"  {rows[-1]['us_total']} µs a renewal: {rows[-1]['us_per_request']}")
             self.say(f"the same bytes between a bare client and handler: {entries} entries …")
             rows.append(await paths.bare_path(entries))

@@ -5,6 +5,7 @@ without a reason."""
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -69,13 +70,24 @@ def unexplained(quiet: list[tuple[list[str], float, float]], still: list[Window]
 
 
 def host_rules() -> dict[str, str]:
-    """The host's packet-filter rules (the local backend must never touch them)."""
+    """The host's packet-filter rules, without their counters: what a lab may change only while a
+    lease holds (the links' cuts, where the kernel carries them) and must leave as it found."""
     out = {}
     for name, argv in (("iptables", ["iptables-save"]), ("nftables", ["nft", "list", "ruleset"])):
         if shutil.which(argv[0]):
             done = subprocess.run(argv, capture_output=True, text=True)
-            out[name] = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("#"))  # no timestamps
+            lines = (line for line in done.stdout.splitlines() if not line.startswith("#"))  # no timestamps
+            out[name] = "\n".join(uncounted(line) for line in lines)
     return out
+
+
+def uncounted(line: str) -> str:
+    """A rule without its counters: iptables' ``[packets:bytes]``, nft's ``counter packets P bytes B``."""
+    return NFT_COUNTER.sub("counter", IPTABLES_COUNTER.sub("[]", line))
+
+
+IPTABLES_COUNTER = re.compile(r"\[\d+:\d+\]")
+NFT_COUNTER = re.compile(r"counter packets \d+ bytes \d+")
 
 
 def metadata_restored(meta: dict[str, Any], before: dict[str, Any]) -> bool:

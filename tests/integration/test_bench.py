@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from chaos.kernel_link import available
 from stormlab.cli import main
 
 pytestmark = pytest.mark.storm
@@ -23,9 +24,10 @@ def test_the_bench_measures_each_section_and_writes_the_page(tmp_path, capsys, m
     (fleet,) = figures["fleets"]
     assert fleet["nodes"] == 100 and fleet["speed"] == 1.0 and fleet["to_every_node_serving_s"] > 0
     assert fleet["rack_scrape_bytes"] > 0
-    rows = {(r["entries"], r["client"]): r for r in figures["renewal_paths"]["rows"]}
-    assert set(rows) == {(e, c) for e in (20, 138) for c in ("protocol", "session", "bare")}
-    assert all(r["us_total"] > 0 for r in rows.values()) and set(rows[20, "protocol"]["us_per_request"]) == {
+    rows = {(r["entries"], r["client"], r.get("links")): r for r in figures["renewal_paths"]["rows"]}
+    paths = {("protocol", "proxy"), ("session", "proxy"), ("bare", None)} | ({("protocol", "kernel")} if available() is None else set())
+    assert set(rows) == {(e, *p) for e in (20, 138) for p in paths}
+    assert all(r["us_total"] > 0 for r in rows.values()) and set(rows[20, "protocol", "proxy"]["us_per_request"]) == {
         "rack",
         "linkproxy",
         "metadata",
