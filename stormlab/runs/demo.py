@@ -276,6 +276,7 @@ def run_at_a_valid_speed(
         if requested is None:
             print(f"speed auto: trying {speed:g} (profile time runs {speed:g}x the wall clock)", file=out, flush=True)
         state = launcher.up(settings.sped_up(speed), args.base_port)
+        print(state["links"], file=out, flush=True)
         try:
             demo = Demo(state, out, *durations, args.blip_racks, auto=requested is None)
             result = asyncio.run(demo.run())

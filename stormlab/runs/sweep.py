@@ -153,6 +153,8 @@ def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: flo
         r = asyncio.run(demo.run())
     finally:
         launcher.down()
+    if not r["valid"]:
+        _say(f"  {point.key}: the host shaped the run: {'; '.join(r['invalid_reasons'])}")
     return Verdict(
         point.key,
         bool(r["storm_holds"]),
