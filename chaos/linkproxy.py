@@ -193,7 +193,7 @@ class LinkProxy:
         self.link_ports: dict[int, int] = {}  # rack -> its link's port
         self._redirects: dict[int, tuple[str, int]] = {}  # link port -> the metadata service it leads to
         self._leases = itertools.count(1)
-        self._detours: dict[int, int] = {}  # link port -> the latencies holding it through this proxy (link_cut=kernel)
+        self._detours: dict[int, int] = {}  # rack -> the latencies holding its link through this proxy (link_cut=kernel)
         self.rng = random.Random(seed)
         self.links: dict[int, Link] = {}  # rack -> its path to the metadata service
         self.paths: dict[tuple[str, int], Link] = {}  # (service, rack) -> the service's path to the rack
@@ -302,29 +302,26 @@ class LinkProxy:
         on the link once what they hold back is written."""
         kernel = self.kernel
         assert kernel is not None
-        ports = [self.link_ports[r] for r in racks]
-        rack_of = dict(zip(ports, racks, strict=True))
 
         def apply() -> None:
-            for port in ports:
-                held = self._detours.get(port, 0)
+            for rack in racks:
+                held = self._detours.get(rack, 0)
                 if held == 0:
-                    kernel.add_detour(detour(port))
-                    kernel.add(reset_requests(port))
-                self._detours[port] = held + 1
+                    kernel.add_detour(detour(self.link_ports[rack]))
+                    kernel.add(reset_requests(self.link_ports[rack]))
+                self._detours[rack] = held + 1
             plan.apply()
 
         def revert() -> None:
             plan.revert()
-            for port in ports:
-                held = self._detours.get(port, 0) - 1
+            for rack in racks:
+                held = self._detours.pop(rack, 1) - 1
                 if held > 0:
-                    self._detours[port] = held
+                    self._detours[rack] = held
                     continue
-                self._detours.pop(port, None)
-                kernel.delete_detour(detour(port))
-                kernel.delete(reset_requests(port))
-                self.links[rack_of[port]].release()  # new connections are the kernel's again, and these close
+                kernel.delete_detour(detour(self.link_ports[rack]))
+                kernel.delete(reset_requests(self.link_ports[rack]))
+                self.links[rack].release()  # new connections are the kernel's again, and these close
 
         return Plan(plan.target, apply, revert, plan.detail, plan.effect)
 
