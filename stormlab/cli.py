@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with launcher.terms_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: a command's own lab is stopped on the way out
+            return int(args.func(args))
     except (UsageError, LabError) as exc:
         print(f"stormlab: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -151,20 +151,30 @@ def fleets(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## Fleets: start-up, CPU, scrape",
         "",
-        "4 virtual cores per 100 nodes, at the speed `--speed auto` picks for the fleet; CPU and lag "
-        "over two renewal periods of the baseline; CPU per 1,000 nodes scaled to speed 1.",
+        "4 virtual cores per 100 nodes, at the speed `--speed auto` picks for the fleet (or `--fleet-speed`); CPU and lag "
+        "over two renewal periods of the baseline; CPU per 1,000 nodes scaled to speed 1. Then three GSI-growth faults "
+        "one after another (each held 3 s; its change and its revert both touch the memberships): every process's "
+        "loop-lag samples in the while (a timer every 0.1 s, late by what held the loop when it fell due), those over "
+        "50 ms, and the longest, to its histogram bucket.",
         "",
-        "| nodes | racks | speed | `up` healthy | every node serving | the lab's CPU | per 1,000 at speed 1 | lag p99 | a rack's scrape |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| nodes | racks | speed | `up` healthy | every node serving | the lab's CPU | per 1,000 at speed 1 | lag p99 | a rack's scrape "
+        "| GSI faults: lag samples over 50 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
         f"| {r['nodes']:,} | {r.get('racks', 10)} | {r['speed']:g} | {r['up_to_healthy_s']} s | "
         f"{r.get('to_every_node_serving_s', 'never')} s | "
         f"{r['lab_cpu_cores']} cores | {r['cpu_cores_per_1000_nodes']} cores | {r['loop_lag_p99_ms']} ms | "
-        f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B |"
+        f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B | {_gsi(r.get('gsi_faults'))} |"
         for r in rows
     ]
     return [*lines, ""]
+
+
+def _gsi(g: dict[str, Any] | None) -> str:
+    if not g:
+        return "-"
+    return f"{g['over_50ms']:,} of {g['samples']:,} (the longest at most {g['worst_bucket_ms']:g} ms, {g['worst_by']})"
 
 
 def _fleet(nodes: int | None) -> str:

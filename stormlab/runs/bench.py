@@ -34,7 +34,9 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
 
+from chaos import catalog
 from chaos.kernel_link import available as kernel_links
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError, UsageError
@@ -270,6 +272,7 @@ class Bench:
                     times.append(time.monotonic() - start)
                 row["rack_scrape_ms"] = round(1000 * statistics.median(times), 2) if times else None
                 row["rack_scrape_bytes"] = size
+                row["gsi_faults"] = await gsi_faults_lag(session, state)
         finally:
             launcher.down(self.root / name)
         self.figures.setdefault("fleets", []).append(row)
@@ -330,6 +333,47 @@ async def _measure(bench: Bench, fleets: list[tuple[int, int]]) -> None:
     await bench.fault_latency()
     for nodes, per_rack in fleets:
         await bench.fleet(nodes, per_rack)
+
+
+GSI_FAULTS = 3  # GSI-growth faults applied one after another on each fleet, each held 3 s
+STALL_S = 0.05  # the issue's bound on what a GSI fault may cost any loop
+
+
+async def gsi_faults_lag(session: aiohttp.ClientSession, state: dict) -> dict[str, Any]:
+    """GSI_FAULTS GSI-growth faults on the metadata service (each applied, held 3 s, reverted:
+    both rebuild memberships), live: every process's loop-lag samples in the while (a timer every
+    0.1 s: a stall is caught when the timer falls due inside it), and those over STALL_S."""
+    comps = state["components"]
+    before = {name: await lag_buckets(session, c["url"]) for name, c in comps.items()}
+    fault = catalog.request("gsi-growth", {"duration": "3s"}).body
+    auth = headers(ensure_token(Path(state["directory"])))
+    for _ in range(GSI_FAULTS):
+        async with session.post(f"{comps['metadata']['url']}/faults", json=fault, headers=auth) as resp:
+            if resp.status != 201:
+                raise RuntimeError(f"the GSI fault was refused: {resp.status} {await resp.text()}")
+        await asyncio.sleep(5.0)  # held 3 s, reverted, and a moment after
+    samples = over = 0
+    worst: dict[str, float] = {}
+    for name, c in comps.items():
+        after = await lag_buckets(session, c["url"])
+        grown = {le: after.get(le, 0) - before[name].get(le, 0) for le in after}
+        total = grown.get(float("inf"), 0)
+        samples += total
+        over += total - grown.get(STALL_S, 0)
+        # the smallest bucket holding every new sample: this process's longest lag, to a bucket
+        worst[name] = min((le for le, n in grown.items() if n == total), default=0.0)
+    slowest = max(worst, key=lambda n: worst[n])
+    return {"faults": GSI_FAULTS, "samples": samples, "over_50ms": over, "worst_bucket_ms": 1000 * worst[slowest], "worst_by": slowest}
+
+
+async def lag_buckets(session: aiohttp.ClientSession, url: str) -> dict[float, float]:
+    """A process's loop-lag histogram: upper bound -> samples at or under it (cumulative)."""
+    async with session.get(f"{url}/metrics") as resp:
+        text = await resp.text()
+    for family in text_string_to_metric_families(text):
+        if family.name == "stormlab_event_loop_lag_seconds":
+            return {float(s.labels["le"]): s.value for s in family.samples if s.name.endswith("_bucket")}
+    return {}
 
 
 def run(args: argparse.Namespace) -> int:

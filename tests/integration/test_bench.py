@@ -24,6 +24,7 @@ def test_the_bench_measures_each_section_and_writes_the_page(tmp_path, capsys, m
     (fleet,) = figures["fleets"]
     assert fleet["nodes"] == 100 and fleet["speed"] == 1.0 and fleet["to_every_node_serving_s"] > 0
     assert fleet["rack_scrape_bytes"] > 0
+    assert fleet["gsi_faults"]["faults"] == 3 and fleet["gsi_faults"]["samples"] > 0  # read live, from every process
     rows = {(r["entries"], r["client"], r.get("links")): r for r in figures["renewal_paths"]["rows"]}
     paths = {("protocol", "proxy"), ("session", "proxy"), ("bare", None)} | ({("protocol", "kernel")} if available() is None else set())
     assert set(rows) == {(e, *p) for e in (20, 138) for p in paths}
