@@ -20,6 +20,7 @@ from stormcore.auth import from_env, token_middleware
 from stormcore.metrics import MetricFactory
 from stormcore.openapi import LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.racks import RackUrls
+from stormcore.roster import CASCADE
 from stormcore.settings import LabSettings
 from stormcore.web import BadRequest, LoopLag, base_app, serve
 from stormcore.wire import HostReadings, Status
@@ -123,7 +124,8 @@ def create_app(
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
         service = app[key] = make(storage, f)
-        loops = (keep_map_fresh(storage, MAP_REFRESH_S), rack_urls.keep_fresh(session, settings.racks), *service.loops())
+        phase = CASCADE.index(component) / len(CASCADE) if component in CASCADE else 0.0  # each its own moment
+        loops = (keep_map_fresh(storage, MAP_REFRESH_S, phase), rack_urls.keep_fresh(session, settings.racks), *service.loops())
         tasks = [asyncio.create_task(loop) for loop in loops]
         yield
         for task in tasks:

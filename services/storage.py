@@ -100,8 +100,15 @@ class Storage:
         raise StorageError(reason, f"{method} {url}: {status} {answer.get('message', '')}")
 
 
-async def keep_map_fresh(storage: Storage, every_s: float) -> None:
-    """A background loop: the routes follow the partition map (a stuck partition, new GSIs)."""
+async def keep_map_fresh(storage: Storage, every_s: float, phase: float = 0.0) -> None:
+    """A background loop: the routes follow the partition map (a stuck partition, new GSIs).
+    ``phase`` (a share of ``every_s``) shifts this service's reads once it has a map, so the
+    services started together do not all fetch and decode a changed map in the same moment (at
+    10,000 nodes it is 3 MB, ~14 ms of a core each: together they waited for the cores)."""
+    shifted = False
     while True:
         await storage.refresh_map()
+        if storage.map and not shifted:
+            shifted = True
+            await asyncio.sleep(phase * every_s)
         await asyncio.sleep(every_s if storage.map else min(every_s, 0.5))

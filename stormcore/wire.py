@@ -56,8 +56,12 @@ def _int(doc: dict[str, Any], key: str) -> int:
 
 
 def _str_list(value: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         raise WireError(f"{what} must be a list of strings")
+    try:
+        "".join(value)  # every element a string, checked in C: a partition map's lists hold 300,000 at 10,000 nodes
+    except TypeError:
+        raise WireError(f"{what} must be a list of strings") from None
     return tuple(value)
 
 
