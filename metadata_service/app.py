@@ -30,7 +30,7 @@ from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.settings import LabSettings, SettingsError
-from stormcore.web import LoopLag, base_app, error_body
+from stormcore.web import LoopLag, base_app, error_body, json_error
 from stormcore.wire import DEADLINE_HEADER, OVERLOADED, PAUSED, REFUSAL_HEADER, Membership, MetadataStatus, PartitionMap
 
 SERVICE = web.AppKey("service", MetadataService)
@@ -73,10 +73,13 @@ def describe_routes(app: web.Application, store: MembershipStore) -> None:
         503: Answer("membership requests are paused, or turned away by admission control (overloaded)", ERROR),
     }, parameters=(node, DEADLINE), tag="membership"), membership)  # fmt: skip
     etag = {"name": "If-None-Match", "in": "header", "schema": {"type": "string"}, "description": "the ETag of the map the caller has"}
+    tables = {"name": "tables", "in": "query", "schema": {"type": "string", "examples": ["queue-metadata"]},
+              "description": "comma list of tables: the map of these only (a service reads its own)"}  # fmt: skip
     add(app, Operation("GET", "/partition-map", "who holds each partition, for the customers' routing", {
         200: Answer("the map", schema_of(PartitionMap), headers=("ETag",)),
         304: Answer("unchanged since the ETag given", headers=("ETag",)),
-    }, parameters=(etag,), tag="membership"), partition_map)  # fmt: skip
+        400: Answer("tables names a table this map does not have", ERROR),
+    }, parameters=(etag, tables), tag="membership"), partition_map)  # fmt: skip
     add(app, Operation("GET", "/status", "the service's state: pause, cores, in-flight work, membership sizes", {
         200: Answer("the metadata service's status", schema_of(MetadataStatus)),
     }, parameters=(LAG_WINDOW,)), status)  # fmt: skip
@@ -143,10 +146,17 @@ def deadline_of(header: str | None, default: float) -> float:
 
 async def partition_map(request: web.Request) -> web.Response:
     store = request.app[SERVICE].store
+    tables = None
+    if "tables" in request.query:  # a service that routes to its own tables reads only theirs
+        tables = [t for t in request.query["tables"].split(",") if t]
+        unknown = sorted({t for t in tables if t not in store.tables})
+        if not tables or unknown:
+            known = ", ".join(store.tables)
+            return json_error(400, "bad_request", f"tables must name tables of this map ({known}); not {', '.join(unknown) or 'none'}")
     etag = f'"{store.version}"'
     if request.headers.get("If-None-Match") == etag:
         return web.Response(status=304, headers={"ETag": etag})  # routers poll this: unchanged costs nothing
-    return web.Response(body=store.partition_map(), content_type="application/json", headers={"ETag": etag})
+    return web.Response(body=store.partition_map(tables), content_type="application/json", headers={"ETag": etag})
 
 
 async def status(request: web.Request) -> web.Response:

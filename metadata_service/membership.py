@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stormcore.fleet import cell_racks, holds_gsi_heavy, node_id, node_index, rack_of
@@ -161,20 +162,26 @@ class MembershipStore:
                 entries.extend(MembershipEntry(name, gsi, p, (p * width, (p + 1) * width - 1)) for p in index)
         return entries
 
-    def partition_map(self) -> bytes:
-        """Routing for customers: who holds each partition of each table, and of its GSIs; the
-        same bytes as ``PartitionMap.encode``, joined from each table's owners encoded once."""
+    def partition_map(self, tables: Sequence[str] | None = None) -> bytes:
+        """Routing for customers: who holds each partition of each table (or of ``tables``, known
+        ones: a service that reads only its own), and of its GSIs; the same bytes as
+        ``PartitionMap.encode``, joined from each table's owners encoded once."""
+        if tables is not None:
+            return self._joined([self.tables[name] for name in tables])
         if self._map is None:
-            routes = []
-            for t in self.tables.values():
-                index_owners = self._owners(t, "index_owners") if t.gsis else b"[]"
-                status = "updating" if t.name in self.stuck else "active"
-                routes.append(
-                    b'%s:{"owners":%s,"gsis":%s,"index_owners":%s,"status":%s}'
-                    % (_json(t.name), self._owners(t, "owners"), _json(t.gsis), index_owners, _json(status))
-                )
-            self._map = b'{"version":%d,"tables":{%s}}' % (self.version, b",".join(routes))
+            self._map = self._joined(list(self.tables.values()))
         return self._map
+
+    def _joined(self, tables: list[Table]) -> bytes:
+        routes = []
+        for t in tables:
+            index_owners = self._owners(t, "index_owners") if t.gsis else b"[]"
+            status = "updating" if t.name in self.stuck else "active"
+            routes.append(
+                b'%s:{"owners":%s,"gsis":%s,"index_owners":%s,"status":%s}'
+                % (_json(t.name), self._owners(t, "owners"), _json(t.gsis), index_owners, _json(status))
+            )
+        return b'{"version":%d,"tables":{%s}}' % (self.version, b",".join(routes))
 
     def _owners(self, table: Table, which: str) -> bytes:
         key = (table.name, which)

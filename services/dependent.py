@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -101,11 +101,12 @@ def switch_handlers(app: web.Application, key: web.AppKey[S], component: str) ->
 
 def create_app(
     settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path, key: web.AppKey[S],
-    make: Callable[[Storage, MetricFactory], S], status_type: type[Status], token: str | None = None,
+    make: Callable[[Storage, MetricFactory], S], status_type: type[Status], tables: Sequence[str], token: str | None = None,
 ) -> web.Application:  # fmt: skip
     """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``
     (described as ``status_type``, the class its service's ``status`` returns) and ``/faults``
-    for its fixes (the lab token guards it: ``token``, else the environment's)."""
+    for its fixes (the lab token guards it: ``token``, else the environment's); its storage
+    routes to ``tables``, and reads the partition map of those only."""
     f = MetricFactory()
     lag = LoopLag(f.registry)
     component = status_type.COMPONENT
@@ -122,7 +123,7 @@ def create_app(
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s)
+        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s, tables)
         service = app[key] = make(storage, f)
         phase = CASCADE.index(component) / len(CASCADE) if component in CASCADE else 0.0  # each its own moment
         loops = (keep_map_fresh(storage, MAP_REFRESH_S, phase), rack_urls.keep_fresh(session, settings.racks), *service.loops())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -41,16 +42,21 @@ def owner_of(route: TableRoute, key: str) -> tuple[int, str]:
 
 
 class Storage:
-    def __init__(self, metadata_url: str, rack_urls: RackUrls, session: aiohttp.ClientSession, timeout_s: float) -> None:
+    def __init__(
+        self, metadata_url: str, rack_urls: RackUrls, session: aiohttp.ClientSession, timeout_s: float, tables: Sequence[str] = ()
+    ) -> None:
         self.metadata_url, self.rack_urls, self.session = metadata_url.rstrip("/"), rack_urls, session
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.map: PartitionMap | None = None
+        # the tables this service routes to (every table if none): the map of those only, so a
+        # change to another table (new GSIs on catalog) costs it no 3 MB at 10,000 nodes
+        self.map_url = f"{self.metadata_url}/partition-map" + (f"?tables={','.join(tables)}" if tables else "")
 
     async def refresh_map(self) -> bool:
         """Fetch the partition map if it changed; False if the metadata service did not answer."""
         known = {"If-None-Match": f'"{self.map.version}"'} if self.map else {}
         try:
-            async with self.session.get(f"{self.metadata_url}/partition-map", headers=known, timeout=self.timeout) as resp:
+            async with self.session.get(self.map_url, headers=known, timeout=self.timeout) as resp:
                 if resp.status == 304:
                     return True
                 if resp.status != 200:

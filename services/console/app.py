@@ -114,7 +114,7 @@ CONSOLE = web.AppKey("console", Console)
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     app = dependent.create_app(
-        settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f), ConsoleStatus
+        settings, metadata_url, rack_urls, data_dir, CONSOLE, lambda storage, f: Console(settings, storage, f), ConsoleStatus, (TABLE,)
     )
 
     async def login(request: web.Request) -> web.Response:

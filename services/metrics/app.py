@@ -39,6 +39,9 @@ from stormcore.window import Window
 from stormcore.wire import HostReadings, MetricsStatus
 
 NAMESPACES = ("AWS/EC2", "Custom/app")
+GROUPS_TABLE = "metric-groups"  # a namespace's row: its group
+SCALING_TABLE = "scaling-groups"  # the groups' enrichment, read from the scaling service's table
+TABLES = (GROUPS_TABLE, SCALING_TABLE)  # the tables this service routes to
 NAME = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS datapoints (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,"
@@ -102,10 +105,10 @@ class MetricsService:
         if self.namespaces.fresh(namespace, self.now()):
             return True
         try:
-            row = await self.storage.get("metric-groups", namespace_key(namespace))
+            row = await self.storage.get(GROUPS_TABLE, namespace_key(namespace))
             if row is None:  # a namespace's first use registers it
                 row = {"namespace": namespace}
-                await self.storage.put("metric-groups", namespace_key(namespace), row)
+                await self.storage.put(GROUPS_TABLE, namespace_key(namespace), row)
         except StorageError:
             return self.namespaces.refresh_failed(namespace)
         self.namespaces.store(namespace, row, self.now())
@@ -141,7 +144,7 @@ class MetricsService:
             lately = [g for g, at in self.seen.items() if now - at < self.settings.metric_cache_ttl_s]
             for group in lately if self.write_through else GROUPS:
                 try:
-                    row = await self.storage.get("scaling-groups", f"group:{group}")
+                    row = await self.storage.get(SCALING_TABLE, f"group:{group}")
                 except StorageError:
                     self.refreshes.labels("failed").inc()
                     continue
@@ -187,7 +190,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
         store = sqlite.Worker(lambda: DatapointStore(data_dir / "metrics.sqlite3"), "datapoints")
         return MetricsService(settings, storage, store, f)
 
-    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, MetricsStatus)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, MetricsStatus, TABLES)
 
     async def put(request: web.Request) -> web.Response:
         body = await read_object(request)

@@ -179,7 +179,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
     def make(storage: Storage, f: MetricFactory) -> QueueService:
         return QueueService(settings, storage, AsyncMessageStore(data_dir / "queues.sqlite3"), f)
 
-    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, QueuesStatus)
+    app = dependent.create_app(settings, metadata_url, rack_urls, data_dir, SERVICE, make, QueuesStatus, (TABLE,))
 
     def queue(request: web.Request) -> str:
         name = request.match_info["queue"]

@@ -183,7 +183,14 @@ SERVICE = web.AppKey("scaling", ScalingService)
 
 def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path) -> web.Application:
     app = dependent.create_app(
-        settings, metadata_url, rack_urls, data_dir, SERVICE, lambda storage, f: ScalingService(settings, storage, f), ScalingStatus
+        settings,
+        metadata_url,
+        rack_urls,
+        data_dir,
+        SERVICE,
+        lambda storage, f: ScalingService(settings, storage, f),
+        ScalingStatus,
+        (TABLE,),
     )
 
     async def set_desired(request: web.Request) -> web.Response:

@@ -227,6 +227,14 @@ async def test_partition_map_is_only_sent_again_when_it_changed(metadata):
     assert again.status == 200 and again.headers["ETag"] != etag
 
 
+async def test_a_service_reads_the_map_of_its_own_tables_only(metadata):
+    mine = await metadata.get("/partition-map?tables=queue-metadata")
+    assert mine.status == 200 and list((await mine.json())["tables"]) == ["queue-metadata"]
+    assert (await metadata.get("/partition-map?tables=queue-metadata", headers={"If-None-Match": mine.headers["ETag"]})).status == 304
+    for bad in ("nope", "queue-metadata,nope", "", ","):
+        await assert_json_error(await metadata.get(f"/partition-map?tables={bad}"), 400)
+
+
 async def test_status_lag_window_is_validated(metadata):
     assert (await metadata.get("/status?lag_window_s=60")).status == 200
     await assert_json_error(await metadata.get("/status?lag_window_s=soon"), 400)

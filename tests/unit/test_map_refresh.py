@@ -51,3 +51,16 @@ def test_a_maps_lists_are_strings_or_it_is_refused():
     for bad in ([1, "r00n000"], ["r00n000", None], "r00n000", [["r00n000"]], {"r00n000": 1}):
         with pytest.raises(WireError, match="t.owners must be a list of strings"):
             PartitionMap.decode({"version": 3, "tables": {"t": {"owners": bad, "gsis": [], "status": "ok"}}})
+
+
+def test_a_services_map_is_its_own_tables_cut_from_the_whole():
+    from metadata_service.membership import MembershipStore
+    from stormcore.settings import LabSettings
+
+    store = MembershipStore.for_fleet(LabSettings(racks=2, nodes_per_rack=10))
+    store.add_gsis("catalog", 1)
+    store.stick(["carts"])
+    whole = PartitionMap.decode(store.partition_map())
+    mine = PartitionMap.decode(store.partition_map(["carts", "catalog"]))
+    assert mine.version == whole.version and list(mine.tables) == ["carts", "catalog"]
+    assert mine.tables == {t: whole.tables[t] for t in ("carts", "catalog")}  # the same routes, GSIs and status
