@@ -132,12 +132,18 @@ def rebuild_stall(r: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+KERNEL_FAULTS = (
+    " (the links carried by the kernel, as the launcher chose here: a blip is an `iptables` rule added at apply, "
+    "its counters read and the rule deleted at revert)."
+)
+
+
 def faults(fl: dict[str, Any]) -> list[str]:
     return [
         "## Fault apply and revert",
         "",
         f"A blip on the link proxy, {fl['count']} times: `POST /faults` answers once the fault is applied and its "
-        "revert armed; `DELETE /faults` once every lease is reverted.",
+        f"revert armed; `DELETE /faults` once every lease is reverted{KERNEL_FAULTS if fl.get('links') == 'kernel' else '.'}",
         "",
         "| | p50 | p99 |",
         "| --- | --- | --- |",

@@ -227,6 +227,7 @@ class Bench:
         finally:
             launcher.down(self.root / "faults")
         self.figures["faults"] = {
+            "links": state["settings"].get("STORMLAB_LINK_CUT", "proxy"),
             "count": len(applied),
             "apply_p50_ms": round(1000 * _percentile(applied, 0.5), 2),
             "apply_p99_ms": round(1000 * _percentile(applied, 0.99), 2),
@@ -352,7 +353,7 @@ async def gsi_faults_lag(session: aiohttp.ClientSession, state: dict) -> dict[st
             if resp.status != 201:
                 raise RuntimeError(f"the GSI fault was refused: {resp.status} {await resp.text()}")
         await asyncio.sleep(5.0)  # held 3 s, reverted, and a moment after
-    samples = over = 0
+    samples = over = 0.0
     worst: dict[str, float] = {}
     for name, c in comps.items():
         after = await lag_buckets(session, c["url"])
@@ -363,7 +364,13 @@ async def gsi_faults_lag(session: aiohttp.ClientSession, state: dict) -> dict[st
         # the smallest bucket holding every new sample: this process's longest lag, to a bucket
         worst[name] = min((le for le, n in grown.items() if n == total), default=0.0)
     slowest = max(worst, key=lambda n: worst[n])
-    return {"faults": GSI_FAULTS, "samples": samples, "over_50ms": over, "worst_bucket_ms": 1000 * worst[slowest], "worst_by": slowest}
+    return {
+        "faults": GSI_FAULTS,
+        "samples": round(samples),
+        "over_50ms": round(over),
+        "worst_bucket_ms": 1000 * worst[slowest],
+        "worst_by": slowest,
+    }
 
 
 async def lag_buckets(session: aiohttp.ClientSession, url: str) -> dict[float, float]:
