@@ -374,7 +374,7 @@ def create_app(
     async def links_ctx(app: web.Application) -> AsyncIterator[None]:
         for rack, (host, port) in sorted(links.items()):
             await proxy.open(rack, host, port, (cells or {}).get(rack))
-        proxy.install()
+        await asyncio.to_thread(proxy.install)  # a few dozen iptables runs: off the loop, whose lag is the lab's validity
         for service, racks in sorted((paths or {}).items()):
             for rack, ((host, port), rack_address) in sorted(racks.items()):
                 await proxy.open_path(service, rack, host, port, rack_address)
