@@ -4,6 +4,7 @@ and nothing of the lab's is left in iptables after."""
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -23,15 +24,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def answers(url: str, timeout_s: float = 0.5) -> bool:
-    try:
-        async with aiohttp.ClientSession() as session, session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            return resp.status == 200
-    except (TimeoutError, aiohttp.ClientError):
-        return False
+@pytest.fixture
+async def target() -> AsyncIterator[tuple[str, int]]:
+    """A service the links lead on to: it answers /healthz."""
 
-
-async def test_a_blip_in_the_kernel_drops_the_links_packets_until_its_lease_ends(aiohttp_client):
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
@@ -41,7 +37,19 @@ async def test_a_blip_in_the_kernel_drops_the_links_packets_until_its_lease_ends
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", free_port())
     await site.start()
-    target = ("127.0.0.1", int(site.name.rsplit(":", 1)[1]))
+    yield ("127.0.0.1", int(site.name.rsplit(":", 1)[1]))
+    await runner.cleanup()
+
+
+async def answers(url: str, timeout_s: float = 0.5) -> bool:
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            return resp.status == 200
+    except (TimeoutError, aiohttp.ClientError):
+        return False
+
+
+async def test_a_blip_in_the_kernel_drops_the_links_packets_until_its_lease_ends(aiohttp_client, target):
     link = free_port()
     tag = f"t{link}"
     kernel = KernelLinks(tag)
@@ -62,27 +70,16 @@ async def test_a_blip_in_the_kernel_drops_the_links_packets_until_its_lease_ends
         assert await answers(f"http://127.0.0.1:{link}/healthz", timeout_s=2.0)
     finally:
         await proxy.close()
-        await runner.cleanup()
     listing = "".join(kernel._run("-S", table=t, check=False) for t in ("filter", "nat"))
     assert tag not in listing  # the proxy's shutdown removed its chains and jumps
 
 
-async def test_a_latency_takes_the_link_through_the_proxy_and_gives_it_back(aiohttp_client):
+async def test_a_latency_takes_the_link_through_the_proxy_and_gives_it_back(aiohttp_client, target):
     """The kernel has no netem: a latency detours the link through the proxy for its life. A
     renewal client's kept-alive connection (carried by the kernel) is reset at its next request
     and the client takes it again through the proxy, delayed; at the latency's end the proxy's
     connection is reset the same way and the link is the kernel's again. No request fails."""
 
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
-
-    service = web.Application()
-    service.router.add_get("/healthz", healthz)
-    runner = web.AppRunner(service)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", free_port())
-    await site.start()
-    target = ("127.0.0.1", int(site.name.rsplit(":", 1)[1]))
     link = free_port()
     kernel = KernelLinks(f"t{link}")
     app = create_app(target, {0: ("127.0.0.1", link)}, token=TOKEN, kernel=kernel)
@@ -117,6 +114,5 @@ async def test_a_latency_takes_the_link_through_the_proxy_and_gives_it_back(aioh
     finally:
         client.close()
         await proxy.close()
-        await runner.cleanup()
     listing = "".join(kernel._run("-S", table=t, check=False) for t in ("filter", "nat"))
     assert f"t{link}" not in listing
