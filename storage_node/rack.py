@@ -186,7 +186,7 @@ class Rack:
     ) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
-        self.policy = rack_policy(settings)
+        self.policy = rack_policy(settings, strict=False)
         self.renewal_timeout = aiohttp.ClientTimeout(total=settings.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{settings.allowance_s:g}"}  # sent with every renewal, built once
         self.renewal_latency = Window(span_s=10.0)
@@ -249,7 +249,7 @@ class Rack:
         new = s.deployed(changes)
         if new == s:
             return before
-        self.settings, self.policy = new, rack_policy(new)
+        self.settings, self.policy = new, rack_policy(new, strict=False)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{new.allowance_s:g}"}
         self.deploys += 1

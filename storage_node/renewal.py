@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from storage_node import retry
+from storage_node import policies, retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
 from stormcore.settings import LabSettings
 
@@ -47,28 +47,38 @@ class Renewal:
     refusal: Refusal
     misses: int = 0
     last_delay: float = 0.0
+    began: float | None = None  # when this renewal's first attempt began
+    outcomes: tuple[str, ...] = ()  # this renewal's misses so far
 
     def start(self) -> None:
         """A new renewal (a scheduled slot, or the link came back): misses count from zero."""
-        self.misses, self.last_delay = 0, 0.0
+        self.misses, self.last_delay, self.began, self.outcomes = 0, 0.0, None, ()
 
     def after(self, attempt: Attempt, policy: retry.RetryPolicy, rng: random.Random, allowance_s: float) -> Decision:
         ok = attempt.outcome == OK
         policy.record(ok, attempt.ended)
         before = self.refusal.state
         if ok:
-            self.misses, self.last_delay = 0, 0.0
+            self.misses, self.last_delay, self.began, self.outcomes = 0, 0.0, None, ()
             return Decision(self.refusal.handle(RenewalSucceeded(attempt.ended, attempt.entries)), False, None)
         self.misses += 1
+        if self.began is None:
+            self.began = attempt.started
+        self.outcomes += (attempt.outcome,)
         after = self.refusal.handle(RenewalMissed(attempt.ended, attempt.outcome))
         newly = after is NodeState.DISQUALIFIED and before is not NodeState.DISQUALIFIED
-        delay = policy.next_delay(self.misses, self.last_delay, rng)
+        miss = retry.Miss(self.misses, attempt.outcome, attempt.ended - self.began, self.last_delay, self.outcomes)
+        delay = policy.next_delay(miss, rng)
         if delay is None:
             return Decision(after, newly, None)
         self.last_delay = delay
         return Decision(after, newly, max(attempt.ended + delay, attempt.started + allowance_s))
 
 
-def rack_policy(s: LabSettings) -> retry.RetryPolicy:
-    """The retry policy of one rack (a budget, if any, is shared by the rack's nodes)."""
+def rack_policy(s: LabSettings, strict: bool = True) -> retry.RetryPolicy:
+    """The retry policy of one rack (a budget, if any, is shared by the rack's nodes). A user's
+    policy (storage_node/policies) runs in profile seconds, converted at the run's speed; one that
+    breaks the protocol raises (``strict``: the model) or gives that retry up (a live rack)."""
+    if policies.is_spec(s.retry_policy):
+        return policies.build(s.retry_policy, s.speed, strict)
     return retry.build(s.retry_policy, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio, s.breaker_failures, s.breaker_open_s)

@@ -1,9 +1,19 @@
-"""Retry policies: small pure callables that say how long a node waits before retrying.
+"""Retry policies: the renewal core's retry decision, and the lab's own policies.
 
-``next_delay(misses, last_delay, rng)`` gets the number of consecutive misses so far
-(1 after the first) and returns the delay in seconds, or ``None`` for "do not retry; wait
-for the next scheduled renewal". ``record(ok)`` tells a stateful policy (the budget) how
-each attempt went.
+The protocol (docs/policies.md), which the racks and the reference model call the same way,
+one policy object per rack (a budget's or a breaker's scope is the rack):
+
+- ``next_delay(miss, rng)``: after a missed attempt, the delay in seconds before the next one,
+  or ``None`` for "give up: wait for the next scheduled renewal". ``miss`` says which miss in a
+  row it is (1 after the first), why it missed, how long this renewal has taken so far, the
+  delay chosen before, and every miss of this renewal; ``rng`` is the node's own seeded
+  generator (draw jitter from it, so the same seed gives the same storm).
+- ``record(ok, now)``: every attempt's outcome, for a policy that keeps state (a budget).
+- ``admits(now)``: whether the rack may send at all now (an open breaker says no: the node
+  counts a miss without a request).
+
+Whatever the policy says, a retry never comes sooner than the allowance after the attempt
+began (the renewal core's floor; storage_node/renewal.py).
 
 When to use which:
 
@@ -40,9 +50,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+OUTCOMES = ("timeout", "unreachable", "paused", "overloaded", "breaker", "error")  # why an attempt missed
+
+
+@dataclass(frozen=True)
+class Miss:
+    """What a policy is told after a missed attempt."""
+
+    attempt: int  # misses in a row in this renewal: 1 after the first
+    outcome: str  # why it missed: one of OUTCOMES
+    elapsed_s: float  # since this renewal's first attempt began, the missed attempt included
+    last_delay_s: float = 0.0  # the delay this policy chose before the missed attempt (0 before the first retry)
+    outcomes: tuple[str, ...] = ()  # every miss of this renewal so far, oldest first (the last is ``outcome``)
+
 
 class RetryPolicy(Protocol):
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None: ...
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None: ...
 
     def record(self, ok: bool, now: float = 0.0) -> None: ...
 
@@ -59,7 +82,7 @@ class _Stateless:
 
 @dataclass(frozen=True)
 class Immediate(_Stateless):
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
         return 0.0
 
 
@@ -68,8 +91,8 @@ class Exponential(_Stateless):
     base_s: float
     cap_s: float
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
-        return _ceiling(self.base_s, self.cap_s, misses)
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
+        return _ceiling(self.base_s, self.cap_s, miss.attempt)
 
 
 @dataclass(frozen=True)
@@ -77,8 +100,8 @@ class FullJitter(_Stateless):
     base_s: float
     cap_s: float
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
-        return rng.uniform(0.0, _ceiling(self.base_s, self.cap_s, misses))
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
+        return rng.uniform(0.0, _ceiling(self.base_s, self.cap_s, miss.attempt))
 
 
 @dataclass(frozen=True)
@@ -86,8 +109,8 @@ class DecorrelatedJitter(_Stateless):
     base_s: float
     cap_s: float
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
-        return min(self.cap_s, rng.uniform(self.base_s, max(self.base_s, 3.0 * last_delay)))
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
+        return min(self.cap_s, rng.uniform(self.base_s, max(self.base_s, 3.0 * miss.last_delay_s)))
 
 
 @dataclass
@@ -104,10 +127,10 @@ class RetryBudget:
         self.inner.record(ok, now)
         self.tokens = min(self.max_tokens, self.tokens + self.ratio) if ok else max(0.0, self.tokens - 1.0)
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
         if self.tokens <= self.max_tokens / 2:
             return None
-        return self.inner.next_delay(misses, last_delay, rng)
+        return self.inner.next_delay(miss, rng)
 
     def admits(self, now: float) -> bool:
         return self.inner.admits(now)
@@ -134,10 +157,10 @@ class AdaptiveThrottle:
     def rejection(self) -> float:
         return max(0.0, (self.requests - self.k * self.accepts) / (self.requests + 1.0))
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
         if rng.random() < self.rejection():
             return None
-        return self.inner.next_delay(misses, last_delay, rng)
+        return self.inner.next_delay(miss, rng)
 
     def admits(self, now: float) -> bool:
         return self.inner.admits(now)
@@ -153,6 +176,9 @@ class CircuitBreaker:
     trial: bool = False  # closed on trial after an opening: one miss opens it again
     now: float = 0.0  # the time of the last outcome recorded
     openings: int = 0
+    probes: int | None = None  # half-open: at most this many attempts until an outcome decides (None: every node's)
+    probing: int = 0  # attempts admitted while half-open
+    held: int = 0  # attempts it kept back half-open whose misses are still to be recorded
 
     def record(self, ok: bool, now: float = 0.0) -> None:
         self.inner.record(ok, now)
@@ -162,18 +188,28 @@ class CircuitBreaker:
             return
         if now < self.open_until:
             return  # a miss the breaker itself caused, or an answer from before it opened
+        if self.held:
+            self.held -= 1  # a miss it caused half-open (its probes out): the probes decide
+            return
         self.misses += 1
         if self.trial or self.misses >= self.failures:
-            self.open_until, self.misses, self.trial = now + self.open_s, 0, True
+            self.open_until, self.misses, self.trial, self.probing = now + self.open_s, 0, True, 0
             self.openings += 1
 
     def admits(self, now: float) -> bool:
-        return now >= self.open_until and self.inner.admits(now)
+        if now < self.open_until or not self.inner.admits(now):
+            return False
+        if self.trial and self.probes is not None:
+            if self.probing >= self.probes:
+                self.held += 1  # half-open, its probes out: the rest wait for what they find
+                return False
+            self.probing += 1
+        return True
 
-    def next_delay(self, misses: int, last_delay: float, rng: random.Random) -> float | None:
+    def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
         if self.now < self.open_until:
             return None  # open: wait for the next scheduled slot
-        return self.inner.next_delay(misses, last_delay, rng)
+        return self.inner.next_delay(miss, rng)
 
 
 def _ceiling(base_s: float, cap_s: float, misses: int) -> float:

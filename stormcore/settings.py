@@ -20,6 +20,7 @@ from stormcore.errors import UsageError
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-side adaptive throttling, a rack's circuit breaker
+USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as storage_node.policies.resolve writes it
 ABANDONED_WORK = ("cancel", "continue")
 LINK_CUTS = ("auto", "proxy", "kernel")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
@@ -172,10 +173,11 @@ class LabSettings:
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 raise SettingsError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
         base, _, wrapper = self.retry_policy.partition("+")
-        if (base not in RETRY_POLICIES or wrapper not in ("", *RETRY_WRAPPERS)) and self.retry_policy != "budget":
+        user = self.retry_policy.startswith(USER_POLICIES) and len(self.retry_policy.partition(":")[2]) > 0
+        if (base not in RETRY_POLICIES or wrapper not in ("", *RETRY_WRAPPERS)) and self.retry_policy != "budget" and not user:
             raise SettingsError(
                 f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget, +adaptive or +breaker), "
-                f"got {self.retry_policy!r}"
+                f"or a policy of your own (FILE.py:NAME, a policy file; `stormlab certify --help`), got {self.retry_policy!r}"
             )
         if self.cells > self.racks:
             raise SettingsError(f"cells ({self.cells}) cannot exceed racks ({self.racks}): every cell serves at least one rack")

@@ -21,7 +21,7 @@ from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import ops
-from stormlab.runs import bench, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
+from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
@@ -183,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
             sweep,
             "the map of where a blip leaves the lab stuck, and which fix moves the 2015 point: the model's grid, a live sample",
         ),
+        ("certify", certify, "would your retry policy have held in 2015, and from which trigger on not: a certificate and an exit code"),
         ("mitigations", mitigations, "the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes"),
         ("sizing", sizing, "CPU, memory and Prometheus series per process, measured here, and what 100,000 nodes need: docs/sizing.md"),
     )

@@ -90,6 +90,9 @@ class ReferenceModel:
             )
         self.total_entries = sum(n.entries for n in self.nodes.values())
         self.now = 0.0
+        self.sent = 0  # renewal attempts that left a node (a rack's open breaker sends none)
+        self.wasted_s = 0.0  # core-seconds the metadata service spent on answers whose node had given up
+        self.admin = {"done": 0, "timed_out": 0}  # admin requests through the shared path
         self._events: list[tuple[float, int, str, Any, int]] = []
         self._seq = itertools.count()
         self._jobs = itertools.count()
@@ -185,6 +188,7 @@ class ReferenceModel:
             return
         job = node.attempt = next(self._jobs)
         node.started = self.now
+        self.sent += 1
         rack = self.racks[node.rack]
         cut = rack.cut_at(self.now)
         if cut is not None:  # black-holed; when the link heals the connection is reset
@@ -222,12 +226,14 @@ class ReferenceModel:
         if who == "admin":
             order = self._admin.pop(job, None)
             if order is not None:
+                self.admin["done"] += 1
                 cell, cores = order
                 self._settle(self.cells[cell].cpu.set_cores(cores, self.now))
             return
         node = self.nodes[who]
         if job in self._abandoned[node.cell]:
             del self._abandoned[node.cell][job]
+            self.wasted_s += membership_work_s(self.s, node.entries)
             return
         if node.attempt != job or self.racks[node.rack].cut_at(self.now):
             return  # given up already, or the answer is lost on a cut link (the node times out)
@@ -240,13 +246,15 @@ class ReferenceModel:
         node.attempt = None
         cpu = self.cells[node.cell].cpu
         if self.s.abandoned_work == "cancel":
-            _, finished = cpu.cancel((node.id, job), self.now)
+            wasted, finished = cpu.cancel((node.id, job), self.now)
+            self.wasted_s += wasted
             self._settle(finished)
         else:  # the lab's bound: past abandoned_cap (per cell), the cell's oldest abandoned request is dropped
             abandoned = self._abandoned[node.cell]
             abandoned[job] = (node.id, job)
             while len(abandoned) > self.s.abandoned_cap:
-                _, finished = cpu.cancel(abandoned.pop(next(iter(abandoned))), self.now)
+                wasted, finished = cpu.cancel(abandoned.pop(next(iter(abandoned))), self.now)
+                self.wasted_s += wasted
                 self._settle(finished)
         self._decide(node, Attempt(node.started, self.now, "timeout"))
 
@@ -258,6 +266,7 @@ class ReferenceModel:
 
     def _on_admin_timeout(self, cell: int, job: int) -> None:
         if self._admin.pop(job, None) is not None:  # the admin request gave up: nothing changes
+            self.admin["timed_out"] += 1
             _, finished = self.cells[cell].cpu.cancel(("admin", job), self.now)
             self._settle(finished)
 

@@ -27,10 +27,13 @@ def test_a_node_that_never_got_its_membership_is_disqualified_on_its_first_miss(
     assert node.state is NodeState.DISQUALIFIED and node.disqualifications == 1
 
 
+MISS = retry.Miss(1, "timeout", 1.0)
+
+
 def schedule_of(policy, misses=6, seed=1):
     rng, delays, last = random.Random(seed), [], 0.0
     for n in range(1, misses + 1):
-        last = policy.next_delay(n, last, rng)
+        last = policy.next_delay(retry.Miss(n, "timeout", 0.0, last), rng)
         delays.append(last)
     return delays
 
@@ -64,13 +67,13 @@ def test_budget_stops_retries_below_half_and_refills_on_success():
     allowed = []
     for _ in range(8):
         budget.record(False)
-        allowed.append(budget.next_delay(1, 0.0, rng) is not None)
+        allowed.append(budget.next_delay(MISS, rng) is not None)
     assert allowed == [True, True, True, True, False, False, False, False]
     for _ in range(3):
         budget.record(True)
-    assert budget.next_delay(1, 0.0, rng) is None  # 2 + 3 = 5 tokens: still at half
+    assert budget.next_delay(MISS, rng) is None  # 2 + 3 = 5 tokens: still at half
     budget.record(True)
-    assert budget.next_delay(1, 0.0, rng) == 0.0
+    assert budget.next_delay(MISS, rng) == 0.0
 
 
 def test_build_names():
@@ -119,11 +122,11 @@ def test_adaptive_throttling_thins_retries_as_the_service_rejects_and_recovers()
     rng = random.Random(1)
     for _ in range(200):
         throttle.record(True)
-    assert throttle.rejection() == 0.0 and throttle.next_delay(1, 0.0, rng) == 0.0  # healthy: every retry goes
+    assert throttle.rejection() == 0.0 and throttle.next_delay(MISS, rng) == 0.0  # healthy: every retry goes
     for _ in range(600):
         throttle.record(False)
     assert throttle.rejection() > 0.7  # the SRE book's (requests - 2 * accepts) / (requests + 1)
-    given = sum(throttle.next_delay(1, 0.0, rng) is not None for _ in range(1000))
+    given = sum(throttle.next_delay(MISS, rng) is not None for _ in range(1000))
     assert given < 350
     for _ in range(600):
         throttle.record(True)
@@ -135,10 +138,10 @@ def test_the_breaker_opens_after_misses_in_a_row_and_closes_on_trial():
     breaker = retry.build("immediate+breaker", 0.5, 10.0, 10, 0.1, breaker_failures=3, breaker_open_s=5.0)
     for t in (1.0, 1.1):
         breaker.record(False, t)
-        assert breaker.next_delay(1, 0.0, rng) == 0.0 and breaker.admits(t)
+        assert breaker.next_delay(MISS, rng) == 0.0 and breaker.admits(t)
     breaker.record(False, 1.2)  # the third miss in a row: open for 5 s
     assert not breaker.admits(1.2) and not breaker.admits(6.1)
-    assert breaker.next_delay(1, 0.0, rng) is None  # nobody retries: the next slot
+    assert breaker.next_delay(MISS, rng) is None  # nobody retries: the next slot
     breaker.record(False, 3.0)  # a miss while open (the breaker's own, or a late answer) changes nothing
     assert breaker.admits(6.2)
     breaker.record(False, 6.3)  # on trial: one miss opens it again

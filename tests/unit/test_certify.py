@@ -1,0 +1,85 @@
+"""`stormlab certify` in one command each, in the model (the 400-node fleet; the live sample is
+the storm tier's and the documented command's): a class outside the repository, a policy file
+and a tenacity configuration; the references' verdicts; the same seed, the same verdicts."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stormlab import cli
+from stormlab.model import certificate as cert
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "policies"
+
+
+def certify(tmp_path: Path, *argv: str, out: str = "cert") -> tuple[int, dict]:
+    where = tmp_path / out
+    code = cli.main(["certify", *argv, "--live", "0", "--quick", "--jobs", "2", "--out", str(where)])
+    return code, json.loads((where / "certificate.json").read_text())
+
+
+def by_policy(doc: dict) -> dict[str, dict]:
+    return {c["policy"]: c for c in doc["certificates"]}
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory) -> Path:
+    """The example policy class, copied out of the repository."""
+    home = tmp_path_factory.mktemp("elsewhere")
+    shutil.copy(EXAMPLES / "my_policy.py", home / "my_policy.py")
+    return home
+
+
+@pytest.mark.parametrize(
+    ("given", "label", "kind"),
+    [
+        ("outside:my_policy.py:CappedJitter", "my_policy.py:CappedJitter", "python class"),
+        ("policy.yaml", "policy.yaml", "policy file"),
+        ("tenacity_retrying.py:renew", "tenacity_retrying.py:renew", "tenacity"),
+    ],
+)
+def test_a_certificate_in_one_command(tmp_path, capsys, outside, given, label, kind):
+    text = str(outside / given.removeprefix("outside:")) if given.startswith("outside:") else str(EXAMPLES / given)
+    code, doc = certify(tmp_path, text)
+    certs = by_policy(doc)
+    mine = certs[label]
+    assert (mine["kind"], mine["reference"], mine["verdict"]) == (kind, False, "holds") and code == 0
+    assert mine["largest_trigger_survived"] == {"racks": 6, "blip_s": 10.0}
+    assert certs["2015's immediate retries"]["verdict"] == "stuck" and certs["2015's immediate retries"]["at_2015"]["verdict"] == "stuck"
+    assert certs["full jitter"]["verdict"] == "holds"
+    assert len(mine["points"]) == len(cert.suite()) == 31
+    out = capsys.readouterr().out
+    assert f"{label}: HOLDS at the 2015 trigger and below" in out and "largest trigger survived: 6 racks x 10 s" in out
+    page = (tmp_path / "cert" / "certificate.html").read_text()
+    assert label in page and "largest trigger survived" in page and page.count("<h3>") == 3
+
+
+def test_the_same_seed_gives_the_same_verdicts(tmp_path):
+    runs = [certify(tmp_path, str(EXAMPLES / "policy.yaml"), "--no-references", "--seed", "11", out=f"run{i}")[1] for i in range(2)]
+    first, second = (by_policy(d)["policy.yaml"]["points"] for d in runs)
+    assert {k: (v["stuck"], v["end_error"]) for k, v in first.items()} == {k: (v["stuck"], v["end_error"]) for k, v in second.items()}
+
+
+def test_a_policy_stuck_at_the_2015_trigger_exits_1_and_says_how_far_it_holds(tmp_path, capsys):
+    code, doc = certify(tmp_path, "immediate", "--no-references")
+    c = by_policy(doc)["immediate"]
+    assert code == 1 and c["verdict"] == "stuck" and "2015|3|5|2" in c["stuck_at"]
+    assert c["at_2015"]["amplification"] > 1.5 and c["at_2015"]["wasted_work"] > 0.5 and not c["at_2015"]["admin_path"]
+    assert "immediate: STUCK" in capsys.readouterr().out
+
+
+def test_a_policy_that_cannot_run_exits_2_and_nothing_is_written(tmp_path, capsys):
+    (tmp_path / "bad.py").write_text("class P:\n    def next_delay(self, miss, rng):\n        return -1\n")
+    code = cli.main(["certify", str(tmp_path / "bad.py") + ":P", "--live", "0", "--out", str(tmp_path / "cert")])
+    assert code == 2 and not (tmp_path / "cert").exists()
+    assert "returned -1" in capsys.readouterr().err
+
+
+def test_the_verdict_needs_every_smaller_trigger_and_every_moment():
+    points = cert.suite()
+    must = {p.key for p in points if cert.smaller_or_2015(p)}
+    assert "2015|3|5|2" in must and "2015|1|1|2" in must and "2015|3|5|2|p7" in must
+    assert "2015|4|5|2" not in must and "2015|3|10|2" not in must and "2015|3|5|3" not in must
