@@ -13,6 +13,7 @@ import aiohttp
 
 from chaos import cli as chaos_cli
 from chaos.flags import HelpFormatter, every_parser_says_its_defaults
+from storage_node import policies
 from stormcore import roster
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
@@ -31,7 +32,8 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-policy",
         help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget (a retry budget), +adaptive "
-        "(adaptive throttling) or +breaker (a circuit breaker per rack)",
+        "(adaptive throttling) or +breaker (a circuit breaker per rack); or your own: FILE.py:NAME (a class, a tenacity "
+        "Retrying, a urllib3 Retry), a policy file, a gRPC service config or an Envoy retry_policy (docs/policies.md)",
     )
     p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
     p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
@@ -47,16 +49,30 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
         help="time dilation: run the whole profile this many times faster (0.05-20; below 1 is slow motion for a "
         "slow host), or auto: the fastest speed this host runs validly (default 1)",
     )
+    p.add_argument(
+        "--external-rack",
+        metavar="CMD",
+        help="run this command as one rack instead of the lab's own (a process the lab did not write: docs/contract.md says "
+        "what it is told and must answer; examples/external_rack/urllib3_rack.py is one)",
+    )
+    p.add_argument(
+        "--external-rack-at", type=int, default=0, help="which rack the external one is (default 0: among the 2015 blip's racks)"
+    )
     p.add_argument("--base-port", type=int, default=launcher.DEFAULT_BASE_PORT, help="first port (0 = any free ports)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
 def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
+    pairs = [p for p in args.set if p.partition("=")[0].strip().replace("-", "_") != "retry_policy"]
+    named = [p.partition("=")[2] for p in args.set if p not in pairs]
+    policy = named[-1] if named else args.retry_policy
+    spec = policies.resolve(policy) if policy else None  # a policy of the user's: loaded and probed here (exit 2), not in a rack
+    timeout = policies.load(spec).attempt_timeout_s if spec and policies.is_spec(spec) else None
     changes = {
         "racks": args.racks,
         "nodes_per_rack": args.nodes_per_rack,
-        "retry_policy": args.retry_policy,
+        "retry_policy": spec,
         "allowance_s": parse_duration(args.allowance) if args.allowance else None,
         "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
         "abandoned_work": args.abandoned_work,
@@ -66,7 +82,18 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
         "customer_rate": args.customer_rate,
         "seed": args.seed,
     }
-    return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(args.set)
+    if timeout is not None and args.allowance is None:  # the policy's own per-attempt timeout is the allowance
+        changes["allowance_s"] = timeout
+    return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(pairs)
+
+
+def external_racks(args: argparse.Namespace) -> dict[int, str] | None:
+    """``--external-rack CMD`` at ``--external-rack-at`` (a rack index), for the launcher."""
+    if not args.external_rack:
+        return None
+    if not args.external_rack.strip():
+        raise UsageError("--external-rack: give the command that runs the rack")
+    return {args.external_rack_at: args.external_rack}
 
 
 def parse_cascade(text: str) -> tuple[str, ...]:
@@ -93,7 +120,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"starting {settings.nodes_total} storage nodes in {settings.racks} racks, the metadata service, the link proxy, loadgen{beside} …",
         flush=True,
     )
-    state = launcher.up(settings, args.base_port, cascade=cascade)
+    state = launcher.up(settings, args.base_port, cascade=cascade, external=external_racks(args))
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
     print(state["links"])

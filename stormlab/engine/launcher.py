@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,12 +26,13 @@ from chaos.kernel_link import KernelLinks, available
 from stormcore import roster
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import ensure_token
-from stormcore.errors import LabError
-from stormcore.fleet import cell_name, cell_of
+from stormcore.errors import LabError, UsageError
+from stormcore.fleet import cell_name, cell_of, node_id
 from stormcore.labstate import SUPERVISOR_MODULE, is_supervisor, read_state, running, state_dir
 from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.roster import rack_name
 from stormcore.settings import LabSettings
+from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER
 from stormlab.engine.ports import DEFAULT_BASE_PORT, HOST, PortPlan, port_plan
 
 # Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
@@ -43,6 +45,7 @@ class Component:
     module: str
     port: int
     env: dict[str, str]
+    argv: list[str] | None = None  # a process the lab did not write (an external rack): run this instead of the module
 
     @property
     def url(self) -> str:
@@ -55,9 +58,16 @@ class LabPlan:
     supervisor_port: int
 
 
-def plan(settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequence[str] | None = None) -> LabPlan:
+def plan(
+    settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequence[str] | None = None, external: Mapping[int, str] | None = None
+) -> LabPlan:
     """Every process of the lab (the roster's), with its port and environment. ``cascade``: the
-    dependent services to run (None: every one of them)."""
+    dependent services to run (None: every one of them); ``external``: racks run by a command of
+    the user's instead of the lab's (docs/contract.md), by rack index."""
+    external = dict(external or {})
+    unknown = sorted(r for r in external if not 0 <= r < settings.racks)
+    if unknown:
+        raise UsageError(f"--external-rack-at: racks are 0 to {settings.racks - 1}, not {', '.join(map(str, unknown))}")
     cascade = roster.CASCADE if cascade is None else tuple(s for s in roster.CASCADE if s in cascade)
     ports = port_plan(settings, base_port, cascade)
     metadata = [ports.single["metadata"], *ports.cells]
@@ -74,7 +84,9 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequenc
                     rack_name(r),
                     process.module,
                     port,
-                    {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{link}", "STORMLAB_DATA_DIR": str(data_dir)},
+                    {"STORMLAB_RACK": str(r), "STORMLAB_LINK_URL": f"http://{HOST}:{link}", "STORMLAB_DATA_DIR": str(data_dir)}
+                    | (external_env(settings, r) if r in external else {}),
+                    shlex.split(external[r]) if r in external else None,
                 )
                 for r, (port, link) in enumerate(zip(ports.racks, ports.links, strict=True))
             ]
@@ -85,9 +97,27 @@ def plan(settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequenc
             comps.append(Component(process.name, process.module, ports.single[process.name], env))
     common = settings.to_env()
     return LabPlan(
-        [Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}) for c in comps],
+        [
+            Component(c.name, c.module, c.port, {**common, **c.env, "STORMLAB_PORT": str(c.port), "STORMLAB_HOST": HOST}, c.argv)
+            for c in comps
+        ],
         ports.single["supervisor"],
     )
+
+
+def external_env(settings: LabSettings, rack: int) -> dict[str, str]:
+    """What an external rack is told beyond what every rack gets (docs/contract.md): its node ids,
+    the metadata service's URL through its link (the same as STORMLAB_LINK_URL), the headers, and
+    the durations it needs in wall-clock seconds at this run's speed."""
+    s = settings
+    return {
+        "STORMLAB_NODE_IDS": ",".join(node_id(rack, i) for i in range(s.nodes_per_rack)),
+        "STORMLAB_DEADLINE_HEADER": DEADLINE_HEADER,
+        "STORMLAB_REFUSAL_HEADER": REFUSAL_HEADER,
+        "STORMLAB_WALL_RENEWAL_PERIOD_S": f"{s.renewal_period_s:g}",
+        "STORMLAB_WALL_ALLOWANCE_S": f"{s.allowance_s:g}",
+        "STORMLAB_EXTERNAL_RACK": "1",
+    }
 
 
 def _urls(ports: list[int]) -> str:
@@ -128,9 +158,11 @@ def up(
     wait_s: float = 60.0,
     directory: Path | None = None,
     cascade: Sequence[str] | None = None,
+    external: Mapping[int, str] | None = None,
 ) -> dict:
-    """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: all) and
-    return its state once every process answers /healthz."""
+    """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: all;
+    ``external``: racks run by a command of the user's, docs/contract.md) and return its state
+    once every process answers /healthz."""
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
@@ -139,7 +171,7 @@ def up(
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
     data_dir = directory / "data"
-    laid_out = plan(settings, base_port, data_dir, cascade)
+    laid_out = plan(settings, base_port, data_dir, cascade, external)
     components, sup_port = laid_out.components, laid_out.supervisor_port
     (directory / "plan.json").write_text(
         json.dumps(

@@ -86,7 +86,10 @@ class Supervisor:
         self.stopping = False
         self.started_at = time.time()
         self._watchers: set[asyncio.Task] = set()
-        self.racks = tuple(sorted((n for n in self.comps if n.startswith("rack-")), key=lambda n: int(n.split("-")[1])))
+        # the racks live deploys reach: an external rack runs its own policy (docs/contract.md)
+        self.racks = tuple(
+            sorted((n for n, c in self.comps.items() if n.startswith("rack-") and not c.get("argv")), key=lambda n: int(n.split("-")[1]))
+        )
         self.deploys = DeployBook(self.racks)
         self.reconciler = Reconciler(self.deploys, self.push_held, self.ready, time.monotonic)
 
@@ -99,11 +102,10 @@ class Supervisor:
         path = self.directory / "logs" / f"{name}.log"
         rotate(path)
         self.started[name] = time.monotonic()
+        argv = comp.get("argv") or [sys.executable, "-m", comp["module"]]  # an external rack runs its own command
         with open(path, "ab") as log:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                comp["module"],
+                *argv,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,

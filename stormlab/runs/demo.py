@@ -275,7 +275,8 @@ def run_at_a_valid_speed(
     while True:
         if requested is None:
             print(f"speed auto: trying {speed:g} (profile time runs {speed:g}x the wall clock)", file=out, flush=True)
-        state = launcher.up(settings.sped_up(speed), args.base_port)
+        external = {args.external_rack_at: args.external_rack} if getattr(args, "external_rack", None) else None
+        state = launcher.up(settings.sped_up(speed), args.base_port, external=external)
         print(state["links"], file=out, flush=True)
         try:
             demo = Demo(state, out, *durations, args.blip_racks, auto=requested is None)

@@ -61,15 +61,21 @@ class Lab:
 
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Lab]]:
-    """``lab(cascade=(), cli=False, serving=True, settings=None, **changes)``: a lab of ``settings``
-    (or of SMALL's, with ``changes``) with the cascade's services named in ``cascade``, its state directory the
+    """``lab(cascade=(), cli=False, serving=True, settings=None, external=None, **changes)``: a lab of ``settings``
+    (or of SMALL's, with ``changes``) with the cascade's services named in ``cascade`` (and ``external``'s racks run by
+    their commands), its state directory the
     test's own (STORMLAB_STATE_DIR, so the CLI acts on it), started by the launcher, or by
     ``stormlab up`` with ``cli``; once every node serves unless ``serving=False``. Stopped after
     the test, whatever it did."""
     started: list[Path] = []
 
     def start(
-        cascade: tuple[str, ...] = (), cli: bool = False, serving: bool = True, settings: LabSettings | None = None, **changes: Any
+        cascade: tuple[str, ...] = (),
+        cli: bool = False,
+        serving: bool = True,
+        settings: LabSettings | None = None,
+        external: dict[int, str] | None = None,
+        **changes: Any,
     ) -> Lab:
         directory = (tmp_path / f"state-{len(started)}").resolve()
         monkeypatch.setenv("STORMLAB_STATE_DIR", str(directory))
@@ -79,7 +85,7 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..
             assert main(["up", "--base-port", "0", "--cascade", ",".join(cascade) or "none", *flags(settings)]) == 0
             state = running(directory)
         else:
-            state = launcher.up(settings, base_port=0, directory=directory, cascade=cascade)
+            state = launcher.up(settings, base_port=0, directory=directory, cascade=cascade, external=external)
         assert state, "the lab did not come up"
         lab = Lab(state, directory)
         if serving:
