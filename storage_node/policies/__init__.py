@@ -26,6 +26,7 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import logging
 import math
 import random
 import sys
@@ -42,6 +43,7 @@ from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity
 from storage_node.policies.errors import PolicyError
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, SettingsError
 
+log = logging.getLogger("stormlab.policies")
 PREFIXES = ("python:", "file:", "entry:")
 ENTRY_POINT_GROUP = "stormlab.policies"
 MAX_DELAY_S = 3600.0  # profile seconds: a retry later than this is not a retry (nor a policy this lab can judge)
@@ -328,7 +330,6 @@ class Guarded:
     def __init__(self, inner: retry.RetryPolicy, speed: float, label: str, strict: bool) -> None:
         self.inner, self.speed, self.label, self.strict = inner, speed, label, strict
         self.broken = 0
-        self.last_error = ""
 
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
         s = self.speed
@@ -342,7 +343,8 @@ class Guarded:
                     str(exc) if isinstance(exc, PolicyError) else f"{self.label} raised {type(exc).__name__}: {exc}"
                 ) from None
             self.broken += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.broken == 1:  # once in the rack's log: every broken promise after it gives its retry up the same way
+                log.warning("the retry policy broke the protocol (the retry is given up): %s: %s", type(exc).__name__, exc)
             return None
         return None if delay is None else delay / s
 

@@ -177,9 +177,10 @@ def exit_code(certs: Sequence[dict[str, Any]]) -> int:
     return 1 if any(c["verdict"] == "stuck" for c in certs) else 0
 
 
-def live_sample(points: Sequence[Point], count: int, seed: int) -> list[Point]:
-    """Which points of a policy run live: the 2015 trigger, then triggers drawn (seeded) from the
-    rest, chosen without the model's verdicts."""
+def live_sample(points: Sequence[Point], count: int, seed: int, policy: str) -> list[Point]:
+    """Which points of a policy run live: the 2015 trigger, then triggers drawn from the rest with
+    the seed and the policy's name (each policy its own draw, so a certificate of several covers
+    more of the map), chosen without the model's verdicts."""
     first = [p for p in points if p.is_2015()]
     rest = [p for p in points if is_trigger(p) and not p.is_2015()]
-    return (first + random.Random(seed).sample(rest, min(len(rest), max(0, count - 1))))[:count]
+    return (first + random.Random(f"{seed}/{policy}").sample(rest, min(len(rest), max(0, count - 1))))[:count]

@@ -165,7 +165,7 @@ def certify_live(
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """The policy's live sample (resumed from --out), beside the model's verdicts."""
-    sample = cert.live_sample(points, count, seed)
+    sample = cert.live_sample(points, count, seed, c["label"])
     fleet = c["settings"]
     where = out / f"{fleet.nodes_total}-nodes-seed{seed}" / c["key"]
     where.mkdir(parents=True, exist_ok=True)
