@@ -92,7 +92,8 @@ def test_a_sweep_of_the_model_alone_prints_one_json_document(tmp_path, capsys):
 def test_a_demo_whose_run_was_invalid_exits_3(monkeypatch, tmp_path, capsys):
     """The lab is stood in for (no processes): the run's summary says INVALID, as a host too busy
     for the fleet makes it say; the command must not exit 0 on it."""
-    monkeypatch.setattr(demo.launcher, "up", lambda settings, base_port, external=None: {"components": {}, "links": "the link proxy carries the links"})
+    started = {"components": {}, "links": "the link proxy carries the links"}
+    monkeypatch.setattr(demo.launcher, "up", lambda settings, base_port, external=None: started)
     monkeypatch.setattr(demo.launcher, "down", lambda: True)
 
     class Invalid:
