@@ -48,14 +48,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 OUTCOMES = ("timeout", "unreachable", "paused", "overloaded", "breaker", "error")  # why an attempt missed
 
 
-@dataclass(frozen=True)
-class Miss:
-    """What a policy is told after a missed attempt."""
+class Miss(NamedTuple):
+    """What a policy is told after a missed attempt (a tuple: one is made after every miss)."""
 
     attempt: int  # misses in a row in this renewal: 1 after the first
     outcome: str  # why it missed: one of OUTCOMES

@@ -41,10 +41,10 @@ import yaml
 from storage_node import retry
 from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3
 from storage_node.policies.errors import PolicyError
-from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, SettingsError
+from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, USER_POLICIES, LabSettings, SettingsError
 
 log = logging.getLogger("stormlab.policies")
-PREFIXES = ("python:", "file:", "entry:")
+PREFIXES = USER_POLICIES  # the setting's own list of the forms
 ENTRY_POINT_GROUP = "stormlab.policies"
 MAX_DELAY_S = 3600.0  # profile seconds: a retry later than this is not a retry (nor a policy this lab can judge)
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -334,7 +334,7 @@ class Guarded:
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
         s = self.speed
         if s != 1.0:
-            miss = retry.Miss(miss.attempt, miss.outcome, miss.elapsed_s * s, miss.last_delay_s * s, miss.outcomes)
+            miss = miss._replace(elapsed_s=miss.elapsed_s * s, last_delay_s=miss.last_delay_s * s)
         try:
             delay = check_delay(self.inner.next_delay(miss, rng), f"{self.label}: next_delay after miss {miss.attempt}")
         except Exception as exc:

@@ -18,9 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stormcore.settings import LabSettings
-from stormlab.engine.story import STORM_RATIO
-from stormlab.model.grid import PHASES, POINT_2015, Point, Verdict, blip_at
-from stormlab.model.reference import ReferenceModel
+from stormlab.model.grid import PHASES, POINT_2015, Point, Verdict, story
 
 TRIGGER_RACKS = (1, 2, 3, 4, 6)
 TRIGGER_BLIPS = (1.0, 2.0, 5.0, 10.0)
@@ -59,40 +57,14 @@ class Reading:
 
 
 def judge(base: LabSettings, point: Point, watch_periods: float = WATCH_PERIODS) -> Reading:
-    """The demo's story in virtual time, as the sweep judges it, with the policy's figures."""
-    s = point.settings(base).profile_time()
-    model = ReferenceModel(s)
-    at = blip_at(s, point.phase)
-    model.run_until(at)
-    busy_before = sum(c.cpu.busy_core_seconds for c in model.cells)
-    model.blip(set(range(point.blip_racks)), at, point.blip_s)
-    blip_end, end = at + point.blip_s, at + point.blip_s + watch_periods * s.renewal_period_s
-    admin_at = blip_end + ADMIN_PROBE_PERIODS * s.renewal_period_s
-    readings, t, sent = [], at, [model.sent]
-    admin_sent = False
-    while t < end:
-        t = min(end, t + 1.0)
-        if not admin_sent and t >= admin_at:
-            model.run_until(admin_at)
-            model.set_capacity(model.cpu.cores)  # through the shared admin path: the same cores, so nothing changes but the queue
-            admin_sent = True
-        model.run_until(t)
-        sent.append(model.sent)
-        readings.append((t, model.error_ratio()))
-    model.run_until(end + 5.0)  # the admin request's timeout (2 s) has passed
-    last = [r for ts, r in readings if ts > end - s.renewal_period_s]
-    end_error = sum(last) / len(last)
-    busy = sum(c.cpu.busy_core_seconds for c in model.cells) - busy_before
-    verdict = Verdict(
-        point.key,
-        end_error >= STORM_RATIO,
-        end_error,
-        max(r for _, r in readings),
-        next((ts - blip_end for ts, r in readings if ts >= blip_end and r < 0.01), None),
-    )
+    """The sweep's story of the point, with an admin request in the storm, and the policy's figures."""
+    told = story(base, point, watch_periods, ADMIN_PROBE_PERIODS)
+    model, sent, s = told.model, told.sent, told.model.s
+    model.run_until(model.now + 5.0)  # the admin request's timeout (2 s) has passed
+    busy = sum(c.cpu.busy_core_seconds for c in model.cells) - told.busy_at_blip
     span = max(1, round(s.renewal_period_s))  # readings are a second apart
     busiest = max(sent[i + span] - sent[i] for i in range(max(1, len(sent) - span)))
-    return Reading(verdict, busiest / s.nodes_total, model.wasted_s / busy if busy > 0 else 0.0, model.admin["done"] > 0)
+    return Reading(told.verdict, busiest / s.nodes_total, model.wasted_s / busy if busy > 0 else 0.0, model.admin["done"] > 0)
 
 
 # -- the certificate ---------------------------------------------------------------------------

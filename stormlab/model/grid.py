@@ -117,28 +117,54 @@ def blip_phase(s: LabSettings, phase: int) -> float:
     return blip_at(s, phase) % s.renewal_period_s / s.renewal_period_s
 
 
-def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
-    """One point in the reference model: the demo's story in virtual time (profile seconds)."""
+@dataclass
+class Story:
+    """One point's story in the model: its verdict, the model as it ended, and what the sweep's
+    verdict does not need: renewal attempts sent by each second from the blip on, and the
+    metadata service's busy core-seconds when the blip began."""
+
+    verdict: Verdict
+    model: ReferenceModel
+    sent: list[int]
+    busy_at_blip: float
+
+
+def story(base: LabSettings, point: Point, watch_periods: float, admin_after_periods: float | None = None) -> Story:
+    """The demo's story in virtual time (profile seconds); with ``admin_after_periods``, an admin
+    request (the same cores, through the shared path) that long after the blip's end."""
     s = point.settings(base).profile_time()
     model = ReferenceModel(s)
     at = blip_at(s, point.phase)
     model.run_until(at)
+    busy_at_blip = sum(c.cpu.busy_core_seconds for c in model.cells)
     model.blip(set(range(point.blip_racks)), at, point.blip_s)
     blip_end, end = at + point.blip_s, at + point.blip_s + watch_periods * s.renewal_period_s
-    readings, t = [], at
+    admin_at = None if admin_after_periods is None else blip_end + admin_after_periods * s.renewal_period_s
+    readings, t, sent = [], at, [model.sent]
     while t < end:
         t = min(end, t + 1.0)
+        if admin_at is not None and t >= admin_at:
+            model.run_until(admin_at)
+            model.set_capacity(model.cpu.cores)  # nothing changes but the admin path's queue
+            admin_at = None
         model.run_until(t)
+        sent.append(model.sent)
         readings.append((t, model.error_ratio()))
     last = [r for ts, r in readings if ts > end - s.renewal_period_s]
     end_error = sum(last) / len(last)
-    return Verdict(
+    verdict = Verdict(
         point.key,
         end_error >= STORM_RATIO,
         end_error,
         max(r for _, r in readings),
         next((ts - blip_end for ts, r in readings if ts >= blip_end and r < 0.01), None),
     )
+    return Story(verdict, model, sent, busy_at_blip)
+
+
+def judge_model(base: LabSettings, point: Point, watch_periods: float) -> Verdict:
+    """One point in the reference model: the demo's story in virtual time (profile seconds)."""
+    return story(base, point, watch_periods).verdict
 
 
 def near_threshold(base: LabSettings, point: Point) -> bool:

@@ -131,10 +131,6 @@ def _candidate(text: str, base: LabSettings, reference: bool = False) -> dict[st
     return {"spec": spec, "label": label, "kind": kind, "maps": list(maps), "settings": settings, "reference": reference, "key": key}
 
 
-def _judge(settings: LabSettings, point: Point) -> cert.Reading:
-    return cert.judge(settings, point)
-
-
 def run_model(
     candidates: Sequence[dict[str, Any]], points: Sequence[Point], jobs: int, say: Callable[[str], None]
 ) -> dict[str, dict[str, cert.Reading]]:
@@ -142,7 +138,7 @@ def run_model(
     out: dict[str, dict[str, cert.Reading]] = {c["label"]: {} for c in candidates}
     started, total, n, last_said = time.monotonic(), len(candidates) * len(points), 0, 0.0
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_judge, c["settings"], p): (c["label"], p) for c in candidates for p in points}
+        futures = {pool.submit(cert.judge, c["settings"], p): (c["label"], p) for c in candidates for p in points}
         for future in concurrent.futures.as_completed(futures):
             label, point = futures[future]
             out[label][point.key] = future.result()  # a policy that breaks its promises in the storm: PolicyError (exit 2)
@@ -195,8 +191,8 @@ def document(
         if c["label"] in live:
             one["live"] = live[c["label"]]
         certs.append(one)
-    points_live = [x for c in certs for x in c.get("live", {}).get("points", []) if x["live"]["valid"]]
-    agree = sum(x["model"]["stuck"] == x["live"]["stuck"] for x in points_live)
+    each = [(c["policy"], c["live"]["agreement"]) for c in certs if "live" in c]  # grid.agreement's, per policy
+    points, agree = sum(a["points"] for _, a in each), sum(a["agree"] for _, a in each)
     return {
         "fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes",
         "seed": seed,
@@ -210,16 +206,11 @@ def document(
         "holds_means": "recovered at the 2015 trigger (3 racks x 5 s, 2 GSIs, at each of 8 moments) and at every smaller trigger",
         "certificates": certs,
         "live_agreement": {
-            "points": len(points_live),
+            "points": points,
             "agree": agree,
-            "ratio": agree / len(points_live) if points_live else None,
-            "disagree": [
-                f"{c['policy']} {x['key']}"
-                for c in certs
-                for x in c.get("live", {}).get("points", [])
-                if x["live"]["valid"] and x["model"]["stuck"] != x["live"]["stuck"]
-            ],
-            "invalid": [f"{c['policy']} {x['key']}" for c in certs for x in c.get("live", {}).get("points", []) if not x["live"]["valid"]],
+            "ratio": agree / points if points else None,
+            "disagree": [f"{policy} {key}" for policy, a in each for key in a["disagree"]],
+            "invalid": [f"{policy} {key}" for policy, a in each for key in a["invalid"]],
         },
     }
 
