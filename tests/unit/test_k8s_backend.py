@@ -168,12 +168,14 @@ class FakeApiServer:
         if container.startswith(kb.CHAOS):  # a fault shell's own ephemeral container (pid 7)
             fault = container.removeprefix(kb.CHAOS).rsplit("-", 1)[0]
             if tuple(argv) == fs.LIST:
-                out = f"7 {fault} {time.time() + 20:.0f} held 12\n"
+                out = (
+                    f"7 {fault} {int(time.time() + 20)} held 12\n"  # whole seconds cut, as `date +%s` writes them (rounding could say 21 s)
+                )
             elif tuple(argv) == fs.HALT:
                 self.end(pod, container, 0, f"{fault} {time.time():.0f} 12\n")
                 out = "1\n"
         elif tuple(argv) == fs.LIST:
-            out = "".join(f"{pid} freeze {time.time() + 20:.0f} held -\n" for p, pid in self.paused.items() if p == pod)
+            out = "".join(f"{pid} freeze {int(time.time() + 20)} held -\n" for p, pid in self.paused.items() if p == pod)
         elif tuple(argv) == fs.HALT:
             out = f"{int(self.paused.pop(pod, 0) > 0)}\n"
         elif "kill -STOP $p" in argv[-1]:  # the detached shell holding a freeze
