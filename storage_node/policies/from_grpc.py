@@ -2,23 +2,30 @@
 
 Give the lab the service config a gRPC client ships (JSON or YAML):
 ``--retry-policy ./service_config.json``. The renewal is one call, so the config holds one
-``retryPolicy`` (in one ``methodConfig``, or the same in several). What it does is gRFC A6's
-(the rules grpc-java and grpc-go follow):
+``retryPolicy`` (in one ``methodConfig``, or the same in several). What it does is gRFC A6's as
+revised in 2024 (grpc/proposal#452), which gRPC's C core (grpcio), grpc-java, grpc-go and
+grpc-js 1.14 on follow:
 
 - ``maxAttempts`` attempts at most, the first included (values above 5 are taken as 5);
-- retry ``n`` waits ``random(0, min(initialBackoff * backoffMultiplier**(n-1), maxBackoff))``,
-  drawn here from the node's seeded generator;
+- retry ``n`` waits ``min(initialBackoff * backoffMultiplier**(n-1), maxBackoff) * random(0.8, 1.2)``,
+  drawn here from the node's seeded generator (before the revision, and in grpc-js up to 1.13,
+  ``random(0, …)`` of the same: a client that old jitters over the whole range, as
+  ``jitter: full`` in a policy file does);
 - only a status in ``retryableStatusCodes`` is retried: an unreachable link or a reset
   connection is UNAVAILABLE, the metadata service's refusal (an HTTP 503) is UNAVAILABLE, a
   timeout is DEADLINE_EXCEEDED, a malformed answer INTERNAL; the rack's own breaker UNAVAILABLE;
 - the method's ``timeout`` is the call's deadline over every attempt: no retry starts after it;
-- ``retryThrottling``: the client's token bucket (``maxTokens``, ``tokenRatio``): a failed attempt
-  takes a token, a success gives ``tokenRatio`` back, and retries go only while more than half
-  the tokens are left. Its scope here is the rack (one client channel per rack).
+- ``retryThrottling``: the client's token bucket (``maxTokens``, ``tokenRatio``): an attempt that
+  fails with a retryable status takes a token (one that fails otherwise takes none), a success
+  gives ``tokenRatio`` back, and a failed attempt is retried only while more than half the tokens
+  are left, judged when it fails (as the C core, grpc-java and grpc-go do; grpc-js judges when the
+  backoff ends). Its scope here is the rack (one client channel per rack).
 
 Refused: ``hedgingPolicy`` (hedging sends copies before anything fails: not a retry policy),
-fields A6 does not define, and more than one different ``retryPolicy``. gRPC's C core (and so
-grpcio in Python) jitters its backoff by ±20% instead of A6's full range: the lab runs A6.
+fields A6 does not define, and more than one different ``retryPolicy``.
+
+tests/unit/test_grpc_js.py runs grpc-js itself (from npm) against a loopback server with its
+jitter seeded, and compares what it does with this adapter, retry by retry.
 """
 
 from __future__ import annotations
@@ -107,14 +114,13 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
             raise PolicyError(f"retryThrottling.tokenRatio is a number above 0, got {ratio!r}")
 
+    bucket = (float(tokens), float(ratio)) if throttling is not None else None
+
     def make() -> retry.RetryPolicy:
-        policy: retry.RetryPolicy = GrpcRetry(attempts, initial, top, float(multiplier), frozenset(names), deadline)
-        if throttling is not None:
-            policy = retry.RetryBudget(policy, float(tokens), float(ratio))
-        return policy
+        return GrpcRetry(attempts, initial, top, float(multiplier), frozenset(names), deadline, bucket)
 
     words = (
-        f"at most {attempts} attempts, backoff random(0, min({initial:g}s * {multiplier:g}^(n-1), {top:g}s))",
+        f"at most {attempts} attempts, backoff min({initial:g}s * {multiplier:g}^(n-1), {top:g}s) * random(0.8, 1.2)",
         f"retried: {', '.join(sorted(names))} (unreachable and 503 refusals are UNAVAILABLE, timeouts DEADLINE_EXCEEDED)",
         *([f"call deadline {deadline:g}s over every attempt"] if deadline is not None else []),
         *([f"retry throttling: {tokens:g} tokens, {ratio:g} back per success"] if throttling is not None else []),
@@ -122,27 +128,50 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
     return make, None, words
 
 
+JITTER = (0.8, 1.2)  # A6 since 2024: the backoff times random(0.8, 1.2)
+
+
 class GrpcRetry:
-    def __init__(self, attempts: int, initial: float, top: float, multiplier: float, codes: frozenset[str], deadline: float | None):
+    """One rack's gRPC client channel: the retry policy and, if configured, its throttling bucket
+    (``bucket``: maxTokens and tokenRatio)."""
+
+    def __init__(
+        self,
+        attempts: int,
+        initial: float,
+        top: float,
+        multiplier: float,
+        codes: frozenset[str],
+        deadline: float | None,
+        bucket: tuple[float, float] | None = None,
+    ):
         self.attempts, self.initial, self.top, self.multiplier = attempts, initial, top, multiplier
-        self.codes, self.deadline = codes, deadline
+        self.codes, self.deadline, self.bucket = codes, deadline, bucket
+        self.tokens = bucket[0] if bucket else 0.0
 
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
-        if STATUS.get(miss.outcome, "INTERNAL") not in self.codes or miss.attempt >= self.attempts:
+        if STATUS.get(miss.outcome, "INTERNAL") not in self.codes:
+            return None
+        if self.bucket:
+            self.tokens = max(0.0, self.tokens - 1.0)
+            if self.tokens <= self.bucket[0] / 2:
+                return None
+        if miss.attempt >= self.attempts:
             return None
         if self.deadline is not None and miss.elapsed_s >= self.deadline:
             return None
         try:
-            ceiling = min(self.initial * self.multiplier ** (miss.attempt - 1), self.top)
+            backoff = min(self.initial * self.multiplier ** (miss.attempt - 1), self.top)
         except OverflowError:
-            ceiling = self.top
-        delay = rng.uniform(0.0, ceiling)
+            backoff = self.top
+        delay = backoff * rng.uniform(*JITTER)
         if self.deadline is not None and miss.elapsed_s + delay >= self.deadline:
             return None
         return delay
 
     def record(self, ok: bool, now: float = 0.0) -> None:
-        return None
+        if ok and self.bucket:
+            self.tokens = min(self.bucket[0], self.tokens + self.bucket[1])
 
     def admits(self, now: float) -> bool:
         return True

@@ -176,15 +176,15 @@ def test_urllib3_refuses_a_subclass_that_changes_the_sums():
         from_urllib3.adapt(Mine(total=3))
 
 
-# -- gRPC (gRFC A6, the rules grpc-java and grpc-go follow) -------------------------------------
+# -- gRPC (gRFC A6; grpc-js itself in test_grpc_js.py) ------------------------------------------
 
 
 def a6_delays(initial, multiplier, top, max_attempts, attempts=10, seed=SEED):
-    """gRFC A6 as written: retry n at random(0, min(initialBackoff * backoffMultiplier^(n-1), maxBackoff)),
-    at most min(maxAttempts, 5) attempts."""
+    """gRFC A6 as revised in 2024: retry n after min(initialBackoff * backoffMultiplier^(n-1),
+    maxBackoff) * random(0.8, 1.2), at most min(maxAttempts, 5) attempts."""
     rng, out = random.Random(seed), []
     for n in range(1, attempts + 1):
-        out.append(None if n >= min(max_attempts, 5) else rng.uniform(0, min(initial * multiplier ** (n - 1), top)))
+        out.append(None if n >= min(max_attempts, 5) else min(initial * multiplier ** (n - 1), top) * rng.uniform(0.8, 1.2))
     return out
 
 
@@ -207,11 +207,17 @@ def test_grpc_delays_follow_a6_for_attempts_1_to_10():
 def test_grpc_retries_only_its_retryable_codes_and_throttles():
     make, _, _ = from_grpc.adapt(grpc_config() | {"retryThrottling": {"maxTokens": 4, "tokenRatio": 0.5}})
     policy, rng = make(), random.Random(1)
-    assert policy.next_delay(retry.Miss(1, "timeout", 1.0), rng) is None  # DEADLINE_EXCEEDED is not retryable here
-    assert policy.next_delay(retry.Miss(1, "paused", 0.0), rng) is not None  # a 503: UNAVAILABLE
-    for _ in range(2):
+    for _ in range(3):  # DEADLINE_EXCEEDED is not retryable here, and takes no token
         policy.record(False)
-    assert policy.next_delay(retry.Miss(1, "unreachable", 0.0), rng) is None  # 2 of 4 tokens: throttled
+        assert policy.next_delay(retry.Miss(1, "timeout", 1.0), rng) is None
+    assert policy.next_delay(retry.Miss(1, "paused", 0.0), rng) is not None  # a 503: UNAVAILABLE; 3 of 4 tokens left
+    assert policy.next_delay(retry.Miss(2, "unreachable", 0.0), rng) is None  # 2 of 4: throttled
+    policy.record(True)  # 2.5 of 4
+    assert policy.next_delay(retry.Miss(1, "unreachable", 0.0), rng) is None  # 1.5
+    for _ in range(4):
+        policy.record(True)  # 3.5
+    assert policy.next_delay(retry.Miss(1, "unreachable", 0.0), rng) is not None  # 2.5 is above half of 4
+    assert policy.tokens == pytest.approx(2.5)
 
 
 @pytest.mark.parametrize(
