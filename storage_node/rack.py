@@ -21,7 +21,7 @@ from storage_node.client import RenewalClient
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.metrics import ATTEMPTS, RENEWAL_OUTCOMES, RackMetrics
 from storage_node.refusal import NodeState, Refusal
-from storage_node.renewal import OK, Attempt, Renewal, rack_policy
+from storage_node.renewal import KEPT_BACK, OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import grid_slot, node_id, startup_phases
 from stormcore.settings import LabSettings, SettingsError
@@ -110,8 +110,9 @@ class Node:
         rack = self.rack
         started = rack.now()
         if not rack.policy.admits(started):  # the rack's circuit breaker is open: nothing is sent
-            rack.counted(attempt, "breaker").inc()
-            return "breaker"
+            rack.counted(attempt, KEPT_BACK).inc()
+            return KEPT_BACK
+        self.renewal.sending(rack.policy, started)
         reason = "error"
         try:
             if rack.client is not None:

@@ -3,7 +3,8 @@ and the reference model both make.
 
 A renewal starts at a scheduled slot (or at once when the rack's link comes back). After each
 attempt the node tells its refusal state machine (disqualify on a miss, requalify on a success),
-tells the retry policy (a budget counts the outcome), and then either waits for its next slot
+tells the retry policy (a budget counts the outcome; a policy that counts attempts in flight
+was told when it left, ``sending``), and then either waits for its next slot
 (success, or the policy gives up) or retries. A retry never comes sooner than the allowance
 after the attempt began: a fast failure (refused at a paused service's door, unreachable) waits
 out its allowance, so a dead or paused metadata service is not hit in a tight loop; a timeout
@@ -23,6 +24,7 @@ from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucce
 from stormcore.settings import LabSettings
 
 OK = "ok"
+KEPT_BACK = "breaker"  # an attempt the rack's breaker kept back: never sent
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,14 @@ class Renewal:
         """A new renewal (a scheduled slot, or the link came back): misses count from zero."""
         self.misses, self.last_delay, self.began, self.outcomes = 0, 0.0, None, ()
 
+    def sending(self, policy: retry.RetryPolicy, now: float) -> None:
+        """An attempt of this renewal leaves (after the policy admitted it): the policy is told."""
+        policy.sent(self.misses > 0, now)
+
     def after(self, attempt: Attempt, policy: retry.RetryPolicy, rng: random.Random, allowance_s: float) -> Decision:
         ok = attempt.outcome == OK
+        if attempt.outcome != KEPT_BACK:
+            policy.finished(self.misses > 0, attempt.ended)
         policy.record(ok, attempt.ended)
         before = self.refusal.state
         if ok:

@@ -11,6 +11,11 @@ one policy object per rack (a budget's or a breaker's scope is the rack):
 - ``record(ok, now)``: every attempt's outcome, for a policy that keeps state (a budget).
 - ``admits(now)``: whether the rack may send at all now (an open breaker says no: the node
   counts a miss without a request).
+- ``sent(retry, now)`` and ``finished(retry, now)``: an attempt left for the metadata service
+  (``retry``: it is not its renewal's first), and that attempt is over (answered, refused, timed
+  out or failed; called before ``record`` and ``next_delay`` for it). Every sent attempt is
+  finished once; one an open breaker kept back is neither. For a policy that counts what is in
+  flight across the rack (Envoy's retry circuit breakers).
 
 Whatever the policy says, a retry never comes sooner than the allowance after the attempt
 began (the renewal core's floor; storage_node/renewal.py).
@@ -70,23 +75,53 @@ class RetryPolicy(Protocol):
 
     def admits(self, now: float) -> bool: ...
 
+    def sent(self, retry: bool, now: float) -> None: ...
 
-class _Stateless:
+    def finished(self, retry: bool, now: float) -> None: ...
+
+
+class Plain:
+    """The protocol's optional parts for a policy that keeps no count: nothing to record, always admits."""
+
     def record(self, ok: bool, now: float = 0.0) -> None:
         return None
 
     def admits(self, now: float) -> bool:
         return True
 
+    def sent(self, retry: bool, now: float) -> None:
+        return None
+
+    def finished(self, retry: bool, now: float) -> None:
+        return None
+
+
+class Around:
+    """A policy around an ``inner`` one: what it does not decide itself is the inner policy's."""
+
+    inner: RetryPolicy
+
+    def record(self, ok: bool, now: float = 0.0) -> None:
+        self.inner.record(ok, now)
+
+    def admits(self, now: float) -> bool:
+        return self.inner.admits(now)
+
+    def sent(self, retry: bool, now: float) -> None:
+        self.inner.sent(retry, now)
+
+    def finished(self, retry: bool, now: float) -> None:
+        self.inner.finished(retry, now)
+
 
 @dataclass(frozen=True)
-class Immediate(_Stateless):
+class Immediate(Plain):
     def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
         return 0.0
 
 
 @dataclass(frozen=True)
-class Exponential(_Stateless):
+class Exponential(Plain):
     base_s: float
     cap_s: float
 
@@ -95,7 +130,7 @@ class Exponential(_Stateless):
 
 
 @dataclass(frozen=True)
-class FullJitter(_Stateless):
+class FullJitter(Plain):
     base_s: float
     cap_s: float
 
@@ -104,7 +139,7 @@ class FullJitter(_Stateless):
 
 
 @dataclass(frozen=True)
-class DecorrelatedJitter(_Stateless):
+class DecorrelatedJitter(Plain):
     base_s: float
     cap_s: float
 
@@ -113,7 +148,7 @@ class DecorrelatedJitter(_Stateless):
 
 
 @dataclass
-class RetryBudget:
+class RetryBudget(Around):
     inner: RetryPolicy
     max_tokens: float
     ratio: float
@@ -131,16 +166,13 @@ class RetryBudget:
             return None
         return self.inner.next_delay(miss, rng)
 
-    def admits(self, now: float) -> bool:
-        return self.inner.admits(now)
-
 
 ADAPTIVE_K = 2.0
 ADAPTIVE_WINDOW = 500.0  # attempts: the counts decay by 1/window per attempt
 
 
 @dataclass
-class AdaptiveThrottle:
+class AdaptiveThrottle(Around):
     inner: RetryPolicy
     k: float = ADAPTIVE_K
     window: float = ADAPTIVE_WINDOW
@@ -161,12 +193,9 @@ class AdaptiveThrottle:
             return None
         return self.inner.next_delay(miss, rng)
 
-    def admits(self, now: float) -> bool:
-        return self.inner.admits(now)
-
 
 @dataclass
-class CircuitBreaker:
+class CircuitBreaker(Around):
     inner: RetryPolicy
     failures: int
     open_s: float

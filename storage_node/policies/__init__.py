@@ -219,7 +219,7 @@ def _timeout(policy: Any) -> float | None:
 
 
 def _filled(make: Callable[[], Any]) -> Callable[[], retry.RetryPolicy]:
-    """A user's policy with the protocol's optional parts (record, admits) filled in."""
+    """A user's policy with the protocol's optional parts (record, admits, sent, finished) filled in."""
 
     def made() -> retry.RetryPolicy:
         return _Filled(make())
@@ -232,6 +232,8 @@ class _Filled:
         self.inner = inner
         self._record = getattr(inner, "record", None)
         self._admits = getattr(inner, "admits", None)
+        self._sent = getattr(inner, "sent", None)
+        self._finished = getattr(inner, "finished", None)
 
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
         return self.inner.next_delay(miss, rng)
@@ -242,6 +244,14 @@ class _Filled:
 
     def admits(self, now: float) -> bool:
         return True if self._admits is None else self._admits(now)
+
+    def sent(self, retry: bool, now: float) -> None:
+        if self._sent is not None:
+            self._sent(retry, now)
+
+    def finished(self, retry: bool, now: float) -> None:
+        if self._finished is not None:
+            self._finished(retry, now)
 
 
 def _from_file(spec: str, path: Path) -> Loaded:
@@ -298,6 +308,9 @@ def probe(loaded: Loaded, rounds: int = 3) -> None:
                 where = f"{loaded.label}: next_delay after miss {attempt} ({outcome})"
                 try:
                     admitted = policy.admits(now)
+                    if admitted is True:
+                        policy.sent(attempt > 1, now - 0.5)
+                        policy.finished(attempt > 1, now)
                     policy.record(False, now)
                     delay = check_delay(policy.next_delay(retry.Miss(attempt, outcome, now - began, last, outcomes), rng), where)
                 except PolicyError:
@@ -311,9 +324,11 @@ def probe(loaded: Loaded, rounds: int = 3) -> None:
                     break
                 last, now = delay, now + delay
             try:
-                policy.record(True, now)
+                policy.sent(False, now)
+                policy.finished(False, now + 0.5)
+                policy.record(True, now + 0.5)
             except Exception as exc:
-                raise PolicyError(f"{loaded.label}: record(True) raised {type(exc).__name__}: {exc}") from None
+                raise PolicyError(f"{loaded.label}: an attempt that succeeded raised {type(exc).__name__}: {exc}") from None
         answers.append(said)
     if answers[0] != answers[1]:
         raise PolicyError(
@@ -353,6 +368,12 @@ class Guarded:
 
     def admits(self, now: float) -> bool:
         return self.inner.admits(now * self.speed)
+
+    def sent(self, retry: bool, now: float) -> None:
+        self.inner.sent(retry, now * self.speed)
+
+    def finished(self, retry: bool, now: float) -> None:
+        self.inner.finished(retry, now * self.speed)
 
 
 def build(spec: str, speed: float = 1.0, strict: bool = True) -> retry.RetryPolicy:

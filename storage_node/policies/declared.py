@@ -46,7 +46,7 @@ FIELDS: dict[str, tuple[str, ...] | None] = {
 
 
 @dataclass(frozen=True)
-class Backoff:
+class Backoff(retry.Plain):
     base_s: float
     cap_s: float
     multiplier: float
@@ -65,15 +65,9 @@ class Backoff:
             return d / 2 + rng.uniform(0.0, d / 2)
         return d
 
-    def record(self, ok: bool, now: float = 0.0) -> None:
-        return None
-
-    def admits(self, now: float) -> bool:
-        return True
-
 
 @dataclass
-class Limits:
+class Limits(retry.Around):
     """Gives up after ``max_attempts`` attempts, or when the next attempt would start past the deadline."""
 
     inner: retry.RetryPolicy
@@ -87,12 +81,6 @@ class Limits:
         if delay is not None and self.deadline_s is not None and miss.elapsed_s + delay >= self.deadline_s:
             return None
         return delay
-
-    def record(self, ok: bool, now: float = 0.0) -> None:
-        self.inner.record(ok, now)
-
-    def admits(self, now: float) -> bool:
-        return self.inner.admits(now)
 
 
 def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float | None, tuple[str, ...]]:

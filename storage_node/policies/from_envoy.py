@@ -16,11 +16,22 @@ Envoy's router:
 - ``per_try_timeout`` is the attempt's timeout (the lab's allowance); the route's ``timeout``
   (default 15 s) bounds every attempt together: no retry starts after it.
 
+- the cluster's retry circuit breaker counts retries in flight across the rack (one Envoy, one
+  cluster, per rack): a retry is open from when it is scheduled until its attempt is over, and
+  one is scheduled only while fewer are open than the limit: ``max_retries`` (Envoy's default: 3),
+  or with a ``retry_budget``, ``budget_percent`` (default 20%) of the attempts in flight (the one
+  that just failed not counted), never fewer than ``min_retry_concurrency`` (default 3). A retry
+  over the limit is not made (Envoy's ``upstream_rq_retry_overflow``): the node waits for its next
+  renewal. Give the cluster's ``circuit_breakers`` beside ``retry_policy``; without it Envoy's
+  defaults apply, as in a proxy.
+
 Refused: ``rate_limited_retry_back_off``, ``retriable_headers``, ``retriable_request_headers``,
-``per_try_idle_timeout``, ``retry_options_predicates`` and unknown fields (named). The cluster's
-circuit breakers (``max_retries``, ``retry_budget``) count retries in flight across a proxy, which
-the lab's policy protocol does not see: they are not read (a file holding ``circuit_breakers`` is
-refused, so a budget is never silently dropped). ``retry_host_predicate``,
+``per_try_idle_timeout``, ``retry_options_predicates`` and unknown fields (named); in
+``circuit_breakers``, the limits on connections and requests (``max_connections``,
+``max_pending_requests``, ``max_requests``, ``max_connection_pools``, ``per_host_thresholds``):
+the lab's nodes hold one attempt in flight each, so a rack under Envoy's defaults (1,024) never
+meets them, and other values are not modelled. Thresholds for the HIGH priority do not apply to a
+route at the default priority and are read past. ``retry_host_predicate``,
 ``host_selection_retry_max_attempts`` and ``retry_priority`` choose among hosts; the lab has one
 metadata service per cell, so they change nothing and are accepted.
 """
@@ -29,6 +40,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from storage_node import retry
@@ -58,6 +70,10 @@ REFUSED = {
     "retry_options_predicates",
 }
 DEFAULT_BASE_MS = 25
+DEFAULT_MAX_RETRIES = 3  # Envoy's cluster default for circuit_breakers' max_retries
+DEFAULT_BUDGET_PERCENT, DEFAULT_MIN_RETRY_CONCURRENCY = 20.0, 3  # a retry_budget's defaults
+THRESHOLDS = {"priority", "max_retries", "retry_budget", "track_remaining"}
+NOT_MODELLED = {"max_connections", "max_pending_requests", "max_requests", "max_connection_pools"}
 
 
 def is_envoy(doc: dict[str, Any]) -> bool:
@@ -65,18 +81,18 @@ def is_envoy(doc: dict[str, Any]) -> bool:
 
 
 def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float | None, tuple[str, ...]]:
-    if "circuit_breakers" in doc:
-        raise PolicyError(
-            "circuit_breakers (max_retries, retry_budget) is not supported: Envoy counts retries in flight across the proxy, "
-            "which the lab's policy protocol does not see; give the route's retry_policy alone"
-        )
     route_timeout = _ms(doc["timeout"], "timeout") if "timeout" in doc else 15_000
     p = doc.get("retry_policy", doc)
     if not isinstance(p, dict):
         raise PolicyError("retry_policy is a mapping")
-    outer = sorted(set(doc) - {"retry_policy", "timeout"}) if "retry_policy" in doc else []
+    outer = sorted(set(doc) - {"retry_policy", "timeout", "circuit_breakers"}) if "retry_policy" in doc else []
     if outer:
-        raise PolicyError(f"beside retry_policy this file may hold the route's timeout only, not {', '.join(outer)}")
+        raise PolicyError(
+            f"beside retry_policy this file may hold the route's timeout and the cluster's circuit_breakers only, not {', '.join(outer)}"
+        )
+    if "circuit_breakers" in doc and "retry_policy" not in doc:
+        raise PolicyError("give circuit_breakers beside a retry_policy: the file's mapping holds both")
+    limit = read_breakers(doc.get("circuit_breakers"))
     refused = sorted(set(p) & REFUSED)
     if refused:
         raise PolicyError(f"retry_policy's {', '.join(refused)} is not supported (the lab answers no headers and no rate limits)")
@@ -111,10 +127,11 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
     deadline = route_timeout / 1000 if route_timeout else None  # 0: no route timeout
 
     def make() -> retry.RetryPolicy:
-        return EnvoyRetry(retries, base, top, frozenset(retried), deadline)
+        return EnvoyRetry(retries, base, top, frozenset(retried), deadline, limit)
 
     words = (
         f"at most {retries} retries, back-off below {base} ms doubling to {top} ms (Envoy's fully jittered, whole ms)",
+        limit.words,
         f"retry_on {','.join(sorted(on))}: retries {', '.join(sorted(retried)) or 'no miss of the lab'}",
         *([f"per-try timeout {per_try:g}s"] if per_try is not None else []),
         f"route timeout {deadline:g}s over every attempt" if deadline else "no route timeout",
@@ -122,9 +139,56 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
     return make, per_try, words
 
 
-class EnvoyRetry:
-    def __init__(self, retries: int, base_ms: int, max_ms: int, retried: frozenset[str], deadline: float | None) -> None:
+@dataclass(frozen=True)
+class RetryLimit:
+    """The cluster's retry circuit breaker: ``max_retries`` open at once, or a retry budget."""
+
+    max_retries: int = DEFAULT_MAX_RETRIES
+    budget_percent: float | None = None  # a retry_budget: this share of the attempts in flight …
+    min_concurrency: int = DEFAULT_MIN_RETRY_CONCURRENCY  # … and never fewer than this
+
+    def allowed(self, in_flight: int) -> int:
+        """How many retries may be open with ``in_flight`` attempts in flight (Envoy's canCreate: open < this)."""
+        if self.budget_percent is None:
+            return self.max_retries
+        return max(int(self.budget_percent / 100.0 * in_flight), self.min_concurrency)
+
+    @property
+    def words(self) -> str:
+        if self.budget_percent is None:
+            return f"at most {self.max_retries} retries open at once across the rack (circuit_breakers.max_retries)"
+        return (
+            f"retry budget: {self.budget_percent:g}% of the rack's attempts in flight open as retries at once, "
+            f"at least {self.min_concurrency}"
+        )
+
+
+class EnvoyRetry(retry.Plain):
+    """One rack's Envoy: the route's retry policy and the cluster's retry circuit breaker, with
+    the counts it keeps (attempts in flight, retries open)."""
+
+    def __init__(
+        self,
+        retries: int,
+        base_ms: int,
+        max_ms: int,
+        retried: frozenset[str],
+        deadline: float | None,
+        limit: RetryLimit | None = None,
+    ) -> None:
         self.retries, self.base_ms, self.max_ms, self.retried, self.deadline = retries, base_ms, max_ms, retried, deadline
+        self.limit = limit or RetryLimit()
+        self.in_flight = 0  # attempts sent and not yet over
+        self.open = 0  # retries scheduled whose attempt is not yet over
+        self.overflows = 0  # retries the circuit breaker did not allow (upstream_rq_retry_overflow)
+
+    def sent(self, retry: bool, now: float) -> None:
+        self.in_flight += 1
+
+    def finished(self, retry: bool, now: float) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+        if retry:
+            self.open = max(0, self.open - 1)
 
     def bound_ms(self, n: int) -> int:
         """The draw's bound before retry ``n``: Envoy doubles it each retry while it is under half the max."""
@@ -138,13 +202,64 @@ class EnvoyRetry:
             return None
         if self.deadline is not None and miss.elapsed_s >= self.deadline:
             return None
+        if self.open >= self.limit.allowed(self.in_flight):
+            self.overflows += 1
+            return None
+        self.open += 1
         return (rng.getrandbits(64) % self.bound_ms(miss.attempt)) / 1000
 
-    def record(self, ok: bool, now: float = 0.0) -> None:
-        return None
 
-    def admits(self, now: float) -> bool:
-        return True
+def read_breakers(doc: Any) -> RetryLimit:
+    """The cluster's ``circuit_breakers``, as far as retries go (its DEFAULT priority thresholds)."""
+    if doc is None:
+        return RetryLimit()
+    if not isinstance(doc, dict):
+        raise PolicyError("circuit_breakers is a mapping (Envoy's cluster circuit_breakers: thresholds)")
+    if "per_host_thresholds" in doc:
+        raise PolicyError("circuit_breakers' per_host_thresholds is not supported: they limit connections to a host, not retries")
+    unknown = sorted(set(doc) - {"thresholds"})
+    if unknown:
+        raise PolicyError(f"circuit_breakers has no {', '.join(unknown)} that the lab knows (it reads thresholds)")
+    thresholds = doc.get("thresholds", [])
+    if not isinstance(thresholds, list) or not all(isinstance(t, dict) for t in thresholds):
+        raise PolicyError("circuit_breakers.thresholds is a list of thresholds, one per priority")
+    chosen = [t for t in thresholds if t.get("priority", "DEFAULT") == "DEFAULT"]
+    if any(t.get("priority", "DEFAULT") not in ("DEFAULT", "HIGH") for t in thresholds):
+        raise PolicyError("a threshold's priority is DEFAULT or HIGH")
+    if len(chosen) > 1:
+        raise PolicyError("circuit_breakers.thresholds holds the DEFAULT priority twice")
+    if not chosen:
+        return RetryLimit()
+    t = chosen[0]
+    modelled = sorted(set(t) & NOT_MODELLED)
+    if modelled:
+        raise PolicyError(
+            f"circuit_breakers' {', '.join(modelled)} is not supported: it limits the proxy's connections and requests, "
+            "which a rack of the lab (one attempt in flight a node) does not meet under Envoy's defaults"
+        )
+    unknown = sorted(set(t) - THRESHOLDS - NOT_MODELLED)
+    if unknown:
+        raise PolicyError(f"a threshold has no {', '.join(unknown)} that the lab knows (it reads max_retries and retry_budget)")
+    max_retries = _count(t.get("max_retries", DEFAULT_MAX_RETRIES), "max_retries")
+    if "retry_budget" not in t:
+        return RetryLimit(max_retries)
+    budget = t["retry_budget"] or {}
+    if not isinstance(budget, dict) or set(budget) - {"budget_percent", "min_retry_concurrency"}:
+        raise PolicyError("retry_budget takes budget_percent and min_retry_concurrency")
+    percent = budget.get("budget_percent", {"value": DEFAULT_BUDGET_PERCENT})
+    if not isinstance(percent, dict) or set(percent) != {"value"}:
+        raise PolicyError(f"retry_budget.budget_percent is a Percent, written {{value: 20.0}}, got {percent!r}")
+    value = percent["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
+        raise PolicyError(f"retry_budget.budget_percent's value is a percentage from 0 to 100, got {value!r}")
+    least = _count(budget.get("min_retry_concurrency", DEFAULT_MIN_RETRY_CONCURRENCY), "min_retry_concurrency")
+    return RetryLimit(max_retries, float(value), least)
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise PolicyError(f"{what} is a whole number from 0 to 1,000,000, got {value!r}")
+    return value
 
 
 def _ms(value: Any, what: str) -> int:

@@ -131,7 +131,7 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
 JITTER = (0.8, 1.2)  # A6 since 2024: the backoff times random(0.8, 1.2)
 
 
-class GrpcRetry:
+class GrpcRetry(retry.Plain):
     """One rack's gRPC client channel: the retry policy and, if configured, its throttling bucket
     (``bucket``: maxTokens and tokenRatio)."""
 
@@ -172,9 +172,6 @@ class GrpcRetry:
     def record(self, ok: bool, now: float = 0.0) -> None:
         if ok and self.bucket:
             self.tokens = min(self.bucket[0], self.tokens + self.bucket[1])
-
-    def admits(self, now: float) -> bool:
-        return True
 
 
 def _duration(value: Any, what: str) -> float:

@@ -64,7 +64,7 @@ def adapt(obj: Any) -> tuple[Callable[[], retry.RetryPolicy], tuple[str, ...]]:
     return (lambda: policy), (f"wait: {wait_words}", f"stop: {stop_words}", f"retried: {retry_words}")
 
 
-class Tenacity:
+class Tenacity(retry.Plain):
     """tenacity's order: after attempt n fails, the wait is drawn, then ``stop`` decides."""
 
     def __init__(self, wait: Wait, stop: Stop, retries: bool) -> None:
@@ -75,12 +75,6 @@ class Tenacity:
             return None
         sleep = self.wait(miss.attempt, rng)
         return None if self.stop(miss.attempt, miss.elapsed_s, sleep) else sleep
-
-    def record(self, ok: bool, now: float = 0.0) -> None:
-        return None
-
-    def admits(self, now: float) -> bool:
-        return True
 
 
 def read_wait(w: Any) -> tuple[Wait, str]:

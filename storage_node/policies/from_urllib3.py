@@ -64,7 +64,7 @@ def _get_allowed(r: Any) -> bool:
     return allowed is None or allowed is False or "GET" in {m.upper() for m in allowed}
 
 
-class Urllib3Retry:
+class Urllib3Retry(retry.Plain):
     def __init__(
         self,
         total: Any,
@@ -112,9 +112,3 @@ class Urllib3Retry:
                 left[kind] -= 1
         counts = [x for x in left.values() if x]
         return bool(counts) and min(counts) < 0
-
-    def record(self, ok: bool, now: float = 0.0) -> None:
-        return None
-
-    def admits(self, now: float) -> bool:
-        return True

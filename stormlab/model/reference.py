@@ -25,7 +25,7 @@ from metadata_service.membership import MembershipStore
 from metadata_service.vcpu import VirtualCpu
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.refusal import Refusal
-from storage_node.renewal import OK, Attempt, Renewal, rack_policy
+from storage_node.renewal import KEPT_BACK, OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
 from stormcore.settings import LabSettings
@@ -183,9 +183,11 @@ class ReferenceModel:
     # -- a node's renewals -----------------------------------------------------------------
 
     def _send(self, node: _Node) -> None:
-        if not self.policies[node.rack].admits(self.now):  # the rack's breaker is open: nothing is sent
-            self._decide(node, Attempt(self.now, self.now, "breaker"))
+        policy = self.policies[node.rack]
+        if not policy.admits(self.now):  # the rack's breaker is open: nothing is sent
+            self._decide(node, Attempt(self.now, self.now, KEPT_BACK))
             return
+        node.renewal.sending(policy, self.now)
         job = node.attempt = next(self._jobs)
         node.started = self.now
         self.sent += 1

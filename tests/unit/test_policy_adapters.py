@@ -17,8 +17,11 @@ SEED = 7
 
 
 def lab_delays(policy, outcome="timeout", attempts=10, seed=SEED):
+    """One node's misses in a row, the policy told of each attempt as a rack tells it."""
     rng, out, outcomes, last = random.Random(seed), [], (), 0.0
     for n in range(1, attempts + 1):
+        policy.sent(n > 1, 0.0)
+        policy.finished(n > 1, 0.0)
         outcomes += (outcome,)
         delay = policy.next_delay(retry.Miss(n, outcome, 0.0, last, outcomes), rng)
         out.append(delay)
@@ -267,10 +270,76 @@ def test_envoy_defaults_retry_on_conditions_and_timeouts():
     assert lab_delays(make(), "unreachable", attempts=1) == envoy_delays(25, 250, 1, attempts=1)  # 25 ms base, 10x max
 
 
+def envoy_cluster(*thresholds, retries=3):
+    """A route's retry_policy with its cluster's circuit_breakers beside it."""
+    route = {"retry_on": "5xx,connect-failure", "num_retries": retries, "retry_back_off": {"base_interval": "0.05s"}}
+    return {"retry_policy": route, "circuit_breakers": {"thresholds": list(thresholds)}}
+
+
+def rack_of_envoy(policy, nodes):
+    """``nodes`` attempts in flight at once across the rack; then one after another fails: which of
+    them may retry."""
+    rng = random.Random(SEED)
+    for _ in range(nodes):
+        policy.sent(False, 0.0)
+    granted = []
+    for _ in range(nodes):
+        policy.finished(False, 1.0)
+        granted.append(policy.next_delay(retry.Miss(1, "unreachable", 1.0), rng) is not None)
+    return granted
+
+
+def test_envoy_allows_three_retries_open_across_the_rack_by_default():
+    """Envoy's default circuit breaker: max_retries 3 for the cluster (here the rack): of ten nodes
+    failing together three retry; when one of those retries is over, another may."""
+    make, _, words = from_envoy.adapt({"retry_policy": {"retry_on": "5xx,connect-failure", "num_retries": 3}})
+    assert "at most 3 retries open at once" in " ".join(words)
+    policy = make()
+    assert rack_of_envoy(policy, 10) == [True] * 3 + [False] * 7
+    assert (policy.open, policy.overflows) == (3, 7)
+    policy.sent(True, 1.1)
+    policy.finished(True, 1.2)  # one retry's attempt is over: its place is free
+    assert policy.next_delay(retry.Miss(1, "unreachable", 1.2), random.Random(1)) is not None
+    assert policy.next_delay(retry.Miss(1, "unreachable", 1.2), random.Random(1)) is None
+
+
+def envoy_budget(percent, least, active):
+    """Envoy's retry budget as its resource manager computes it: max(budget_percent / 100 * active, min_retry_concurrency)."""
+    return max(int(percent / 100.0 * active), least)
+
+
+@pytest.mark.parametrize(("percent", "least", "nodes"), [(20.0, 3, 100), (20.0, 3, 10), (50.0, 1, 40), (12.5, 0, 300), (100.0, 3, 7)])
+def test_envoy_retry_budget_is_its_share_of_the_attempts_in_flight(percent, least, nodes):
+    """A retry budget: while retries open stay under budget_percent of the attempts in flight (the
+    failed one no longer among them) and at least min_retry_concurrency, a failed attempt retries."""
+    doc = envoy_cluster({"retry_budget": {"budget_percent": {"value": percent}, "min_retry_concurrency": least}})
+    granted = rack_of_envoy(from_envoy.adapt(doc)[0](), nodes)
+    expected, open_ = [], 0
+    for n in range(nodes):
+        allowed = open_ < envoy_budget(percent, least, nodes - n - 1)
+        expected.append(allowed)
+        open_ += allowed
+    assert granted == expected
+    assert 0 < sum(granted) < nodes or least == 0
+
+
+def test_envoy_reads_the_default_priority_thresholds_only():
+    high = {"priority": "HIGH", "max_retries": 1000}
+    make, _, _ = from_envoy.adapt(envoy_cluster(high, {"max_retries": 5}))
+    assert rack_of_envoy(make(), 8) == [True] * 5 + [False] * 3
+    make, _, _ = from_envoy.adapt(envoy_cluster(high))  # no DEFAULT thresholds: Envoy's defaults
+    assert rack_of_envoy(make(), 8) == [True] * 3 + [False] * 5
+
+
 @pytest.mark.parametrize(
     ("doc", "named"),
     [
-        ({"retry_policy": {"retry_on": "5xx"}, "circuit_breakers": {}}, "circuit_breakers"),
+        (envoy_cluster({"max_requests": 100}), "max_requests is not supported"),
+        ({"retry_policy": {"retry_on": "5xx"}, "circuit_breakers": {"per_host_thresholds": []}}, "per_host_thresholds is not supported"),
+        (envoy_cluster({"retry_budget": {"budget_percent": 20}}), r"budget_percent is a Percent, written \{value: 20.0\}"),
+        (envoy_cluster({"retry_budget": {"budget_percent": {"value": 120}}}), "a percentage from 0 to 100"),
+        (envoy_cluster({"max_retries": -1}), "max_retries is a whole number"),
+        ({"retry_on": "5xx", "circuit_breakers": {}}, "give circuit_breakers beside a retry_policy"),
         ({"retry_on": "5xx", "rate_limited_retry_back_off": {}}, "rate_limited_retry_back_off is not supported"),
         ({"retry_on": "5xx", "retriable_headers": []}, "retriable_headers is not supported"),
         ({"retry_on": "5xx,sometimes"}, "sometimes is not an Envoy retry condition"),

@@ -192,3 +192,48 @@ def test_the_herd_of_four_racks_collapses_the_service_as_it_does_live(racks, gsi
 
     verdict = judge_model(LabSettings(), Point("2015", racks, 5.0, gsis), watch_periods=12)
     assert verdict.end_error == pytest.approx(level, abs=0.03)
+
+
+COUNTING = '''
+class Counting:
+    """Counts what the protocol tells it: attempts in flight, retries granted and sent."""
+
+    def __init__(self):
+        self.in_flight = self.lowest = self.granted = self.retries_sent = self.retries_finished = 0
+
+    def next_delay(self, miss, rng):
+        if miss.attempt > 3:
+            return None
+        self.granted += 1
+        return rng.uniform(0.0, 0.2)
+
+    def sent(self, retry, now):
+        self.in_flight += 1
+        self.retries_sent += retry
+
+    def finished(self, retry, now):
+        self.in_flight -= 1
+        self.retries_finished += retry
+        self.lowest = min(self.lowest, self.in_flight)
+'''
+
+
+def test_a_policy_is_told_of_every_attempt_sent_and_finished(tmp_path):
+    """Through a blip and the storm after it, per rack: every attempt sent is finished once, the
+    count in flight never goes below zero and equals the attempts the model has in flight, and
+    every retry granted is sent (or is still waiting for its moment) as a retry."""
+    (tmp_path / "counting.py").write_text(COUNTING)
+    model = ReferenceModel(LabSettings(retry_policy=f"python:{tmp_path / 'counting.py'}:Counting"))
+    model.run_until(30.0)
+    model.blip({0, 1, 2}, 30.0, 5.0)
+    for t in (33.0, 36.0, 60.0):
+        model.run_until(t)
+        for rack, guarded in model.policies.items():
+            policy = guarded.inner.inner
+            nodes = [n for n in model.nodes.values() if n.rack == rack]
+            assert policy.lowest == 0
+            assert policy.in_flight == sum(n.attempt is not None for n in nodes)
+            assert policy.retries_sent - policy.retries_finished == sum(n.attempt is not None and n.renewal.misses > 0 for n in nodes)
+            waiting = sum(n.attempt is None and n.waiting == "retry" for n in nodes)
+            assert policy.granted - policy.retries_sent == waiting
+    assert sum(p.inner.inner.granted for p in model.policies.values()) > 300  # many retries went through the count
