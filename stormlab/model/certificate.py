@@ -41,6 +41,18 @@ def is_trigger(p: Point) -> bool:
     return p.gsis == POINT_2015["gsis"] and not p.phase
 
 
+def is_2015_moment(p: Point) -> bool:
+    """The 2015 trigger, at whichever moment of the renewal period."""
+    return (p.blip_racks, p.blip_s, p.gsis) == (POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"])
+
+
+def split_words(moments: dict[str, int] | None) -> str:
+    """Where the model goes both ways at the 2015 trigger, how often it sticks: a verdict on the edge."""
+    if not moments or moments["stuck"] in (0, moments["of"]):
+        return ""
+    return f" (stuck at {moments['stuck']} of its {moments['of']} moments: on the edge)"
+
+
 def smaller_or_2015(p: Point) -> bool:
     """The points a policy must recover from to hold: the 2015 trigger (any moment) and every smaller one."""
     return p.gsis == POINT_2015["gsis"] and p.blip_racks <= POINT_2015["blip_racks"] and p.blip_s <= POINT_2015["blip_s"]
@@ -90,6 +102,7 @@ def certificate(label: str, spec: str, period_s: float, points: Sequence[Point],
     must = [p for p in points if smaller_or_2015(p)]
     stuck_at = [p.key for p in must if readings[p.key].verdict.stuck]
     at_2015 = readings[Point("2015", POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"]).key]
+    moments = [readings[p.key].verdict.stuck for p in points if is_2015_moment(p)]
     best = largest_survived(points, readings)
     recovered = [r.verdict.recovered_after_s for r in readings.values() if r.verdict.recovered_after_s is not None]
     worst = max(readings.values(), key=lambda r: (r.verdict.end_error, r.amplification))
@@ -107,6 +120,7 @@ def certificate(label: str, spec: str, period_s: float, points: Sequence[Point],
             "goodput_floor": 1.0 - at_2015.verdict.peak_error,
             "wasted_work": at_2015.wasted,
             "admin_path": at_2015.admin_ok,
+            "moments": {"stuck": sum(moments), "of": len(moments)},  # the 2015 trigger at each moment of the period
         },
         "worst_point": worst.verdict.key,
         "amplification_at_worst": worst.amplification,
@@ -137,7 +151,7 @@ def summary_line(cert: dict[str, Any]) -> str:
         f" {a['recovered_after_periods']:g} periods after it" if a["recovered_after_periods"] is not None else f" at {a['end_error']:.0%}"
     )
     return (
-        f"{cert['policy']}: {cert['verdict'].upper()} at the 2015 trigger and below; 2015: {held}{after}; "
+        f"{cert['policy']}: {cert['verdict'].upper()} at the 2015 trigger and below; 2015: {held}{after}{split_words(a.get('moments'))}; "
         f"largest trigger survived: {trigger_words(cert['largest_trigger_survived'])}; "
         f"amplification {a['amplification']:.1f}x, goodput floor {a['goodput_floor']:.0%}, wasted work {a['wasted_work']:.0%}, "
         f"admin path {'works' if a['admin_path'] else 'times out'} in the 2015 storm"

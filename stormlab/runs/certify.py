@@ -232,6 +232,11 @@ def _draw(doc: dict[str, Any], out: Path) -> str | None:
         return None
 
 
+def _split_cell(a: dict[str, Any]) -> str:
+    words = cert.split_words(a.get("moments")).strip(" ()")
+    return f"<br><small>2015: {html.escape(words)}</small>" if words else ""
+
+
 def page(doc: dict[str, Any], png: str | None) -> str:
     """certificate.html: one self-contained page (the map as tables, map.png when drawn)."""
     e = html.escape
@@ -244,7 +249,7 @@ def page(doc: dict[str, Any], png: str | None) -> str:
                 f"<td>{x}</td>"
                 for x in (
                     e(c["policy"]) + (" <small>(reference)</small>" if c["reference"] else ""),
-                    f"<b class='{c['verdict']}'>{c['verdict']}</b>",
+                    f"<b class='{c['verdict']}'>{c['verdict']}</b>" + _split_cell(a),
                     e(cert.trigger_words(c["largest_trigger_survived"])),
                     f"{a['amplification']:.1f}x",
                     f"{a['goodput_floor']:.0%}",

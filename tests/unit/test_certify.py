@@ -10,6 +10,7 @@ import pytest
 
 from stormlab import cli
 from stormlab.model import certificate as cert
+from stormlab.model.grid import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "policies"
@@ -83,3 +84,36 @@ def test_the_verdict_needs_every_smaller_trigger_and_every_moment():
     must = {p.key for p in points if cert.smaller_or_2015(p)}
     assert "2015|3|5|2" in must and "2015|1|1|2" in must and "2015|3|5|2|p7" in must
     assert "2015|4|5|2" not in must and "2015|3|10|2" not in must and "2015|3|5|3" not in must
+
+
+def test_a_verdict_on_the_edge_says_how_often_the_2015_trigger_sticks():
+    """Stuck at the 2015 trigger at one of its eight moments only: stuck (a storm that may stick
+    does), and the summary says the model goes both ways there."""
+    points = cert.suite()
+
+    def reading(p, stuck):
+        return cert.Reading(Verdict(p.key, stuck, 0.55 if stuck else 0.0, 0.55, None if stuck else 20.0), 2.0, 0.5, True)
+
+    readings = {p.key: reading(p, p.key == "2015|3|5|2") for p in points}
+    c = cert.certificate("edgy", "edgy", 10.0, points, readings)
+    assert c["verdict"] == "stuck" and c["at_2015"]["moments"] == {"stuck": 1, "of": 8}
+    assert "2015: STUCK at 55% (stuck at 1 of its 8 moments: on the edge)" in cert.summary_line(c)
+    readings = {p.key: reading(p, cert.is_2015_moment(p)) for p in points}
+    assert "moments" not in cert.summary_line(cert.certificate("stuck", "stuck", 10.0, points, readings))
+
+
+ENVOY_EAGER = "timeout: 15s\nretry_policy: {retry_on: '5xx,connect-failure,reset', num_retries: 10, per_try_timeout: 1s}\n"
+
+
+def test_envoys_retry_circuit_breaker_is_what_holds_an_eager_route(tmp_path, capsys):
+    """Ten retries 25 ms apart: with Envoy's default circuit breaker (3 retries open across a
+    rack's proxy) the route holds; with the breaker's limit raised out of the way it is stuck at the
+    2015 trigger, as 2015's immediate retries were."""
+    (tmp_path / "defaults.yaml").write_text(ENVOY_EAGER)
+    (tmp_path / "unlimited.yaml").write_text(ENVOY_EAGER + "circuit_breakers: {thresholds: [{max_retries: 100000}]}\n")
+    code, doc = certify(tmp_path, str(tmp_path / "defaults.yaml"), str(tmp_path / "unlimited.yaml"), "--no-references")
+    certs = by_policy(doc)
+    assert code == 1
+    assert certs["defaults.yaml"]["verdict"] == "holds" and certs["unlimited.yaml"]["verdict"] == "stuck"
+    assert certs["unlimited.yaml"]["at_2015"]["amplification"] > 1.3 * certs["defaults.yaml"]["at_2015"]["amplification"]
+    assert "at most 3 retries open at once" in " ".join(certs["defaults.yaml"]["maps"])
