@@ -1,4 +1,4 @@
-"""The `stormlab` command: up, status, down, demo, chaos, scenario, ops."""
+"""The `stormlab` command: up, status, down, demo, chaos, scenario, ops, room."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import ops
+from stormlab.gameday import ops, room_cli
 from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
 
 
@@ -196,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_cli.add_parser(sub)
     gameday_cli.add_parser(sub)
     ops.add_parser(sub)
+    room_cli.add_parser(sub, lab_flags, settings_from)
     tools = (
         ("writecheck", writecheck, "write unique items while racks are killed, read them all back: nothing acknowledged may be lost"),
         ("soak", soak, "many random fault leases with their holders killed at random, then proof that none is left"),

@@ -1,0 +1,149 @@
+"""A training room: one lab per team on one host, sharing nothing but the host.
+
+Game-day organisers run the exercise for a room of people: ``stormlab room up --teams N`` starts N
+labs of one profile and one seed (every team meets the same storm), each in a state directory of
+its own (``room/team-1`` … under the state directory: its token, its ports, its link proxy, its
+kernel link chains, its fault leases and journal), so a move in one lab cannot reach another.
+A team plays its lab as one plays any lab, with that directory: ``STORMLAB_STATE_DIR=… stormlab
+status | chaos … | ops …``.
+
+Before starting anything the room is sized against the host: a lab of the 2015 profile at the herd
+takes what :func:`lab_cores` says (measured here, docs/rooms.md), the room's labs together must
+stay under the validity budget of the host's cores, and a room that cannot is refused with the
+reason and what would fit (fewer teams, or a slower speed). Once up, each team's lab is judged
+valid or not on its own readings (``room status``), as ``stormlab status`` judges a lab.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running, state_dir
+from stormcore.settings import LabSettings
+from stormlab.engine import launcher
+from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
+from stormlab.engine.story import LAB_CPU_BUDGET
+
+ROOM = "room"
+CARD = "room.json"
+MAX_TEAMS = 32
+# What one lab takes from the host in its baseline, in cores at speed 1 (docs/rooms.md): a part that
+# does not grow with the fleet (the metadata service's loop, loadgen, the link proxy, the cascade's
+# services, the supervisor) and a part per node (the racks' renewals, the metadata service's work).
+# The herd asks HERD_CPU_FACTOR times the baseline.
+LAB_FIXED_CORES = 0.12  # measured 2026-12-03, 2 cores: a 1,000-node lab 0.19 cores at its baseline
+LAB_CORES_PER_NODE = 0.00007  # … and a 10,000-node lab 0.81 (docs/scale.md)
+
+
+def lab_cores(nodes: int, speed: float) -> float:
+    """What one lab of ``nodes`` asks of the host at the herd, in cores, at ``speed``."""
+    return HERD_CPU_FACTOR * (LAB_FIXED_CORES + LAB_CORES_PER_NODE * nodes) * speed
+
+
+def teams_fit(nodes: int, speed: float, cores: int) -> int:
+    """How many labs of ``nodes`` fit on ``cores`` at ``speed``: their herds together under the budget."""
+    return math.floor(LAB_CPU_BUDGET * cores / lab_cores(nodes, speed) + 1e-9)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    teams: int
+    nodes: int  # each team's fleet
+    speed: float
+    host_cores: int
+    fit: int  # teams of this size the host holds at this speed
+    cores: float  # what the room asks at the herd
+
+    def words(self) -> str:
+        return (
+            f"{self.teams} team{'s' if self.teams > 1 else ''} of {self.nodes:,} nodes at speed {self.speed:g}: "
+            f"{self.cores:.2f} of the host's {self.host_cores} cores at the herd "
+            f"(up to {self.fit} team{'s' if self.fit != 1 else ''} fit here at this speed)"
+        )
+
+
+def size(teams: int, nodes: int, speed: float | None, cores: int | None = None) -> Sizing:
+    """The room's sizing: ``speed`` None picks the fastest of the ladder at which every team fits;
+    a room that does not fit is refused (UsageError) with what would."""
+    cores = cores or os.cpu_count() or 1
+    if not 1 <= teams <= MAX_TEAMS:
+        raise UsageError(f"--teams is a whole number from 1 to {MAX_TEAMS}, got {teams}")
+    if speed is None:
+        fits = [s for s in LADDER if teams_fit(nodes, s, cores) >= teams]
+        if not fits:
+            raise UsageError(
+                f"{teams} teams of {nodes:,} nodes do not fit on {cores} cores even at speed {LADDER[-1]:g} "
+                f"(each lab asks {lab_cores(nodes, LADDER[-1]):.2f} cores at the herd there): fewer teams, or smaller fleets"
+            )
+        speed = fits[0]
+    fit = teams_fit(nodes, speed, cores)
+    sizing = Sizing(teams, nodes, speed, cores, fit, teams * lab_cores(nodes, speed))
+    if teams > fit:
+        slower = next((s for s in LADDER if teams_fit(nodes, s, cores) >= teams), None)
+        hint = f"; at --speed {slower:g} all {teams} fit" if slower is not None else ""
+        raise UsageError(
+            f"{sizing.words()}: over the {LAB_CPU_BUDGET:.0%} of the host's cores a valid run may use: "
+            f"at most {fit} team{'s' if fit != 1 else ''} here{hint} (or --speed auto)"
+        )
+    return sizing
+
+
+# -- the room on disk, and its labs ------------------------------------------------------------
+
+
+def room_dir(directory: Path | None = None) -> Path:
+    return (directory or state_dir()) / ROOM
+
+
+def team_names(teams: int) -> list[str]:
+    return [f"team-{i}" for i in range(1, teams + 1)]
+
+
+def read_card(directory: Path | None = None) -> dict[str, Any] | None:
+    try:
+        card = json.loads((room_dir(directory) / CARD).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return card if isinstance(card, dict) else None
+
+
+def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say=print) -> dict[str, Any]:
+    """Start one lab per team (each in its own state directory, on free ports); if one cannot
+    start, stop those that did. The room's card (room.json) says who is where."""
+    home = room_dir(directory)
+    earlier = read_card(directory)
+    if earlier and any(running(home / t) for t in earlier.get("teams", {})):
+        raise LabError(f"a room is already up (in {home}); run `stormlab room down` first")
+    home.mkdir(parents=True, exist_ok=True)
+    teams = team_names(sizing.teams)
+    card = {"teams": {t: str(home / t) for t in teams}, "sizing": asdict(sizing), "settings": settings.to_env()}
+    (home / CARD).write_text(json.dumps(card, indent=1))
+    started = []
+    try:
+        for team in teams:
+            say(f"  {team}: starting {settings.nodes_total:,} nodes …")
+            launcher.up(settings, base_port=0, directory=home / team)
+            started.append(team)
+    except BaseException:
+        for team in started:
+            launcher.down(home / team)
+        (home / CARD).unlink(missing_ok=True)
+        raise
+    return card
+
+
+def down(directory: Path | None = None) -> list[str]:
+    """Stop every team's lab; the teams that were up."""
+    card = read_card(directory)
+    home = room_dir(directory)
+    if card is None:
+        return []
+    stopped = [team for team, where in card["teams"].items() if launcher.down(Path(where))]
+    (home / CARD).unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,95 @@
+"""`stormlab room up | status | down`: one lab per team on this host (stormlab/gameday/room.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from stormcore.errors import LabError, UsageError
+from stormcore.labstate import running
+from stormcore.settings import LabSettings
+from stormlab.engine import launcher, observe
+from stormlab.engine.speed import parse_speed
+from stormlab.gameday import room
+
+
+def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: Any) -> None:
+    r = sub.add_parser(
+        "room",
+        help="a training room: one lab per team on this host, sharing nothing",
+        description=room.__doc__,
+    )
+    actions = r.add_subparsers(dest="room_command", required=True)
+    u = actions.add_parser("up", help="size the room against this host, then start one lab per team (same profile, same seed)")
+    u.add_argument("--teams", type=int, required=True, help=f"how many teams (labs), 1-{room.MAX_TEAMS}")
+    lab_flags(u)
+    u.set_defaults(func=lambda args: up(args, settings_from(args)))
+    st = actions.add_parser("status", help="each team's lab: nodes serving, customers' error, validity")
+    st.add_argument("--json", action="store_true", help="one JSON document: the room's card and each team's reading")
+    st.set_defaults(func=status)
+    actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
+
+
+def up(args: argparse.Namespace, settings: LabSettings) -> int:
+    if args.external_rack:
+        raise UsageError("--external-rack runs one lab's rack: start that lab with `stormlab up`, not a room")
+    if args.base_port != launcher.DEFAULT_BASE_PORT:
+        raise UsageError("a room's labs each take free ports: drop --base-port")
+    sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed))
+    print(f"room: {sizing.words()}", flush=True)
+    card = room.up(settings.sped_up(sizing.speed), sizing, say=lambda line: print(line, flush=True))
+    print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
+    for team, where in card["teams"].items():
+        print(f"  {team}: STORMLAB_STATE_DIR={where}")
+    print("`stormlab room status` reads every team's lab; `stormlab room down` stops them all")
+    return 0
+
+
+async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Each team's snapshot (None: its lab is not up)."""
+    async with aiohttp.ClientSession() as session:
+
+        async def one(where: str) -> dict[str, Any] | None:
+            state = running(Path(where))
+            if not state:
+                return None
+            snap = await observe.snapshot(session, state)
+            snap.pop("racks", None)
+            return snap | {"invalid": observe.now_invalid(snap)}
+
+        teams = list(card["teams"].items())
+        found = await asyncio.gather(*(one(where) for _, where in teams))
+        return {team: snap for (team, _), snap in zip(teams, found, strict=True)}
+
+
+def status(args: argparse.Namespace) -> int:
+    card = room.read_card()
+    if card is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    seen = asyncio.run(readings(card))
+    if args.json:
+        print(json.dumps({"room": card, "teams": seen}, indent=1))
+        return 0
+    print(f"room: {card['sizing']['teams']} teams of {card['sizing']['nodes']:,} nodes at speed {card['sizing']['speed']:g}")
+    for team, snap in seen.items():
+        if snap is None:
+            print(f"  {team}: not up")
+            continue
+        valid = "valid" if not snap["invalid"] else "INVALID: " + "; ".join(snap["invalid"])
+        error = snap["customer_error_ratio"]
+        print(
+            f"  {team}: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customers "
+            f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}"
+        )
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    stopped = room.down()
+    print(f"stopped {len(stopped)} team labs ({', '.join(stopped)})" if stopped else "no room was up")
+    return 0
