@@ -151,16 +151,16 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
     rows, ended, halted, failed = [], [], 0, []
-    for who, url in client.holders(state).items():
-        try:
-            if what == "list":
+    if what == "list":
+        for who, url in client.holders(state).items():
+            try:
                 book = client.call("GET", f"{url}/faults", token)
                 rows += [(who, f) for f in book.get("faults", [])]
                 ended += [(who, e) for e in book.get("ended", []) if e.get("ended_s_ago", NO_EFFECT_SHOWN_S) < NO_EFFECT_SHOWN_S]
-            else:
-                halted += client.call("DELETE", f"{url}/faults", token).get("halted", 0)
-        except (LabError, ChaosError) as exc:
-            failed.append(f"{who}: {exc}")
+            except (LabError, ChaosError) as exc:
+                failed.append(f"{who}: {exc}")
+    else:
+        halted, failed = client.halt_every_holder(state, token)
     if what == "list":
         held = engine.listing(runner, failed) if engine else docker_cli.Listing([], [], [])
         if as_json:

@@ -66,6 +66,18 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
     return {who: url for who, url in found.items() if url}
 
 
+def halt_every_holder(state: Mapping[str, Any], token: str) -> tuple[int, list[str]]:
+    """End every lease of every holder of the lab, each reverted: how many, and the holders that
+    did not answer (one that does not answer does not stop the others)."""
+    halted, failed = 0, []
+    for who, url in holders(state).items():
+        try:
+            halted += call("DELETE", f"{url}/faults", token).get("halted", 0)
+        except (LabError, ChaosError) as exc:
+            failed.append(f"{who}: {exc}")
+    return halted, failed
+
+
 def racks_total(state: Mapping[str, Any]) -> int:
     return int(state["settings"]["STORMLAB_RACKS"])
 

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos import client
+from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
 from stormcore.settings import LabSettings
@@ -136,6 +138,18 @@ def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say
         (home / CARD).unlink(missing_ok=True)
         raise
     return card
+
+
+def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
+    """End every fault lease in every team's lab, each reverted: per team, how many and the holders
+    that did not answer (a team whose lab is not up is left out)."""
+    card = read_card(directory)
+    out = {}
+    for team, where in (card or {}).get("teams", {}).items():
+        state = running(Path(where))
+        if state:
+            out[team] = client.halt_every_holder(state, ensure_token(Path(where)))
+    return out
 
 
 def down(directory: Path | None = None) -> list[str]:

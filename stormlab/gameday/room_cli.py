@@ -1,4 +1,4 @@
-"""`stormlab room up | status | down`: one lab per team on this host (stormlab/gameday/room.py)."""
+"""`stormlab room up | status | halt | down`: one lab per team on this host (stormlab/gameday/room.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     st = actions.add_parser("status", help="each team's lab: nodes serving, customers' error, validity")
     st.add_argument("--json", action="store_true", help="one JSON document: the room's card and each team's reading")
     st.set_defaults(func=status)
+    actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
     actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
 
 
@@ -86,6 +87,17 @@ def status(args: argparse.Namespace) -> int:
             f"  {team}: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customers "
             f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}"
         )
+    return 0
+
+
+def halt(args: argparse.Namespace) -> int:
+    if room.read_card() is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    done = room.halt()
+    for team, (count, failed) in done.items():
+        print(f"  {team}: halted {count} fault(s)" + (f"; did not answer: {', '.join(failed)}" if failed else ""))
+    if any(failed for _, failed in done.values()):
+        raise LabError("some holders did not answer; the others were halted")
     return 0
 
 

@@ -69,7 +69,20 @@ def test_a_blip_in_one_teams_lab_leaves_the_other_untouched(tmp_path, monkeypatc
         capsys.readouterr()
         assert main(["room", "status"]) == 0
         assert "team-2: 40/40 nodes serving" in capsys.readouterr().out
+
+        for team, fault in ((a, ["blip", "--racks", "1"]), (b, ["latency", "--racks", "1", "--delay", "10ms"])):
+            monkeypatch.setenv("STORMLAB_STATE_DIR", str(team))  # a fault left running in each lab …
+            assert main(["chaos", *fault, "--duration", "10m"]) == 0
+        monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
+        capsys.readouterr()
+        assert main(["room", "halt"]) == 0  # … ended in every lab at once
+        assert "team-1: halted 1 fault(s)" in (out := capsys.readouterr().out) and "team-2: halted 1 fault(s)" in out
+        for team in (a, b):
+            monkeypatch.setenv("STORMLAB_STATE_DIR", str(team))
+            assert main(["chaos", "list"]) == 0 and "no active faults" in capsys.readouterr().out
+        monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
     finally:
+        monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))  # the room's, whichever team's lab the test was in
         assert main(["room", "down"]) == 0
     assert "stopped 2 team labs (team-1, team-2)" in capsys.readouterr().out
     assert [p for p in pids if alive(p)] == []
