@@ -32,7 +32,7 @@ def game_dir(directory: Path) -> Path:
     return directory / GAME
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """A file only its owner reads, written whole under a temporary name, then moved into place."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -48,9 +48,9 @@ def issue(directory: Path, desk_url: str, title: str, team: str = "") -> dict[st
     folder.mkdir(parents=True, mode=0o700)
     tokens = {role: secrets.token_urlsafe(18) for role in ROLES}
     for role, token in tokens.items():
-        _write_private(folder / role, token + "\n")
+        write_private(folder / role, token + "\n")
     card = {"desk": desk_url, "title": title, "team": team, "pid": os.getpid()}
-    _write_private(folder / "game.json", json.dumps(card) + "\n")
+    write_private(folder / "game.json", json.dumps(card) + "\n")
     return tokens
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
+from stormlab.gameday import roles
 
 ROOM = "room"
 CARD = "room.json"
+FACILITATOR = "facilitator"  # the facilitator's token (0600): the console's controls take it
 MAX_TEAMS = 32
 # What one lab takes from the host in its baseline, in cores at speed 1 (docs/rooms.md): a part that
 # does not grow with the fleet (the metadata service's loop, loadgen, the link proxy, the cascade's
@@ -126,6 +129,7 @@ def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say
     teams = team_names(sizing.teams)
     card = {"teams": {t: str(home / t) for t in teams}, "sizing": asdict(sizing), "settings": settings.to_env()}
     (home / CARD).write_text(json.dumps(card, indent=1))
+    roles.write_private(home / FACILITATOR, secrets.token_urlsafe(24) + "\n")
     started = []
     try:
         for team in teams:
@@ -136,8 +140,16 @@ def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say
         for team in started:
             launcher.down(home / team)
         (home / CARD).unlink(missing_ok=True)
+        (home / FACILITATOR).unlink(missing_ok=True)
         raise
     return card
+
+
+def facilitator_token(directory: Path | None = None) -> str | None:
+    try:
+        return (room_dir(directory) / FACILITATOR).read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
@@ -160,4 +172,5 @@ def down(directory: Path | None = None) -> list[str]:
         return []
     stopped = [team for team, where in card["teams"].items() if launcher.down(Path(where))]
     (home / CARD).unlink(missing_ok=True)
+    (home / FACILITATOR).unlink(missing_ok=True)
     return stopped

@@ -1,4 +1,4 @@
-"""`stormlab room up | status | halt | down`: one lab per team on this host (stormlab/gameday/room.py)."""
+"""`stormlab room up | status | console | halt | down`: one lab per team on this host (stormlab/gameday/room.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
-from stormlab.gameday import room
+from stormlab.gameday import room, room_web
+
+CONSOLE_PORT = 8708  # beside the desk (8709), below the racks of a lab on the default ports (8710 on)
 
 
 def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: Any) -> None:
@@ -32,6 +35,11 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     st = actions.add_parser("status", help="each team's lab: nodes serving, customers' error, validity")
     st.add_argument("--json", action="store_true", help="one JSON document: the room's card and each team's reading")
     st.set_defaults(func=status)
+    c = actions.add_parser("console", help="the facilitator's console: every team side by side in the browser, and its controls")
+    c.add_argument(
+        "--port", type=int, default=CONSOLE_PORT, help=f"where it listens on 127.0.0.1 (default {CONSOLE_PORT}; 0: any free port)"
+    )
+    c.set_defaults(func=console)
     actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
     actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
 
@@ -87,6 +95,22 @@ def status(args: argparse.Namespace) -> int:
             f"  {team}: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customers "
             f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}"
         )
+    return 0
+
+
+def console(args: argparse.Namespace) -> int:
+    card = room.read_card()
+    token = room.facilitator_token()
+    if card is None or token is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port is a port number (0-65535), got {args.port}")
+    served = room_web.app(room_web.Console(card, lambda: readings(card), room.halt, token))
+    print(
+        f"the room's console: http://127.0.0.1:{args.port}/ (the controls take the token in {room.room_dir() / room.FACILITATOR})",
+        flush=True,
+    )
+    web.run_app(served, host="127.0.0.1", port=args.port, print=None)
     return 0
 
 

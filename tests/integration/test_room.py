@@ -86,7 +86,8 @@ def test_a_blip_in_one_teams_lab_leaves_the_other_untouched(tmp_path, monkeypatc
         assert main(["room", "down"]) == 0
     assert "stopped 2 team labs (team-1, team-2)" in capsys.readouterr().out
     assert [p for p in pids if alive(p)] == []
-    assert not (home / "room" / "room.json").exists() and running(home / "room" / "team-1") is None
+    assert not (home / "room" / "room.json").exists() and not (home / "room" / "facilitator").exists()
+    assert running(home / "room" / "team-1") is None
     assert main(["room", "down"]) == 0 and "no room was up" in capsys.readouterr().out
     assert main(["room", "status"]) == 1
     assert os.environ["STORMLAB_STATE_DIR"] == str(home)

@@ -1,0 +1,64 @@
+"""The facilitator's console over a room whose labs are stand-ins: each team's reading and curve,
+the page, and the controls behind the facilitator's token."""
+
+import pytest
+
+from stormlab.gameday import room_web
+
+CARD = {"teams": {"team-1": "/x/team-1", "team-2": "/x/team-2"}, "sizing": {"teams": 2, "nodes": 400, "speed": 1.0}}
+TOKEN = "f" * 32
+
+
+def snap(error, serving=400, invalid=()):
+    return {"customer_error_ratio": error, "nodes_serving": serving, "nodes_total": 400, "invalid": list(invalid)}
+
+
+@pytest.fixture
+async def console(aiohttp_client):
+    errors = iter([(0.0, 0.0), (0.3, 0.0), (0.55, 0.0)])
+    halted = []
+
+    async def read():
+        a, b = next(errors, (0.55, 0.0))
+        return {"team-1": snap(a, 340), "team-2": snap(b, invalid=["the host is out of CPU for the lab"])}
+
+    def halt():
+        halted.append(True)
+        return {"team-1": (2, []), "team-2": (0, ["linkproxy: refused"])}
+
+    c = room_web.Console(CARD, read, halt, TOKEN)
+    c.halted = halted
+    client = await aiohttp_client(room_web.app(c))
+    return c, client
+
+
+async def test_every_team_side_by_side_with_its_curve(console):
+    c, client = console
+    for _ in range(3):
+        await c.sample()
+    doc = await (await client.get("/room.json")).json()
+    assert set(doc["teams"]) == {"team-1", "team-2"}
+    curve_1 = [v for _, v in doc["history"]["team-1"]]  # the console's own sampling reads too
+    assert curve_1[:3] == [0.0, 0.3, 0.55] and set(curve_1[3:]) <= {0.55}
+    assert [t for t, _ in doc["history"]["team-2"]] == sorted(t for t, _ in doc["history"]["team-2"])
+    page = await (await client.get("/")).text()
+    assert "team-1" in page and "340/400" in page and "55.0%" in page and page.count("<polyline") == 2
+    assert "INVALID: the host is out of CPU for the lab" in page  # each team judged on its own
+
+
+async def test_the_controls_take_the_facilitators_token_only(console):
+    c, client = console
+    for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": TOKEN}):
+        resp = await client.post("/halt", headers=auth)
+        assert resp.status == 401 and (await resp.json())["error"] == "unauthorized"
+    assert c.halted == []  # nothing was done
+    resp = await client.post("/halt", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status == 200
+    assert await resp.json() == {"halted": {"team-1": 2, "team-2": 0}, "unanswered": {"team-2": ["linkproxy: refused"]}}
+    assert c.halted == [True]
+
+
+def test_a_curve_needs_two_readings_and_stays_in_its_box():
+    assert room_web.curve([(0.0, 0.5)]) == ""
+    svg = room_web.curve([(0.0, 0.0), (10.0, 1.5), (20.0, -1.0)], width=100, height=40)
+    assert "0.0,40.0 50.0,0.0 100.0,40.0" in svg
