@@ -148,21 +148,48 @@ class DecorrelatedJitter(Plain):
 
 
 @dataclass
-class RetryBudget(Around):
-    inner: RetryPolicy
-    max_tokens: float
+class TokenBucket:
+    """gRPC's retry-throttling bucket: starts full, a failure takes a token, a success gives
+    ``ratio`` back, and retries go only while more than half of ``size`` is left."""
+
+    size: float
     ratio: float
     tokens: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tokens = self.max_tokens
+        self.tokens = self.size
+
+    def succeeded(self) -> None:
+        self.tokens = min(self.size, self.tokens + self.ratio)
+
+    def failed(self) -> None:
+        self.tokens = max(0.0, self.tokens - 1.0)
+
+    def allows_retry(self) -> bool:
+        return self.tokens > self.size / 2
+
+
+@dataclass
+class RetryBudget(Around):
+    """The bucket shared by a rack: every miss takes a token."""
+
+    inner: RetryPolicy
+    max_tokens: float
+    ratio: float
+    bucket: TokenBucket = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bucket = TokenBucket(self.max_tokens, self.ratio)
 
     def record(self, ok: bool, now: float = 0.0) -> None:
         self.inner.record(ok, now)
-        self.tokens = min(self.max_tokens, self.tokens + self.ratio) if ok else max(0.0, self.tokens - 1.0)
+        if ok:
+            self.bucket.succeeded()
+        else:
+            self.bucket.failed()
 
     def next_delay(self, miss: Miss, rng: random.Random) -> float | None:
-        if self.tokens <= self.max_tokens / 2:
+        if not self.bucket.allows_retry():
             return None
         return self.inner.next_delay(miss, rng)
 

@@ -114,9 +114,8 @@ def adapt(doc: dict[str, Any]) -> tuple[Callable[[], retry.RetryPolicy], float |
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
             raise PolicyError(f"retryThrottling.tokenRatio is a number above 0, got {ratio!r}")
 
-    bucket = (float(tokens), float(ratio)) if throttling is not None else None
-
     def make() -> retry.RetryPolicy:
+        bucket = retry.TokenBucket(float(tokens), float(ratio)) if throttling is not None else None
         return GrpcRetry(attempts, initial, top, float(multiplier), frozenset(names), deadline, bucket)
 
     words = (
@@ -132,8 +131,8 @@ JITTER = (0.8, 1.2)  # A6 since 2024: the backoff times random(0.8, 1.2)
 
 
 class GrpcRetry(retry.Plain):
-    """One rack's gRPC client channel: the retry policy and, if configured, its throttling bucket
-    (``bucket``: maxTokens and tokenRatio)."""
+    """One rack's gRPC client channel: the retry policy and, if configured, its throttling bucket,
+    from which only a retryable status takes a token."""
 
     def __init__(
         self,
@@ -143,18 +142,21 @@ class GrpcRetry(retry.Plain):
         multiplier: float,
         codes: frozenset[str],
         deadline: float | None,
-        bucket: tuple[float, float] | None = None,
+        bucket: retry.TokenBucket | None = None,
     ):
         self.attempts, self.initial, self.top, self.multiplier = attempts, initial, top, multiplier
         self.codes, self.deadline, self.bucket = codes, deadline, bucket
-        self.tokens = bucket[0] if bucket else 0.0
+
+    @property
+    def tokens(self) -> float | None:
+        return self.bucket.tokens if self.bucket else None
 
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
         if STATUS.get(miss.outcome, "INTERNAL") not in self.codes:
             return None
         if self.bucket:
-            self.tokens = max(0.0, self.tokens - 1.0)
-            if self.tokens <= self.bucket[0] / 2:
+            self.bucket.failed()
+            if not self.bucket.allows_retry():
                 return None
         if miss.attempt >= self.attempts:
             return None
@@ -171,7 +173,7 @@ class GrpcRetry(retry.Plain):
 
     def record(self, ok: bool, now: float = 0.0) -> None:
         if ok and self.bucket:
-            self.tokens = min(self.bucket[0], self.tokens + self.bucket[1])
+            self.bucket.succeeded()
 
 
 def _duration(value: Any, what: str) -> float:

@@ -41,11 +41,6 @@ def is_trigger(p: Point) -> bool:
     return p.gsis == POINT_2015["gsis"] and not p.phase
 
 
-def is_2015_moment(p: Point) -> bool:
-    """The 2015 trigger, at whichever moment of the renewal period."""
-    return (p.blip_racks, p.blip_s, p.gsis) == (POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"])
-
-
 def split_words(moments: dict[str, int] | None) -> str:
     """Where the model goes both ways at the 2015 trigger, how often it sticks: a verdict on the edge."""
     if not moments or moments["stuck"] in (0, moments["of"]):
@@ -102,7 +97,7 @@ def certificate(label: str, spec: str, period_s: float, points: Sequence[Point],
     must = [p for p in points if smaller_or_2015(p)]
     stuck_at = [p.key for p in must if readings[p.key].verdict.stuck]
     at_2015 = readings[Point("2015", POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"]).key]
-    moments = [readings[p.key].verdict.stuck for p in points if is_2015_moment(p)]
+    moments = [readings[p.key].verdict.stuck for p in points if p.at_2015()]  # the 2015 trigger at each moment
     best = largest_survived(points, readings)
     recovered = [r.verdict.recovered_after_s for r in readings.values() if r.verdict.recovered_after_s is not None]
     worst = max(readings.values(), key=lambda r: (r.verdict.end_error, r.amplification))

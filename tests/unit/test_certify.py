@@ -98,7 +98,7 @@ def test_a_verdict_on_the_edge_says_how_often_the_2015_trigger_sticks():
     c = cert.certificate("edgy", "edgy", 10.0, points, readings)
     assert c["verdict"] == "stuck" and c["at_2015"]["moments"] == {"stuck": 1, "of": 8}
     assert "2015: STUCK at 55% (stuck at 1 of its 8 moments: on the edge)" in cert.summary_line(c)
-    readings = {p.key: reading(p, cert.is_2015_moment(p)) for p in points}
+    readings = {p.key: reading(p, p.at_2015()) for p in points}
     assert "moments" not in cert.summary_line(cert.certificate("stuck", "stuck", 10.0, points, readings))
 
 
