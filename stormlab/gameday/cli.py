@@ -144,9 +144,7 @@ def run(args: argparse.Namespace) -> int:
         return play(scenario, plan, seed, args, DockerLab(state_dir(), scenario.promql()))
     state, started = running(), False
     if state is not None:
-        wanted, _ = launcher.choose_link_cut(settings, available())  # link_cut=auto: as the launcher would choose
-        unlike = {k: v for k, v in differences(wanted, state["settings"]).items() if k != "STORMLAB_SEED"}
-        if unlike:
+        if unlike := unlike_lab(settings, state):
             raise ScenarioError(
                 f"a lab is already up with other settings (the scenario needs "
                 f"{' '.join(f'{k}={v}' for k, v in unlike.items())}): `stormlab down` first "
@@ -161,6 +159,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if started and not args.keep_lab:
             launcher.down()
+
+
+def unlike_lab(settings: LabSettings, state: dict) -> dict[str, str]:
+    """The settings a running lab does not have of those a scenario needs (its seed aside: a
+    scenario plays on a lab of any seed); link_cut=auto read as the launcher would choose."""
+    wanted, _ = launcher.choose_link_cut(settings, available())
+    return {k: v for k, v in differences(wanted, state["settings"]).items() if k != "STORMLAB_SEED"}
 
 
 def differences(settings: LabSettings, other: str | dict) -> dict[str, str]:
@@ -189,7 +194,7 @@ class Say:
 
 def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
     say = Say(args.json)
-    book = Desk(Path(lab.ops.directory), scenario.title)  # the game's one record of pages and moves
+    book = Desk(Path(lab.ops.directory), scenario.title, team=args.team)  # the game's one record of pages and moves
     lab.ops.journal, lab.ops.unacked = book.journal, book.unacked  # the autopilot's moves go into it too
     evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(book, body, "runner", say), args.speed)
     runner = Runner(
@@ -267,7 +272,8 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
-    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard) as url:
+    live = partial(so_far, runner, book, lab)
+    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, live) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
         if not args.autopilot:
@@ -276,6 +282,21 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
             return await runner.run()
         finally:
             roles.end(book.directory)
+
+
+def so_far(runner: Runner, book: Desk, lab) -> dict:
+    """The game so far, scored as the end will score it: what the consoles show while it runs."""
+    journal = runner.journal("running") | {"pages": timeline(book.pages, lab.started_mono, lab.started_at)}
+    journal["pages"] = [p for p in journal["pages"] if p["t"] >= 0]
+    onset = scoring.score(runner.scenario, journal)["onset_s"]
+    return {
+        "t": round(runner.elapsed(), 1) if runner.t0 else 0.0,
+        "pages": journal["pages"],
+        "player_actions": journal["player_actions"],
+        "score": scoring.score(runner.scenario, journal),
+        "roles": scoring.roles(journal, onset),
+        "status_page": scoring.status_page(journal, onset),
+    }
 
 
 def tell_roles(say: Say, book: Desk) -> None:

@@ -115,8 +115,8 @@ def posts(directory: Path, since: float = 0.0) -> list[dict[str, Any]]:
 class Desk:
     """The record of one game: the pages it took, the moves it journaled, the roles' tokens."""
 
-    def __init__(self, directory: Path, title: str, roles: dict[str, str] | None = None) -> None:
-        self.directory, self.title = directory, title
+    def __init__(self, directory: Path, title: str, roles: dict[str, str] | None = None, team: str = "") -> None:
+        self.directory, self.title, self.team = directory, title, team
         self.journal = Journal(directory, remember=True)
         self.pages: list[dict[str, Any]] = []
         self.roles = dict(roles or {})  # role -> its token

@@ -6,6 +6,12 @@
                          the role's (or everyone's), makes it with the lab token and journals it
     GET  /               the status page
     GET  /status.json    {"posts": [...], "pages": [...]}
+    GET  /game.json      the game so far, read-only: its title and team, the team's timeline (every
+                         page, ack, move and status post, by role), the live score, each role's
+                         card and the status page's score
+    GET  /me             the role a Bearer token is, its unacknowledged pages and its moves (forms)
+    GET  /play           the players' console (stormlab/gameday/players.py), opened as
+                         /play#token=ROLE_TOKEN
 
 A move that was made and failed (the admin path timing out in a storm, as in 2015) is a move:
 200 with ``ok`` false and the exit code the command gives. A request that is not a move (a bad
@@ -26,14 +32,21 @@ from chaos.catalog import ChaosError
 from stormcore.auth import check_strength
 from stormcore.errors import LabError, UsageError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
+from stormlab.gameday import players
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, check_role
 from stormlab.gameday.ops import Ops
+from stormlab.gameday.scoring import role_events
+
+Live = Callable[[], dict[str, Any]]
 
 
-def app(desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None) -> web.Application:
+def app(
+    desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None, live: Live | None = None
+) -> web.Application:
     """The desk's routes. A lab token anyone could guess (or none) is refused here: the desk would
-    take pages from anyone."""
+    take pages from anyone. ``live()`` is the game so far as the runner scores it (its journal's
+    ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``)."""
     check_strength(lab_token)
     expected = f"Bearer {lab_token}".encode()
 
@@ -74,12 +87,45 @@ def app(desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]]
     async def status(request: web.Request) -> web.Response:
         return web.json_response({"posts": desk.posts(), "pages": desk.pages})
 
+    async def game(request: web.Request) -> web.Response:
+        return web.json_response(game_document(desk, live() if live else None))
+
+    async def me(request: web.Request) -> web.Response:
+        role = desk.role_of(request.headers.get("Authorization", ""))
+        if role is None:
+            return json_error(401, "unauthorized", "this is a role's page: open it with the role's token (/play#token=…)")
+        return web.json_response(
+            {"role": role, "team": desk.team, "title": desk.title, "pages": desk.unacked(role), "moves": players.moves_for(role)}
+        )
+
+    async def play(request: web.Request) -> web.Response:
+        return web.Response(text=players.PAGE, content_type="text/html")
+
     served = web.Application(middlewares=[json_errors])
     served.router.add_post("/alertmanager", alertmanager)
     served.router.add_post("/moves", moves)
     served.router.add_get("/", page)
     served.router.add_get("/status.json", status)
+    served.router.add_get("/game.json", game)
+    served.router.add_get("/me", me)
+    served.router.add_get("/play", play)
     return served
+
+
+def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
+    """The game as the consoles read it. Without the runner's view (``so_far`` None) the timeline
+    and the score are not known: the desk's pages and posts only."""
+    base = {"title": desk.title, "team": desk.team, "posts": desk.posts()}
+    if so_far is None:
+        return base | {"timeline": [], "score": None, "roles": {}, "status_page": None, "pages": desk.pages}
+    events = role_events({"pages": so_far["pages"], "player_actions": so_far["player_actions"]})
+    return base | {
+        "t": so_far["t"],
+        "timeline": [{"t": t, "role": lane, "what": mark, "detail": label} for t, lane, mark, label in events],
+        "score": so_far["score"],
+        "roles": so_far["roles"],
+        "status_page": so_far["status_page"],
+    }
 
 
 def _move(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
@@ -95,10 +141,16 @@ def _move(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
 
 @asynccontextmanager
 async def serving(
-    desk: Desk, ops: Ops, host: str, port: int, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None
+    desk: Desk,
+    ops: Ops,
+    host: str,
+    port: int,
+    lab_token: str,
+    on_page: Callable[[dict[str, Any]], None] | None = None,
+    live: Live | None = None,
 ) -> AsyncIterator[str]:
     """The desk on ``host:port`` while the block runs (``on_page`` hears each page it takes); yields its URL."""
-    runner = web.AppRunner(app(desk, ops, lab_token, on_page), access_log=None)
+    runner = web.AppRunner(app(desk, ops, lab_token, on_page, live), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

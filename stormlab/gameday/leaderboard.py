@@ -30,7 +30,12 @@ def append(path: Path, run: dict[str, Any]) -> list[dict[str, Any]]:
     with path.open("a") as f:
         f.write(json.dumps(run) + "\n")
     board = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return sorted(board, key=lambda e: (not e["recovered"], e["customer_error_minutes"]))
+    return sorted(board, key=standing)
+
+
+def standing(score: dict[str, Any]) -> tuple[bool, float]:
+    """What ranks a run (or a game so far): recovered first, then the fewest customer error-minutes."""
+    return (not score["recovered"], score["customer_error_minutes"])
 
 
 def rank(board: list[dict[str, Any]], score: dict[str, Any]) -> int:

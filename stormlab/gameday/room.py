@@ -20,6 +20,11 @@ import json
 import math
 import os
 import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +38,12 @@ from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
 from stormlab.gameday import roles
+from stormlab.gameday.moves import ROLES
 
 ROOM = "room"
 CARD = "room.json"
+GAME = "game.json"  # the room's game: the scenario every team plays, each team's runner
+GAME_LOG = "game.log"  # a team's runner's lines (--json), in the team's directory
 FACILITATOR = "facilitator"  # the facilitator's token (0600): the console's controls take it
 MAX_TEAMS = 32
 # What one lab takes from the host in its baseline, in cores at speed 1 (docs/rooms.md): a part that
@@ -118,7 +126,7 @@ def read_card(directory: Path | None = None) -> dict[str, Any] | None:
     return card if isinstance(card, dict) else None
 
 
-def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say=print) -> dict[str, Any]:
+def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say=print, scenario: Path | None = None) -> dict[str, Any]:
     """Start one lab per team (each in its own state directory, on free ports); if one cannot
     start, stop those that did. The room's card (room.json) says who is where."""
     home = room_dir(directory)
@@ -127,7 +135,9 @@ def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say
         raise LabError(f"a room is already up (in {home}); run `stormlab room down` first")
     home.mkdir(parents=True, exist_ok=True)
     teams = team_names(sizing.teams)
-    card = {"teams": {t: str(home / t) for t in teams}, "sizing": asdict(sizing), "settings": settings.to_env()}
+    card: dict[str, Any] = {"teams": {t: str(home / t) for t in teams}, "sizing": asdict(sizing), "settings": settings.to_env()}
+    if scenario is not None:
+        card["scenario"] = str(scenario)
     (home / CARD).write_text(json.dumps(card, indent=1))
     roles.write_private(home / FACILITATOR, secrets.token_urlsafe(24) + "\n")
     started = []
@@ -170,7 +180,178 @@ def down(directory: Path | None = None) -> list[str]:
     home = room_dir(directory)
     if card is None:
         return []
+    end(directory)  # a game on: its runners roll back first, their labs still up
+    (home / GAME).unlink(missing_ok=True)
     stopped = [team for team, where in card["teams"].items() if launcher.down(Path(where))]
     (home / CARD).unlink(missing_ok=True)
     (home / FACILITATOR).unlink(missing_ok=True)
     return stopped
+
+
+# -- the game: one scenario runner per team, all started at once ---------------------------------
+
+# Runners this process started, kept so it reaps them (the console starts games and stays).
+_RUNNERS: dict[int, subprocess.Popen] = {}
+
+
+def runner_alive(pid: int) -> bool:
+    """Whether a team's runner still runs: this process's child not yet reaped, or a process that is
+    neither gone nor a zombie (a runner `room play` started before it exited)."""
+    if pid in _RUNNERS:
+        return _RUNNERS[pid].poll() is None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return fields[0] != "Z" and b"scenario" in cmdline
+
+
+def read_game(directory: Path | None = None) -> dict[str, Any] | None:
+    try:
+        game = json.loads((room_dir(directory) / GAME).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return game if isinstance(game, dict) else None
+
+
+def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: Path) -> list[str]:
+    """A team's runner: the scenario on the team's lab (kept up), its desk on a free port, its
+    lines as JSON, its run directory and the room's leaderboard in the room's directory."""
+    argv = [sys.executable, "-m", "stormlab.cli", "scenario", "run", str(scenario), "--keep-lab", "--desk-port", "0"]
+    argv += ["--team", team, "--speed", f"{speed:g}", "--json", "--out", str(home / "games" / team)]
+    argv += ["--leaderboard", str(home / "leaderboard.jsonl")]
+    return argv + (["--autopilot"] if autopilot else [])
+
+
+def play(scenario: Path, autopilot: bool = False, directory: Path | None = None) -> dict[str, Any]:
+    """Start the scenario in every team's lab at once: a runner per team, each against its own lab
+    (its desk, its roles' tokens, its journal in the team's directory). One game at a time."""
+    card = read_card(directory)
+    if card is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    home = room_dir(directory)
+    earlier = read_game(directory)
+    if earlier and any(runner_alive(t["pid"]) for t in earlier["teams"].values()):
+        raise LabError(f"a game is on in this room ({earlier['scenario']}): `stormlab room end` first")
+    down_teams = [team for team, where in card["teams"].items() if not running(Path(where))]
+    if down_teams:
+        raise LabError(f"these teams' labs are not up: {', '.join(down_teams)} (`stormlab room down`, then `room up` again)")
+    speed = float(card["sizing"]["speed"])
+    teams = {}
+    for team, where in card["teams"].items():
+        log_path = Path(where) / GAME_LOG
+        env = os.environ | {"STORMLAB_STATE_DIR": where}
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                runner_argv(scenario.resolve(), team, speed, autopilot, home),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the room's Ctrl-C is not the runners': `room end` ends them, rolled back
+            )
+        _RUNNERS[proc.pid] = proc
+        teams[team] = {"pid": proc.pid, "log": str(log_path)}
+    game = {"scenario": str(scenario.resolve()), "autopilot": autopilot, "started_at": time.time(), "teams": teams}
+    (home / GAME).write_text(json.dumps(game, indent=1))
+    return game
+
+
+def events(log_path: Path) -> list[dict[str, Any]]:
+    """A team's runner's JSON lines so far (a line being written is left for the next read)."""
+    try:
+        lines = log_path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def game_state(directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Each team's game: running or not, its desk, its outcome once done (with its score), and
+    the runner's last words when it ended without one (a refusal, a crash)."""
+    card, game = read_card(directory), read_game(directory)
+    if card is None or game is None:
+        return {}
+    out = {}
+    for team, t in game["teams"].items():
+        seen = events(Path(t["log"]))
+        done = next((e for e in reversed(seen) if e.get("event") == "done"), None)
+        desk = next((e["url"] for e in seen if e.get("event") == "desk"), None)
+        alive = runner_alive(t["pid"])
+        state = {"running": alive, "desk": desk if alive else None, "outcome": done["outcome"] if done else None}
+        if done:
+            state |= {"score": done.get("score"), "roles": done.get("roles"), "report": done.get("report")}
+        elif not alive:
+            try:
+                state["said"] = Path(t["log"]).read_text().strip().splitlines()[-1][-300:]
+            except (OSError, IndexError):
+                state["said"] = ""
+        out[team] = state
+    return out
+
+
+def player_links(team_dir: Path) -> dict[str, str]:
+    """Each role's console in a team's game (its token in the fragment), or {} if no game is on there."""
+    card = roles.current(team_dir)
+    if card is None:
+        return {}
+    out = {}
+    for role in ROLES:
+        try:
+            out[role] = f"{card['desk']}/play#token={(roles.game_dir(team_dir) / role).read_text().strip()}"
+        except OSError:
+            continue
+    return out
+
+
+def wait_for_desks(directory: Path | None = None, limit_s: float = 240.0, tick: Callable[[], None] = lambda: None) -> dict[str, str]:
+    """Each team's desk once its runner has settled its lab and issued the roles' tokens; a runner
+    that ended first is an error with its last words."""
+    card = read_card(directory) or {"teams": {}}
+    deadline = time.monotonic() + limit_s
+    while True:
+        state = game_state(directory)
+        ended = {t: s for t, s in state.items() if not s["running"]}
+        if ended:
+            raise LabError("; ".join(f"{t}'s runner ended: {s.get('said') or s.get('outcome')}" for t, s in ended.items()))
+        issued = {t: roles.current(Path(card["teams"][t])) for t in state}
+        if state and all(issued.values()):
+            return {t: c["desk"] for t, c in issued.items() if c}
+        if time.monotonic() > deadline:
+            raise LabError(f"the teams' runners did not settle their labs within {limit_s:g}s")
+        tick()
+        time.sleep(1.0)
+
+
+def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[str, Any]]:
+    """End the game in every team's lab: each runner is told to stop (SIGTERM: its rollbacks run,
+    every fault is halted, its journal and report are written); waits for them. Each team's state after."""
+    game = read_game(directory)
+    if game is None:
+        return {}
+    pids = [t["pid"] for t in game["teams"].values()]
+    for pid in pids:
+        if runner_alive(pid):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + wait_s
+    while any(runner_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids:
+        if runner_alive(pid):
+            os.kill(pid, signal.SIGKILL)  # past its rollbacks' time: `room halt` ends what it left
+        proc = _RUNNERS.pop(pid, None)
+        if proc is not None:
+            proc.wait()
+    return game_state(directory)

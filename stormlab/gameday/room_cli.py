@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from stormcore.labstate import running
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
+from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import room, room_web
 
 CONSOLE_PORT = 8708  # beside the desk (8709), below the racks of a lab on the default ports (8710 on)
@@ -30,14 +32,35 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     actions = r.add_subparsers(dest="room_command", required=True)
     u = actions.add_parser("up", help="size the room against this host, then start one lab per team (same profile, same seed)")
     u.add_argument("--teams", type=int, required=True, help=f"how many teams (labs), 1-{room.MAX_TEAMS}")
+    u.add_argument(
+        "--scenario",
+        type=Path,
+        help="the scenario the room will play: the labs start with its settings (--set and --speed on top), "
+        "and `room play` and the console's start button play it",
+    )
     lab_flags(u)
     u.set_defaults(func=lambda args: up(args, settings_from(args)))
     st = actions.add_parser("status", help="each team's lab: nodes serving, customers' error, validity")
     st.add_argument("--json", action="store_true", help="one JSON document: the room's card and each team's reading")
     st.set_defaults(func=status)
+    p = actions.add_parser(
+        "play",
+        help="start a scenario in every team's lab at once (a runner per team: its desk, its roles' tokens, its journal)",
+        description="Start the scenario in every team's lab at once and print each role's console (its token in the link). "
+        "The room's labs must have the scenario's settings (start the room with them). `room end` ends the game.",
+    )
+    p.add_argument("scenario", type=Path, nargs="?", help="the scenario every team plays (default: the one `room up --scenario` named)")
+    p.add_argument("--autopilot", action="store_true", help="every team's runner plays AWS's runbook itself (a demonstration)")
+    p.set_defaults(func=play)
+    actions.add_parser("end", help="end the game in every team's lab: each runner rolls back, scores and writes its report").set_defaults(
+        func=end
+    )
     c = actions.add_parser("console", help="the facilitator's console: every team side by side in the browser, and its controls")
     c.add_argument(
         "--port", type=int, default=CONSOLE_PORT, help=f"where it listens on 127.0.0.1 (default {CONSOLE_PORT}; 0: any free port)"
+    )
+    c.add_argument(
+        "--scenario", type=Path, help="the scenario the console's start button plays in every team's lab (default: `room up --scenario`'s)"
     )
     c.set_defaults(func=console)
     actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
@@ -49,9 +72,13 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
         raise UsageError("--external-rack runs one lab's rack: start that lab with `stormlab up`, not a room")
     if args.base_port != launcher.DEFAULT_BASE_PORT:
         raise UsageError("a room's labs each take free ports: drop --base-port")
+    if args.scenario is not None:  # the scenario's settings, and what --set changes on top
+        scenario = gameday_cli.read(args.scenario)
+        settings = scenario.settings.with_text(args.set)
     sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed))
     print(f"room: {sizing.words()}", flush=True)
-    card = room.up(settings.sped_up(sizing.speed), sizing, say=lambda line: print(line, flush=True))
+    scenario_path = None if args.scenario is None else args.scenario.resolve()
+    card = room.up(settings.sped_up(sizing.speed), sizing, say=lambda line: print(line, flush=True), scenario=scenario_path)
     print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
     for team, where in card["teams"].items():
         print(f"  {team}: STORMLAB_STATE_DIR={where}")
@@ -98,6 +125,79 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def games() -> dict[str, dict[str, Any]]:
+    """Each team's game: its runner's state, and what its desk shows (``view``: /game.json)."""
+    state = room.game_state()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
+
+        async def view(desk: str | None) -> dict[str, Any] | None:
+            if not desk:
+                return None
+            try:
+                async with session.get(f"{desk}/game.json") as resp:
+                    return await resp.json() if resp.status == 200 else None
+            except (TimeoutError, aiohttp.ClientError, ValueError):
+                return None  # a runner between its rollbacks and its exit: the next reading says it ended
+
+        views = await asyncio.gather(*(view(s.get("desk")) for s in state.values()))
+    out = {}
+    for (team, s), v in zip(state.items(), views, strict=True):
+        out[team] = s | {"view": v} | ({"score": v["score"]} if v and v.get("score") else {})
+    return out
+
+
+def the_scenario(given: Path | None, card: dict[str, Any]) -> Path:
+    """The scenario named, else the room's (`room up --scenario`)."""
+    if given is not None:
+        return given
+    if card.get("scenario"):
+        return Path(card["scenario"])
+    raise UsageError("which scenario? name one (`room play FILE`), or start the room with `room up --scenario FILE`")
+
+
+def checked_scenario(path: Path, card: dict[str, Any]) -> Path:
+    """A scenario the room's labs can play: its file valid, its settings the labs'; else UsageError."""
+    scenario = gameday_cli.read(path)
+    speed = float(card["sizing"]["speed"])
+    for team, where in card["teams"].items():
+        state = running(Path(where))
+        if state is None:
+            continue  # room.play names the teams whose labs are down
+        unlike = gameday_cli.unlike_lab(scenario.settings.sped_up(speed), state)
+        if unlike:
+            raise UsageError(
+                f"{path}: the room's labs do not have this scenario's settings ({team}'s lacks "
+                f"{' '.join(f'{k}={v}' for k, v in unlike.items())}): `stormlab room down`, then `room up` with them"
+            )
+    return path
+
+
+def play(args: argparse.Namespace) -> int:
+    card = room.read_card()
+    if card is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    game = room.play(checked_scenario(the_scenario(args.scenario, card), card), args.autopilot)
+    print(f"game on in {len(game['teams'])} labs: {args.scenario}; waiting for each team's lab to settle …", flush=True)
+    room.wait_for_desks(tick=lambda: print(".", end="", flush=True))
+    print()
+    for team, where in card["teams"].items():
+        print(f"{team}: the players' consoles (hand each role its link; the token is in it):")
+        for role, link in room.player_links(Path(where)).items():
+            print(f"  {role:<9} {link}")
+    print("`stormlab room console` shows every team; `stormlab room end` ends the game in every lab")
+    return 0
+
+
+def end(args: argparse.Namespace) -> int:
+    if room.read_game() is None:
+        raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
+    print("ending the game in every lab (each runner rolls back and scores) …", flush=True)
+    for team, state in room.end().items():
+        said = state.get("outcome") or state.get("said") or "no outcome"
+        print(f"  {team}: {said}" + (f"; report {state['report']}" if state.get("report") else ""))
+    return 0
+
+
 def console(args: argparse.Namespace) -> int:
     card = room.read_card()
     token = room.facilitator_token()
@@ -105,13 +205,33 @@ def console(args: argparse.Namespace) -> int:
         raise LabError("no room is up: start one with `stormlab room up --teams N`")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port is a port number (0-65535), got {args.port}")
-    served = room_web.app(room_web.Console(card, lambda: readings(card), room.halt, token))
-    print(
-        f"the room's console: http://127.0.0.1:{args.port}/ (the controls take the token in {room.room_dir() / room.FACILITATOR})",
-        flush=True,
-    )
-    web.run_app(served, host="127.0.0.1", port=args.port, print=None)
+    start = None
+    if args.scenario is not None or card.get("scenario"):
+        start = partial(room.play, checked_scenario(the_scenario(args.scenario, card), card))
+    controls = room_web.Controls(halt=room.halt, start=start, end=room.end)
+    served = room_web.app(room_web.Console(card, lambda: readings(card), controls, token, games))
+    asyncio.run(serve(served, args.port))
     return 0
+
+
+async def serve(served: web.Application, port: int) -> None:
+    """The console on 127.0.0.1 until interrupted; says where (the port it got, for --port 0)."""
+    runner = web.AppRunner(served, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise LabError(f"the console cannot listen on 127.0.0.1:{port}: {exc.strerror} (--port picks another)") from None
+    bound = runner.addresses[0][1]
+    where = room.room_dir() / room.FACILITATOR
+    url = f"http://127.0.0.1:{bound}/"
+    print(f"the room's console: {url} (its controls: {url}#token=… with the token in {where})", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
 
 
 def halt(args: argparse.Namespace) -> int:

@@ -1,13 +1,20 @@
 """The facilitator's console of a training room (`stormlab room console`): every team side by side.
 
     GET  /            the page: each team's customers' error over the last minutes (one curve a
-                      team), nodes serving, validity; it refreshes itself every 2 s
+                      team), nodes serving, validity, and once a game is on its pages, acks, moves,
+                      status posts and score, and the live leaderboard; it refreshes every 2 s.
+                      Opened as /#token=FACILITATOR_TOKEN its controls work (the token stays in
+                      the browser: a fragment is never sent)
+    GET  /panel       the part of the page that refreshes
     GET  /room.json   {"room": the card, "teams": each team's last reading, "history": each
-                      team's [seconds since the console started, customers' error] pairs}
-    POST /halt        end every fault lease in every team's lab (the facilitator's token as a
-                      Bearer token: `room up` writes it to room/facilitator)
+                      team's [seconds since the console started, customers' error] pairs,
+                      "games": each team's game (its runner, its desk's view), "leaderboard"}
+    POST /start       start the console's scenario in every team's lab at once ({"autopilot": bool})
+    POST /end         end the game in every team's lab (each runner rolls back and scores)
+    POST /halt        end every fault lease in every team's lab
 
-Reading needs no token; a control does: a missing or wrong token is a 401 and nothing changes.
+Reading needs no token; a control does (the facilitator's, as a Bearer token: `room up` writes it
+to room/facilitator): a missing or wrong token is a 401 and nothing changes.
 """
 
 from __future__ import annotations
@@ -19,61 +26,150 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from stormcore.web import json_error, json_errors
+from stormcore.errors import LabError
+from stormcore.web import BadRequest, json_error, json_errors, read_object
+from stormlab.gameday.leaderboard import standing
 
 log = logging.getLogger(__name__)
 HISTORY = 150  # readings kept per team (5 minutes at one every 2 s)
 EVERY_S = 2.0
 Read = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any] | None]]]
+Games = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any]]]]
+
+
+async def no_games() -> dict[str, dict[str, Any]]:
+    return {}
+
+
+@dataclass
+class Controls:
+    """What the console's controls do (each a blocking call, run off the loop)."""
+
+    halt: Callable[[], dict[str, tuple[int, list[str]]]]
+    start: Callable[[bool], dict[str, Any]] | None = None  # None: the console was started without a scenario
+    end: Callable[[], dict[str, dict[str, Any]]] = dict
 
 
 class Console:
-    """The room as the facilitator sees it: the last reading of each team and each one's curve."""
+    """The room as the facilitator sees it: the last reading of each team, each one's curve, and
+    each one's game (``games()``: per team its runner's state and its desk's ``/game.json``)."""
 
-    def __init__(self, card: dict[str, Any], read: Read, halt: Callable[[], dict[str, tuple[int, list[str]]]], token: str) -> None:
-        self.card, self.read, self.halt, self.token = card, read, halt, token
+    def __init__(self, card: dict[str, Any], read: Read, controls: Controls, token: str, games: Games = no_games) -> None:
+        self.card, self.read, self.controls, self.token, self.games = card, read, controls, token, games
         self.started = time.monotonic()
         self.last: dict[str, dict[str, Any] | None] = {team: None for team in card["teams"]}
+        self.game: dict[str, dict[str, Any]] = {}
         self.history: dict[str, deque[tuple[float, float]]] = {team: deque(maxlen=HISTORY) for team in card["teams"]}
 
     async def sample(self) -> None:
-        self.last = await self.read()
+        self.last, self.game = await asyncio.gather(self.read(), self.games())
         at = round(time.monotonic() - self.started, 1)
         for team, snap in self.last.items():
             if snap and snap.get("customer_error_ratio") is not None:
                 self.history[team].append((at, snap["customer_error_ratio"]))
 
-    def document(self) -> dict[str, Any]:
-        return {"room": self.card, "teams": self.last, "history": {t: list(h) for t, h in self.history.items()}}
+    def leaderboard(self) -> list[dict[str, Any]]:
+        """The teams whose game has a score, best first (recovered, then fewest error-minutes)."""
+        scored = [(team, g["score"], moves_of(g)) for team, g in self.game.items() if g.get("score")]
+        return [{"team": team, **score, "moves": moves} for team, score, moves in sorted(scored, key=lambda ts: standing(ts[1]))]
 
-    def page(self) -> str:
+    def document(self) -> dict[str, Any]:
+        return {
+            "room": self.card,
+            "teams": self.last,
+            "history": {t: list(h) for t, h in self.history.items()},
+            "games": self.game,
+            "leaderboard": self.leaderboard(),
+        }
+
+    def panel(self) -> str:
         e = html.escape
         rows = []
         for team, snap in self.last.items():
+            game = game_cells(self.game.get(team))
             if snap is None:
-                rows.append(f"<tr><td>{e(team)}</td><td colspan='4'>not up</td></tr>")
+                rows.append(f"<tr data-team='{e(team)}'><td>{e(team)}</td><td colspan='4'>not up</td>{game}</tr>")
                 continue
             error = snap.get("customer_error_ratio")
             valid = "valid" if not snap.get("invalid") else "INVALID: " + "; ".join(snap["invalid"])
             rows.append(
-                f"<tr><td>{e(team)}</td><td>{snap['nodes_serving']}/{snap['nodes_total']}</td>"
+                f"<tr data-team='{e(team)}'><td>{e(team)}</td><td>{snap['nodes_serving']}/{snap['nodes_total']}</td>"
                 f"<td>{'n/a' if error is None else f'{error:.1%}'}</td><td>{e(valid)}</td>"
-                f"<td>{curve(list(self.history[team]))}</td></tr>"
+                f"<td>{curve(list(self.history[team]))}</td>{game}</tr>"
             )
+        board = "".join(
+            f"<tr><td>{i}</td><td>{e(b['team'])}</td><td>{'yes' if b['recovered'] else 'not yet'}</td>"
+            f"<td>{b['customer_error_minutes']:.2f}</td><td>{_s(b.get('time_to_detect_s'))}</td><td>{b['moves']}</td></tr>"
+            for i, b in enumerate(self.leaderboard(), 1)
+        )
+        return f"""<table id="teams"><tr><th>team</th><th>nodes serving</th><th>customers failing</th><th>validity</th>
+<th>customers' error</th><th>game</th><th>pages</th><th>acks</th><th>moves</th><th>status posts</th></tr>
+{"".join(rows)}</table>
+<h2>Leaderboard</h2>
+<table id="leaderboard"><tr><th>#</th><th>team</th><th>recovered</th><th>customer error-minutes</th><th>time to detect</th>
+<th>moves</th></tr>
+{board or "<tr><td colspan='6'>no game scored yet</td></tr>"}</table>"""
+
+    def page(self) -> str:
         sizing = self.card["sizing"]
+        start = "" if self.controls.start is None else "<button id='start'>start the game in every room</button>"
         return f"""<!doctype html>
-<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="2"><title>stormlab room</title>
+<html><head><meta charset="utf-8"><title>stormlab room</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em}} td,th{{border:1px solid #ccc;padding:.3em .6em}}
-table{{border-collapse:collapse}}</style></head><body>
+table{{border-collapse:collapse}} #said{{color:#555}}</style></head><body>
 <h1>Training room: {sizing["teams"]} teams</h1>
 <p>Each team's lab: {sizing["nodes"]:,} nodes at speed {sizing["speed"]:g}, one profile, one seed. Customers' error is the last 10 s;
-the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%).</p>
-<table><tr><th>team</th><th>nodes serving</th><th>customers failing</th><th>validity</th><th>customers' error</th></tr>
-{"".join(rows)}</table></body></html>"""
+the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%). Pages, acks, moves and posts are each team's game so far.</p>
+<p>{start} <button id="end">end the game</button> <button id="halt">halt every fault</button>
+<span id="said"></span></p>
+<div id="room">{self.panel()}</div>
+<script>
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+window.addEventListener("hashchange", () => location.reload());
+async function control(path) {{
+  const headers = {{"Authorization": "Bearer " + token, "Content-Type": "application/json"}};
+  const r = await fetch(path, {{method: "POST", headers: headers, body: "{{}}"}});
+  const body = await r.json();
+  document.getElementById("said").textContent = path.slice(1) + ": " + (r.status === 200 ? "done" : body.message);
+}}
+for (const name of ["start", "end", "halt"]) {{
+  const b = document.getElementById(name);
+  if (b) b.addEventListener("click", () => control("/" + name));
+}}
+setInterval(async () => {{
+  const r = await fetch("/panel");
+  if (r.status === 200) document.getElementById("room").innerHTML = await r.text();
+}}, {EVERY_S * 1000:.0f});
+</script></body></html>"""
+
+
+def cards(game: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each role's card in a team's game: as its desk shows them while it runs, as its runner
+    scored them once it ended."""
+    return list(((game.get("view") or {}).get("roles") or game.get("roles") or {}).values())
+
+
+def moves_of(game: dict[str, Any]) -> int:
+    """The moves a team's roles made so far."""
+    return sum(c["moves"] for c in cards(game))
+
+
+def game_cells(game: dict[str, Any] | None) -> str:
+    """A team's game in its row: whether it runs (or how it ended), its pages, acks, moves and posts."""
+    if not game:
+        return "<td colspan='5'>no game</td>"
+    pages, acks, moves, posts = (sum(c[k] for c in cards(game)) for k in ("pages", "acks", "moves", "posts"))
+    state = "on" if game.get("running") else f"ended: {game.get('outcome') or game.get('said') or 'no outcome'}"
+    return f"<td>{html.escape(state)}</td><td>{pages}</td><td>{acks}</td><td>{moves}</td><td>{posts}</td>"
+
+
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:g} s"
 
 
 def curve(points: list[tuple[float, float]], width: int = 300, height: int = 40) -> str:
@@ -95,16 +191,46 @@ def app(console: Console) -> web.Application:
     async def page(request: web.Request) -> web.Response:
         return web.Response(text=console.page(), content_type="text/html")
 
+    async def panel(request: web.Request) -> web.Response:
+        return web.Response(text=console.panel(), content_type="text/html")
+
     async def document(request: web.Request) -> web.Response:
         return web.json_response(console.document())
 
+    def allowed(request: web.Request) -> bool:
+        return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
+
+    def refused() -> web.Response:
+        return json_error(401, "unauthorized", "the room's controls take the facilitator's token (room/facilitator) as a Bearer token")
+
     async def halt(request: web.Request) -> web.Response:
-        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
-            return json_error(401, "unauthorized", "the room's controls take the facilitator's token (room/facilitator) as a Bearer token")
-        done = await asyncio.to_thread(console.halt)
+        if not allowed(request):
+            return refused()
+        done = await asyncio.to_thread(console.controls.halt)
         return web.json_response(
             {"halted": {team: count for team, (count, _) in done.items()}, "unanswered": {t: f for t, (_, f) in done.items() if f}}
         )
+
+    async def start(request: web.Request) -> web.Response:
+        if not allowed(request):
+            return refused()
+        body = await read_object(request)
+        autopilot = body.get("autopilot", False)
+        if not isinstance(autopilot, bool):
+            raise BadRequest("autopilot is true or false")
+        if console.controls.start is None:
+            return json_error(409, "no_scenario", "this console was started without --scenario: nothing to start")
+        try:
+            game = await asyncio.to_thread(console.controls.start, autopilot)
+        except LabError as exc:
+            return json_error(409, "conflict", str(exc))
+        return web.json_response({"started": sorted(game["teams"]), "scenario": game["scenario"]})
+
+    async def end(request: web.Request) -> web.Response:
+        if not allowed(request):
+            return refused()
+        ended = await asyncio.to_thread(console.controls.end)
+        return web.json_response({"ended": {team: state.get("outcome") for team, state in ended.items()}})
 
     async def sampling(served: web.Application) -> AsyncIterator[None]:
         async def loop() -> None:
@@ -121,7 +247,10 @@ def app(console: Console) -> web.Application:
 
     served = web.Application(middlewares=[json_errors])
     served.router.add_get("/", page)
+    served.router.add_get("/panel", panel)
     served.router.add_get("/room.json", document)
     served.router.add_post("/halt", halt)
+    served.router.add_post("/start", start)
+    served.router.add_post("/end", end)
     served.cleanup_ctx.append(sampling)
     return served

@@ -26,7 +26,7 @@ async def console(aiohttp_client):
         halted.append(True)
         return {"team-1": (2, []), "team-2": (0, ["linkproxy: refused"])}
 
-    c = room_web.Console(CARD, read, halt, TOKEN)
+    c = room_web.Console(CARD, read, room_web.Controls(halt=halt), TOKEN)
     c.halted = halted
     client = await aiohttp_client(room_web.app(c))
     return c, client
@@ -62,3 +62,53 @@ def test_a_curve_needs_two_readings_and_stays_in_its_box():
     assert room_web.curve([(0.0, 0.5)]) == ""
     svg = room_web.curve([(0.0, 0.0), (10.0, 1.5), (20.0, -1.0)], width=100, height=40)
     assert "0.0,40.0 50.0,0.0 100.0,40.0" in svg
+
+
+async def test_the_game_side_by_side_the_leaderboard_and_the_games_controls(aiohttp_client):
+    async def read():
+        return {"team-1": snap(0.02), "team-2": snap(0.55, 250)}
+
+    def view(pages, acks, moves, posts, recovered, minutes):
+        card = {"pages": pages, "acks": acks, "moves": moves, "posts": posts}
+        return {"roles": {"database": card}, "score": {"recovered": recovered, "customer_error_minutes": minutes, "actions_taken": moves}}
+
+    async def games():
+        a, b = view(2, 1, 2, 1, True, 1.5), view(1, 0, 0, 0, False, 0.9)
+        return {
+            "team-1": {"running": True, "outcome": None, "view": a, "score": a["score"]},
+            "team-2": {"running": True, "outcome": None, "view": b, "score": b["score"]},
+        }
+
+    calls = []
+    controls = room_web.Controls(
+        halt=lambda: {}, start=lambda autopilot: calls.append(("start", autopilot)) or {"teams": {"team-1": {}}, "scenario": "s.yaml"},
+        end=lambda: calls.append(("end",)) or {"team-1": {"outcome": "failed"}},
+    )  # fmt: skip
+    c = room_web.Console(CARD, read, controls, TOKEN, games)
+    client = await aiohttp_client(room_web.app(c))
+    await c.sample()
+    doc = await (await client.get("/room.json")).json()
+    # recovered first, whatever the error-minutes: team-1 recovered with more, team-2 has not
+    assert [b["team"] for b in doc["leaderboard"]] == ["team-1", "team-2"]
+    panel = await (await client.get("/panel")).text()
+    assert "<td>on</td><td>2</td><td>1</td><td>2</td><td>1</td>" in panel  # team-1's pages, acks, moves, posts
+    assert "<td>on</td><td>1</td><td>0</td><td>0</td><td>0</td>" in panel
+    assert "no game scored yet" not in panel and panel == c.panel()
+    page = await (await client.get("/")).text()
+    assert "id='start'" in page and panel in page
+    for path in ("/start", "/end"):
+        assert (await client.post(path, headers={"Authorization": "Bearer nope"})).status == 401
+    assert calls == []  # nothing was done without the token
+    bad = await client.post("/start", json={"autopilot": "yes"}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert bad.status == 400 and calls == []
+    started = await client.post("/start", json={"autopilot": True}, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert await started.json() == {"started": ["team-1"], "scenario": "s.yaml"} and calls == [("start", True)]
+    ended = await client.post("/end", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert await ended.json() == {"ended": {"team-1": "failed"}} and calls[-1] == ("end",)
+
+
+async def test_a_console_without_a_scenario_has_nothing_to_start(console):
+    c, client = console
+    assert "id='start'" not in await (await client.get("/")).text()
+    resp = await client.post("/start", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status == 409 and "without --scenario" in (await resp.json())["message"]

@@ -14,7 +14,8 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
-from stormlab.gameday import alerts, desk, desk_web, moves, scoring
+from stormlab.gameday import alerts, desk, desk_web, moves, players, scoring
+from stormlab.gameday.moves import ACTIONS, ROLES, check_role
 from stormlab.gameday.ops import Ops
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
@@ -362,3 +363,56 @@ def test_a_scenarios_fix_moves_are_checked_like_any_move(tmp_path, capsys):
     assert "workers must be at least 1 and at most 64, got 100" in capsys.readouterr().err
     path.write_text(SHORT + "rollback:\n  - {name: fix it, action: enable, args: {fix: stale-cache}}\n")
     assert main(["scenario", "validate", str(path)]) == 0
+
+
+def test_each_roles_console_has_its_own_moves_and_everyones():
+    forms = {role: [m["title"] for m in players.moves_for(role)] for role in ROLES}
+    assert forms["database"][:3] == ["set-capacity", "pause-metadata", "resume"] and "restore-partition" in forms["database"]
+    assert forms["queues"] == ["enable stale-cache", "post to the status page", "note"]
+    for role, titles in forms.items():
+        for m in players.moves_for(role):
+            move_args = {"fix": m["fix"]} if m["fix"] else {}
+            check_role(role, ACTIONS[m["action"]], move_args)  # every form is a move the desk takes from this role
+        assert titles[-2:] == ["post to the status page", "note"]
+    pause = next(m for m in players.moves_for("database") if m["action"] == "pause-metadata")
+    assert [f["name"] for f in pause["fields"]] == ["duration", "cell"]
+    assert pause["fields"][0]["kind"] == "duration" and "how long the lease lasts" in pause["fields"][0]["help"]
+    capacity = next(m for m in players.moves_for("database") if m["action"] == "set-capacity")
+    assert {f["name"]: f["kind"] for f in capacity["fields"]}["break_glass"] == "flag"
+
+
+async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_without_one(book, aiohttp_client):
+    the_desk, ops = book
+    the_desk.team = "blue"
+    so_far = {
+        "t": 42.0,
+        "pages": [{"t": 10.0, "role": "database", "alert": "RetryStorm", "status": "firing"}],
+        "player_actions": [
+            {"t": 12.0, "role": "database", "action": "ack", "args": {"alert": "RetryStorm"}, "ok": True},
+            {"t": 15.0, "role": "database", "action": "pause-metadata", "fault": "pause-metadata", "args": {}, "ok": True},
+        ],
+        "score": {"recovered": False, "customer_error_minutes": 0.4},
+        "roles": {"database": {"pages": 1, "acks": 1, "moves": 1, "posts": 0}},
+        "status_page": {"posts": 0},
+    }
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, live=lambda: so_far))
+    the_desk.page(page_body(), "alertmanager")
+    for auth in ({}, as_role("nobody"), {"Authorization": "db-token"}):
+        resp = await client.get("/me", headers=auth)
+        assert resp.status == 401 and (await resp.json())["error"] == "unauthorized"
+    me = await (await client.get("/me", headers=as_role("db-token"))).json()
+    assert (me["role"], me["team"]) == ("database", "blue") and [p["alert"] for p in me["pages"]] == ["RetryStorm"]
+    assert "pause-metadata" in [m["action"] for m in me["moves"]]
+    queues = await (await client.get("/me", headers=as_role("q-token"))).json()
+    assert queues["role"] == "queues" and queues["pages"] == []  # the database's page is not the queues'
+    game = await (await client.get("/game.json")).json()
+    assert [(e["t"], e["role"], e["what"]) for e in game["timeline"]] == [
+        (10.0, "database", "page"),
+        (12.0, "database", "ack"),
+        (15.0, "database", "move"),
+    ]
+    assert game["score"]["customer_error_minutes"] == 0.4 and game["team"] == "blue" and game["t"] == 42.0
+    page = await client.get("/play")
+    assert page.status == 200 and "location.hash" in await page.text()  # the token stays in the browser
+    bare = await (await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))).get("/game.json")
+    assert (await bare.json())["score"] is None  # a desk with no runner behind it knows no score

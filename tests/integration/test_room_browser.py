@@ -1,0 +1,170 @@
+"""A training room played in a real browser: two teams of 400 nodes meet the 2015 blip at the same
+moment and storm; the facilitator starts the game from the console; team 1's database on-call acks
+her page and plays AWS's runbook from her console's forms; team 2 does nothing. Team 1's journal and
+score show her moves and her lab recovers; team 2's lab never sees them (still storming through
+them, its metadata service never paused); the facilitator's page shows both curves and the
+leaderboard; a move with another role's token, or another team's, is refused.
+
+Screenshots of both consoles in the storm go to $STORMLAB_SCREENSHOTS if set (docs/rooms/)."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+
+from chaos import journal
+from stormlab.cli import main
+from stormlab.gameday import players, roles, room, room_cli
+from tests.browser import chromium
+from tests.conftest import until
+
+pytestmark = pytest.mark.storm
+SCENARIO = Path(__file__).parents[2] / "scenarios" / "room-2015.yaml"
+RUNBOOK = {"pause-metadata", "capacity", "resume-metadata"}  # the leases the database's three moves take
+
+
+def readings(card: dict) -> dict:
+    """Each team's customers' error and nodes serving, now."""
+    seen = asyncio.run(room_cli.readings(card))
+    return {team: (snap["customer_error_ratio"] or 0.0, snap["nodes_serving"]) for team, snap in seen.items() if snap}
+
+
+def submit(driver, move: str, **values: str) -> str:
+    """Fill a move's form on a role's console, send it, and return what the console said of it."""
+    before = driver.find_element(By.ID, "said").text
+    form = driver.find_element(By.CSS_SELECTOR, f"form[data-move='{move}']")
+    for name, value in values.items():
+        form.find_element(By.NAME, name).send_keys(value)
+    form.find_element(By.TAG_NAME, "button").click()
+    return until(lambda: (said := driver.find_element(By.ID, "said").text) != before and said, 60, what=f"{move}'s answer")
+
+
+def ack(driver, alert: str) -> str:
+    """Click the ack of a page on the console (the list is redrawn every 2 s: a button can go stale)."""
+
+    def click() -> bool:
+        try:
+            driver.find_element(By.CSS_SELECTOR, f"#pages button[data-alert='{alert}']").click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    until(lambda: driver.find_elements(By.CSS_SELECTOR, f"#pages button[data-alert='{alert}']"), 150, 0.5, f"{alert} paged")
+    until(click, 10, what="the ack clicked")
+    return until(lambda: "acknowledged" in (said := driver.find_element(By.ID, "said").text) and said, 30, what="the ack's answer")
+
+
+def shot(driver, name: str, tmp_path: Path) -> None:
+    where = Path(os.environ.get("STORMLAB_SCREENSHOTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(where / name))
+
+
+@pytest.mark.timeout(420)
+def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_knows(tmp_path, monkeypatch, capsys):
+    home = (tmp_path / "state").resolve()
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
+    console = None
+    try:
+        assert main(["room", "up", "--teams", "2", "--scenario", str(SCENARIO), "--speed", "2"]) == 0
+        assert "room: 2 teams of 400 nodes at speed 2" in capsys.readouterr().out
+        card = room.read_card()
+        a, b = (Path(card["teams"][t]) for t in ("team-1", "team-2"))
+        argv = [sys.executable, "-m", "stormlab.cli", "room", "console", "--port", "0"]
+        console = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+        assert console.stdout is not None
+        url = console.stdout.readline().split()[3]  # "the room's console: http://127.0.0.1:PORT/ (…)"
+        with chromium() as d:
+            # the facilitator starts the game in both labs from the console, with her token
+            d.get(f"{url}#token={room.facilitator_token()}")
+            d.find_element(By.ID, "start").click()
+            until(lambda: "start: done" in d.find_element(By.ID, "said").text, 30, what="the game started")
+            assert main(["room", "play"]) == 1  # one game at a time
+            assert "a game is on" in capsys.readouterr().err
+            room.wait_for_desks()
+            links = {team: room.player_links(where) for team, where in (("team-1", a), ("team-2", b))}
+
+            # team 1's database on-call opens her console with her token: her role, her forms
+            d.get(links["team-1"]["database"])
+            until(lambda: "team-1 · database on-call" in d.find_element(By.ID, "who").text, 30, what="her console")
+            assert len(d.find_elements(By.CSS_SELECTOR, "#moves form")) == len(players.moves_for("database"))
+
+            def storming() -> bool:
+                seen = readings(card)
+                return all(seen[t][0] > 0.3 for t in ("team-1", "team-2"))
+
+            until(storming, 120, 2.0, "both teams' customers failing")  # both met the blip, both storm
+            said = ack(d, "RetryStorm")
+            shot(d, "players-console.png", tmp_path)
+            d.get(url)
+            until(lambda: len(d.find_elements(By.CSS_SELECTOR, "#teams polyline")) == 2, 20, what="both curves")
+            shot(d, "facilitator-console.png", tmp_path)
+
+            # a move with another role's token, or another team's, is refused and moves nothing (while the game is on:
+            # its desk goes with it)
+            d.get(links["team-1"]["queues"])
+            until(lambda: "queues on-call" in d.find_element(By.ID, "who").text, 30, what="the queues' console")
+            assert "pause-metadata" not in {f.get_attribute("data-move") for f in d.find_elements(By.CSS_SELECTOR, "#moves form")}
+            status, body = d.execute_async_script(
+                """const done = arguments[arguments.length - 1];
+                fetch("/moves", {method: "POST", headers: {...auth, "Content-Type": "application/json"},
+                                 body: JSON.stringify({action: "pause-metadata", args: {}, as: "queues"})})
+                  .then(async r => done([r.status, await r.json()]));"""
+            )
+            assert status == 403 and "database on-call's move" in body["message"], body
+            d.get(links["team-2"]["database"].replace(roles.current(b)["desk"], roles.current(a)["desk"]))
+            until(lambda: "not a role's in this game" in d.find_element(By.ID, "who").text, 30, what="team 2's token refused")
+
+            d.get(links["team-1"]["database"])
+            until(lambda: d.find_elements(By.CSS_SELECTOR, "form[data-move='pause-metadata']"), 30, what="her forms")
+            b_through: list[tuple[float, int]] = []  # team 2's readings through team 1's moves
+            said = submit(d, "pause-metadata", duration="2m")
+            assert said.startswith("done: pause-metadata"), said
+            b_through += [readings(card)["team-2"] for _ in range(3)]
+            said = submit(d, "set-capacity", cores="64", duration="5m")
+            assert said.startswith("done: capacity"), said  # the admin path is quiet with the fleet held back
+            said = submit(d, "resume", staged="5", every="5s")
+            assert said.startswith("done: resume-metadata"), said
+
+            def recovered() -> bool:
+                b_through.append(readings(card)["team-2"])
+                return room.game_state()["team-1"]["outcome"] == "passed"
+
+            until(recovered, 150, 2.0, "team 1's game won")
+            assert all(error > 0.3 and serving >= 300 for error, serving in b_through), b_through  # team 2 storms on, never paused
+
+            # the facilitator's page: both curves, and the leaderboard with team 1 first
+            d.get(url)
+            until(lambda: "team-1 yes" in d.find_element(By.ID, "leaderboard").text, 20, what="the leaderboard")
+            board = d.find_element(By.ID, "leaderboard").text.splitlines()
+            assert board[1].startswith("1 team-1 yes") and board[2].startswith("2 team-2 not yet"), board
+            assert len(d.find_elements(By.CSS_SELECTOR, "#teams polyline")) == 2
+
+        assert main(["room", "end"]) == 0
+        out = capsys.readouterr().out
+        assert "team-1: passed" in out and "team-2: interrupted" in out, out
+        # team 1's journal and score: the ack and the three moves, each as the database on-call
+        [run] = (home / "room" / "games" / "team-1").glob("*/journal.json")
+        played = json.loads(run.read_text())
+        assert all(p["ok"] for p in played["player_actions"])  # the refused moves are not in it
+        moves = [(p["action"], p.get("fault"), p["role"]) for p in played["player_actions"]]
+        assert moves == [("ack", None, "database")] + [(m, f, "database") for m, f in
+                         (("pause-metadata", "pause-metadata"), ("set-capacity", "capacity"), ("resume", "resume-metadata"))]  # fmt: skip
+        assert played["score"]["recovered"] and played["score"]["actions_taken"] == 3
+        assert played["roles"]["database"]["acks"] == 1 and played["roles"]["database"]["moves"] == 3
+        # team 2's: nothing of team 1's reached it
+        assert not [e for e in journal.read_journal(b) if e.get("role") or e.get("fault") in RUNBOOK]
+        [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
+        assert json.loads(run_b.read_text())["player_actions"] == []
+    finally:
+        if console is not None:
+            console.terminate()
+            console.communicate(timeout=30)
+        monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
+        main(["room", "down"])
