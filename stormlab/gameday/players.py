@@ -92,8 +92,8 @@ table{border-collapse:collapse} td{border-bottom:1px solid #eee;padding:.15em .5
 <h1 id="who">on-call</h1>
 <p id="said" role="status"></p>
 <section><h2>Your pages</h2><div id="pages"><p>none</p></div></section>
-<section><h2>Your moves</h2><div id="moves"></div></section>
 <section><h2>The team's timeline</h2><table id="timeline"></table></section>
+<section><h2>Your moves</h2><div id="moves"></div></section>
 <section><h2>Links</h2><a href="/">the status page</a> · <a href="/game.json">the game, as JSON</a></section>
 <script>
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";

@@ -117,7 +117,7 @@ class Console:
 
     def page(self) -> str:
         sizing = self.card["sizing"]
-        start = "" if self.controls.start is None else "<button id='start'>start the game in every room</button>"
+        start = "" if self.controls.start is None else "<button id='start'>start the game in every team's lab</button>"
         return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stormlab room</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em}} td,th{{border:1px solid #ccc;padding:.3em .6em}}
