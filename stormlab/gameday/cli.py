@@ -24,10 +24,10 @@ from stormlab.gameday import debrief, desk, desk_web, leaderboard, report, roles
 from stormlab.gameday.alerts import Evaluator
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.labs import DockerLab, LocalLab
-from stormlab.gameday.moves import ACTIONS, fault_of, move_values
+from stormlab.gameday.moves import ACTIONS, ROLES, fault_of, move_values
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import Scenario, ScenarioError, schedule
+from stormlab.gameday.scenario import TEAM, Scenario, ScenarioError, schedule
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
@@ -207,6 +207,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         echo=lambda line: say("step", line),
         observers=(lambda sample: evaluator.observe(sample["t"], sample, time.time()),) if evaluator else (),
         progress=say.progress,
+        on_inject=partial(deliver, book, say),
     )
     try:
         journal = run_loop(settle_then(lab, runner, book, args, say))
@@ -234,6 +235,20 @@ def page(book: Desk, body: dict, via: str, say: Say) -> None:
     """A page the runner's own evaluation raised (the local lab): taken as Alertmanager's are."""
     for p in book.page(body, via):
         announce(say, p)
+
+
+EXPECTED = {"ack": "acknowledge it", "post": "a status post", "note": "a note"}
+
+
+def deliver(book: Desk, say: Say, inject: dict) -> None:
+    """An inject, delivered as a page to its role (to each role for the team's): it waits on the
+    consoles and in `ops` like any page, and `ops --as ROLE ack NAME` acknowledges it."""
+    to = list(ROLES) if inject["to"] == TEAM else [inject["to"]]
+    asked = EXPECTED[inject["answer"]] + (" naming the tables whose customers fail" if inject["names_tables"] else "")
+    summary = f"{inject['message']} (expected: {asked} within {inject['within_s']:g}s)"
+    labels = [{"alertname": inject["name"], "role": role, "severity": scoring.INJECT} for role in to]
+    book.page({"alerts": [{"labels": lab, "annotations": {"summary": summary}} for lab in labels]}, scoring.INJECT)
+    say("inject", f"INJECT {inject['name']} -> {inject['to']}: {summary}", **inject)
 
 
 def announce(say: Say, p: dict) -> None:
@@ -296,6 +311,7 @@ def so_far(runner: Runner, book: Desk, lab) -> dict:
         "score": scoring.score(runner.scenario, journal),
         "roles": scoring.roles(journal, onset),
         "status_page": scoring.status_page(journal, onset),
+        "injects": scoring.injects(journal),
     }
 
 

@@ -17,6 +17,7 @@ def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: 
     for role, card in journal["roles"].items():
         lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))
     lines.append(_status_page(journal["status_page"]))
+    lines += [_inject(i) for i in journal.get("injects", [])]
     if standing:
         path, rank, size = standing
         lines.append(f"  leaderboard ({path}): #{rank} of {size}" + (f" for team {team}" if team else ""))
@@ -38,6 +39,17 @@ def _compared(comparison: list[dict[str, Any]]) -> list[str]:
     then = [c["in_2015"] + (f" (at this run's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
     what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
     return [f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}" for c, in_2015 in zip(comparison, then, strict=True)]
+
+
+def _inject(i: dict[str, Any]) -> str:
+    verdict = (
+        f"answered after {i['answer_s']:g} s"
+        if i["answered"]
+        else f"answered late, after {i['answer_s']:g} s"
+        if i["answer_s"] is not None
+        else "not answered"
+    )
+    return f"  inject {i['name']!r} to {i['to']} at {i['fired_s']:g} s (expected: {i['answer']} within {i['within_s']:g} s): {verdict}"
 
 
 def _status_page(posted: dict[str, Any]) -> str:

@@ -155,8 +155,9 @@ class Ops:
 
     async def everyone(self, action: str, args: dict[str, Any], role: str | None) -> dict[str, Any]:
         """The moves no role owns: look, note, acknowledge a page, post to the status page."""
-        if action == "status":
-            return self.journal.record(action, args, True, await self.status(), role=role)
+        if action == "status":  # a role's look also says what waits for its ack: its pages, its injects
+            waiting = "".join(f"\nwaiting for your ack: {p['alert']}: {p['summary']}" for p in (self.unacked(role) if role else []))
+            return self.journal.record(action, args, True, await self.status() + waiting, role=role)
         if action == "note":
             return self.journal.record(action, args, True, str(args.get("text", "")).strip() or "(empty note)", role=role)
         if action == "ack":

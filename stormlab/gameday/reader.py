@@ -10,7 +10,22 @@ import yaml
 from chaos import catalog
 from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
 from stormlab.gameday.autopilot import MOVES, Rules
-from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES, Check, Compare, Scenario, ScenarioError, Step, one_table
+from stormlab.gameday.moves import ROLES
+from stormlab.gameday.scenario import (
+    ACTIONS,
+    ANSWERS,
+    FAULTS,
+    KINDS,
+    PROBES,
+    TEAM,
+    Check,
+    Compare,
+    Inject,
+    Scenario,
+    ScenarioError,
+    Step,
+    one_table,
+)
 
 # Step arguments: every fault argument of the catalog, "pick" (N racks chosen by the seed) and a note's text.
 ARG_KEYS = tuple(sorted({a.key for f in catalog.FAULTS.values() for a in f.args} | {"pick", "text", "fix", "severity", "alert"}))
@@ -26,6 +41,7 @@ TOP_KEYS = (
     "stop_when",
     "scoring",
     "compare",
+    "injects",
 )
 NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
 
@@ -169,7 +185,45 @@ class _Reader:
             else ()
         )
         after = self.duration(top["steady_state_within"], "steady_state_within") if "steady_state_within" in top else 0.0
-        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description, stops, after)
+        listed = self.items(top["injects"], "injects") if "injects" in top else []
+        injects = tuple(self.inject(n, f"injects[{i}]") for i, n in enumerate(listed))
+        if len({i.name for i in injects}) < len(injects):
+            raise self.fail(top["injects"], "injects", "inject names must be unique (an ack names its inject)")
+        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description, stops, after, injects)
+
+    def inject(self, node: yaml.Node, path: str) -> Inject:
+        """A message at a time (``at``) or on a condition (``when``), to a role or the team, with
+        what it expects back (``expect``: ack, post or note) ``within`` a time."""
+        m = self.mapping(node, path, ("name", "at", "when", "to", "message", "expect", "within", "names_tables"))
+        name = self.text(self.need(m, node, path, "name"), f"{path}.name")
+        to = self.text(self.need(m, node, path, "to"), f"{path}.to")
+        if to not in (*ROLES, TEAM):
+            raise self.fail(m["to"], f"{path}.to", f"a role ({', '.join(ROLES)}) or {TEAM}, got {to!r}")
+        if ("at" in m) == ("when" in m):
+            raise self.fail(node, path, "needs at (a time of the run) or when (a condition), one of them")
+        answer = self.text(m["expect"], f"{path}.expect") if "expect" in m else "ack"
+        if answer not in ANSWERS:
+            raise self.fail(m["expect"], f"{path}.expect", f"one of {', '.join(ANSWERS)}, got {answer!r}")
+        names = "names_tables" in m and self.switch(m["names_tables"], f"{path}.names_tables")
+        if names and answer != "post":
+            raise self.fail(m["names_tables"], f"{path}.names_tables", "goes with expect: post (the post names the tables)")
+        return Inject(
+            name=name,
+            to=to,
+            message=self.text(self.need(m, node, path, "message"), f"{path}.message"),
+            line=node.start_mark.line + 1,
+            at_s=self.duration(m["at"], f"{path}.at") if "at" in m else None,
+            when=self.check(m["when"], f"{path}.when", timed=False) if "when" in m else None,
+            answer=answer,
+            within_s=self.duration(m["within"], f"{path}.within") if "within" in m else 300.0,
+            names_tables=names,
+        )
+
+    def switch(self, node: yaml.Node, path: str) -> bool:
+        try:
+            return parse_bool(self.text(node, path))
+        except SettingsError as exc:
+            raise self.fail(node, path, str(exc)) from None
 
     def settings(self, node: yaml.Node | None, base: LabSettings) -> LabSettings:
         if node is None:

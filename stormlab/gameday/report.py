@@ -100,6 +100,7 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
 
 MARKS = {  # how each kind of event is drawn in its role's lane: marker, colour
     "page": ("v", "#c0392b"),
+    "inject": ("D", "#e67e22"),
     "ack": ("o", "#8e44ad"),
     "move": ("s", "#27ae60"),
     "failed": ("X", "#c0392b"),

@@ -108,7 +108,7 @@ class Console:
             for i, b in enumerate(self.leaderboard(), 1)
         )
         return f"""<table id="teams"><tr><th>team</th><th>nodes serving</th><th>customers failing</th><th>validity</th>
-<th>customers' error</th><th>game</th><th>pages</th><th>acks</th><th>moves</th><th>status posts</th></tr>
+<th>customers' error</th><th>game</th><th>pages</th><th>acks</th><th>moves</th><th>status posts</th><th>injects answered</th></tr>
 {"".join(rows)}</table>
 <h2>Leaderboard</h2>
 <table id="leaderboard"><tr><th>#</th><th>team</th><th>recovered</th><th>customer error-minutes</th><th>time to detect</th>
@@ -162,10 +162,12 @@ def moves_of(game: dict[str, Any]) -> int:
 def game_cells(game: dict[str, Any] | None) -> str:
     """A team's game in its row: whether it runs (or how it ended), its pages, acks, moves and posts."""
     if not game:
-        return "<td colspan='5'>no game</td>"
+        return "<td colspan='6'>no game</td>"
     pages, acks, moves, posts = (sum(c[k] for c in cards(game)) for k in ("pages", "acks", "moves", "posts"))
     state = "on" if game.get("running") else f"ended: {game.get('outcome') or game.get('said') or 'no outcome'}"
-    return f"<td>{html.escape(state)}</td><td>{pages}</td><td>{acks}</td><td>{moves}</td><td>{posts}</td>"
+    score = game.get("score") or {}
+    injects = f"{score.get('injects_answered', 0)} of {score.get('injects_fired', 0)}"
+    return f"<td>{html.escape(state)}</td><td>{pages}</td><td>{acks}</td><td>{moves}</td><td>{posts}</td><td>{injects}</td>"
 
 
 def _s(value: float | None) -> str:

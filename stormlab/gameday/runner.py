@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from stormcore.settings import Pace
 from stormlab.gameday.autopilot import Autopilot, Rules
-from stormlab.gameday.scenario import Check, Planned, Scenario, Step, probe_value
+from stormlab.gameday.scenario import Check, Inject, Planned, Scenario, Step, probe_value
 
 
 class Lab(Protocol):
@@ -53,6 +53,7 @@ class Runner:
         observers: tuple[Callable[[dict[str, Any]], None], ...] = (),
         progress: Callable[[dict[str, Any]], None] | None = None,
         progress_every_s: float = 5.0,
+        on_inject: Callable[[dict[str, Any]], None] = lambda inject: None,
     ) -> None:
         self.scenario, self.plan, self.lab, self.clock = scenario, plan, lab, clock
         self.autopilot, self.speed, self.echo = autopilot, speed, echo
@@ -68,6 +69,9 @@ class Runner:
         self._stop_since: dict[int, float] = {}
         self._pilot: tuple[Autopilot, Step, list[dict[str, Any]]] | None = None  # the rules' autopilot in an operator phase
         self._watches: list[Watch] = []  # what an operator phase's moves set off, watched on every sample
+        self.on_inject = on_inject  # hears each inject as it fires (the desk delivers it)
+        self.injected: list[dict[str, Any]] = []
+        self._due = [Due(i, self.pace) for i in scenario.injects]
 
     def elapsed(self) -> float:
         return self.clock.now() - self.t0
@@ -100,8 +104,29 @@ class Runner:
             observe(sample)
         for watch in self._watches:
             watch.see(sample)
+        self.fire_injects(sample)
         self.check_stop(sample)
         return sample
+
+    def fire_injects(self, sample: dict[str, Any]) -> None:
+        """Each inject whose time has come, or whose condition has held for its ``for``, fires once."""
+        for due in [d for d in self._due if d.now(sample)]:
+            self._due.remove(due)
+            i = due.inject
+            within = self.pace.wall(i.within_s)
+            record = {
+                "name": i.name,
+                "to": i.to,
+                "message": i.message,
+                "answer": i.answer,
+                "names_tables": i.names_tables,
+                "at_s": due.at,
+                "fired_s": sample["t"],
+                "within_s": within,
+                "due_s": round(sample["t"] + within, 3),
+            }
+            self.injected.append(record)
+            self.on_inject(record)
 
     def check_stop(self, sample: dict[str, Any]) -> None:
         """A stop condition that has held for its ``for`` ends the run (the rollbacks run)."""
@@ -322,7 +347,24 @@ class Runner:
             "rollbacks": self.rollbacks,
             "samples": self.samples,
             "player_actions": self.lab.player_actions(),
+            "injects": self.injected,
         }
+
+
+class Due:
+    """An inject waiting for its moment: its time of the run (wall seconds), or its condition held
+    for its ``for``."""
+
+    def __init__(self, inject: Inject, pace: Pace) -> None:
+        self.inject = inject
+        self.at = None if inject.at_s is None else pace.wall(inject.at_s)
+        self.held = None if inject.when is None else Hold(inject.when, pace.wall(inject.when.for_s))
+
+    def now(self, sample: dict[str, Any]) -> bool:
+        if self.held is None:
+            assert self.at is not None, "the reader gives every inject a time or a condition"
+            return sample["t"] >= self.at
+        return self.held.see(probe(sample, self.held.check), sample["t"])
 
 
 class Hold:

@@ -140,6 +140,28 @@ class Compare:
         return ref.rpartition(":")[2] if kind == "window" else None
 
 
+ANSWERS = ("ack", "post", "note")  # what an inject expects back: its ack, a status post, a note
+TEAM = "team"  # an inject to every role of the team
+
+
+@dataclass(frozen=True)
+class Inject:
+    """A message the game sends a role (or the whole team) at a time or once a condition holds,
+    and what it expects back within a time: "an executive asks for the customer impact in five
+    minutes" (a status post naming the tables), "the status page is due" (a post), "say you have
+    it" (an ack). Times are profile seconds."""
+
+    name: str
+    to: str  # a role, or TEAM
+    message: str
+    line: int
+    at_s: float | None = None  # at this time of the run
+    when: Check | None = None  # or once this holds (for its ``for``)
+    answer: str = "ack"
+    within_s: float = 300.0
+    names_tables: bool = False  # a post must name a table whose customers failed
+
+
 @dataclass(frozen=True)
 class Scenario:
     title: str
@@ -153,6 +175,7 @@ class Scenario:
     description: str = ""
     stop_when: tuple[Check, ...] = ()  # any of these holding for its ``for`` aborts the run
     steady_state_within_s: float = 0.0  # after the run, how long the steady state may take to return
+    injects: tuple[Inject, ...] = ()
 
     def promql(self) -> set[str]:
         """The PromQL expressions its probes need (a compose run's Prometheus answers them)."""

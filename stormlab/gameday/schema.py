@@ -16,8 +16,9 @@ from typing import Any
 
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.gameday.autopilot import Rules
+from stormlab.gameday.moves import ROLES
 from stormlab.gameday.reader import ARG_KEYS, TOP_KEYS
-from stormlab.gameday.scenario import ACTIONS, FAULTS, KINDS, PROBES
+from stormlab.gameday.scenario import ACTIONS, ANSWERS, FAULTS, KINDS, PROBES, TEAM
 
 DURATION = {
     "description": "a duration: 5s, 500ms, 2m, 1h, or a number of seconds",
@@ -133,6 +134,26 @@ def schema() -> dict[str, Any]:
                     "in_2015": TEXT,
                     "measure": {"type": "string", "pattern": r"^(mean:.+|elapsed:.+\.\..+|window:.+\.\..+:[a-z0-9_]+(=[a-z0-9-]+)?)$"},
                     "span_2015": DURATION,
+                },
+                "additionalProperties": False,
+            },
+        },
+        "injects": {
+            "type": "array",
+            "description": "messages to a role or the team, at a time or on a condition, with what each expects back",
+            "items": {
+                "type": "object",
+                "required": ["name", "to", "message"],
+                "oneOf": [{"required": ["at"]}, {"required": ["when"]}],
+                "properties": {
+                    "name": {**TEXT, "description": "unique: the ack names it"},
+                    "to": {"enum": [*ROLES, TEAM]},
+                    "message": TEXT,
+                    "at": {**DURATION, "description": "a time of the run"},
+                    "when": check(timed=False, held=True),
+                    "expect": {"enum": list(ANSWERS), "description": "what is expected back (default ack)"},
+                    "within": {**DURATION, "description": "how long the answer may take (default 5m)"},
+                    "names_tables": {**SWITCH, "description": "with expect: post, the post names a table whose customers failed"},
                 },
                 "additionalProperties": False,
             },

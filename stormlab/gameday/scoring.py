@@ -9,7 +9,7 @@ from chaos import catalog
 from chaos.lease import describe_effect
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.gameday.moves import ENDERS, ROLES, owner
-from stormlab.gameday.scenario import CASCADE_PROBES, Scenario, one_table, probe_value
+from stormlab.gameday.scenario import CASCADE_PROBES, TEAM, Scenario, one_table, probe_value
 
 
 def records(journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,7 +114,7 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     # the team detected: its first page after the onset, to the first move any role made after it
     # (each role's own page to its own move is on its card); with no pages, the first look at
     # `ops status`, as before pages existed
-    page = next((p for p in journal.get("pages", []) if p["status"] == "firing" and onset is not None and p["t"] >= onset), None)
+    page = next((p for p in alerts(journal) if p["status"] == "firing" and onset is not None and p["t"] >= onset), None)
     if page is not None:
         detect = _first_after([a for a in players if a["ok"] and is_move(a)], page)
         detect_s = None if detect is None else round(detect - page["t"], 1)
@@ -129,7 +129,54 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
         "actions_taken": len(in_phase),
         "failed_actions": sum(1 for a in in_phase if not a["ok"]),
         "recovered": recovered is not None,
+        "injects_fired": len(journal.get("injects", [])),
+        "injects_answered": sum(1 for i in injects(journal) if i["answered"]),
     }
+
+
+def alerts(journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pages the alerts raised (an inject is delivered as a page, and scored as an inject)."""
+    return [p for p in journal.get("pages", []) if p.get("via") != INJECT]
+
+
+INJECT = "inject"  # the ``via`` of a page that delivers an inject
+
+
+def injects(journal: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each inject that fired, with whether it was answered as it asked within its time: an ack
+    naming it, a status post (naming a table whose customers failed, if it asked), or a note; by its
+    role, or for a team's inject by anyone. ``answer_s``: how long the first such answer took (one
+    after the time allowed is late: not answered)."""
+    impacted = impacted_tables(journal, 0.0)
+    out = []
+    for i in journal.get("injects", []):
+        first = next((a for a in journal["player_actions"] if answers(i, a, impacted)), None)
+        took = None if first is None else round(first["t"] - i["fired_s"], 1)
+        out.append(i | {"answered": first is not None and first["t"] <= i["due_s"], "answer_s": took})
+    return out
+
+
+def answers(inject: dict[str, Any], entry: dict[str, Any], impacted: dict[str, float]) -> bool:
+    """Whether a journal entry answers an inject as it asked (after it fired, by whom it was sent to)."""
+    if not entry["ok"] or entry["t"] < inject["fired_s"] or inject["to"] not in (TEAM, acted_as(entry)):
+        return False
+    if inject["answer"] == "ack":
+        return entry["action"] == "ack" and entry["args"].get("alert") == inject["name"]
+    if inject["answer"] == "post":
+        text = str(entry["args"].get("text", "")).lower()
+        return entry["action"] == "post-status" and (not inject["names_tables"] or any(t.lower() in text for t in impacted))
+    return entry["action"] == "note"
+
+
+def impacted_tables(journal: dict[str, Any], since: float) -> dict[str, float]:
+    """The tables whose customers failed (over IMPACTED) after ``since``, and each one's worst."""
+    hit: dict[str, float] = {}
+    for s in journal["samples"]:
+        if s["t"] >= since:
+            for table, ratio in (s.get("table_error_ratio") or {}).items():
+                if ratio is not None and ratio > IMPACTED:
+                    hit[table] = max(hit.get(table, 0.0), ratio)
+    return hit
 
 
 def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict[str, Any]:
@@ -142,6 +189,7 @@ def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict
         "score": score(scenario, journal),
         "roles": roles(journal, onset),
         "status_page": status_page(journal, onset),
+        "injects": injects(journal),
         "seed_timeline": seed_timeline(scenario, journal),
         "pace": run_pace(scenario, journal),
         "validity": validity(journal, period_s),
@@ -175,12 +223,13 @@ def is_move(action: dict[str, Any]) -> bool:
     return action.get("fault") in catalog.MOVES or action.get("action") in ENDERS
 
 
-EVENT_NAMES = {"page": "page", "ack": "ack", "move": "move", "failed": "failed move", "post": "status post"}
+EVENT_NAMES = {"page": "page", "inject": "inject", "ack": "ack", "move": "move", "failed": "failed move", "post": "status post"}
 
 
 def role_events(journal: dict[str, Any]) -> list[tuple[float, str, str, str]]:
     """(t, lane, mark, label): every page, ack, move and post, in the lane of its role."""
-    out = [(p["t"], p["role"], "page", p["alert"]) for p in journal.get("pages", []) if p["status"] == "firing"]
+    firing = [p for p in journal.get("pages", []) if p["status"] == "firing"]
+    out = [(p["t"], p["role"], INJECT if p.get("via") == INJECT else "page", p["alert"]) for p in firing]
     for a in journal["player_actions"]:
         lane = acted_as(a) or "anyone"
         if a["action"] == "ack":
@@ -198,7 +247,7 @@ def roles(journal: dict[str, Any], onset: float | None) -> dict[str, dict[str, A
     """The score card of each on-call role that was paged or moved: its pages, how soon it
     acknowledged the first page after the onset, and time to detect: that page to the role's
     first move (a lease on its service)."""
-    pages = [p for p in journal.get("pages", []) if p["status"] == "firing"]
+    pages = [p for p in alerts(journal) if p["status"] == "firing"]
     actions = journal["player_actions"]
     cards = {}
     for role in ROLES:
@@ -237,12 +286,7 @@ def status_page(journal: dict[str, Any], onset: float | None) -> dict[str, Any]:
     the posts named the tables whose customers failed (the Monday tail: a low overall error
     rate can hide a few customers' high one)."""
     posted = [a for a in journal["player_actions"] if a["action"] == "post-status" and a["ok"]]
-    hit: dict[str, float] = {}
-    for s in journal["samples"]:
-        if onset is not None and s["t"] >= onset:
-            for table, ratio in (s.get("table_error_ratio") or {}).items():
-                if ratio is not None and ratio > IMPACTED:
-                    hit[table] = max(hit.get(table, 0.0), ratio)
+    hit = {} if onset is None else impacted_tables(journal, onset)
     words = " ".join(str(p["args"].get("text", "")).lower() for p in posted)
     named = sorted(t for t in hit if t.lower() in words)
     first = next((p["t"] for p in posted if onset is None or p["t"] >= onset), None)

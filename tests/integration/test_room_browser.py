@@ -120,8 +120,20 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             d.get(links["team-2"]["database"].replace(roles.current(b)["desk"], roles.current(a)["desk"]))
             until(lambda: "not a role's in this game" in d.find_element(By.ID, "who").text, 30, what="team 2's token refused")
 
+            # the executive's inject (at 40 s of the game): on her console as a page, in her CLI's look, on
+            # the runner's lines; she answers it as it asks, a status post naming the tables
             d.get(links["team-1"]["database"])
-            until(lambda: d.find_elements(By.CSS_SELECTOR, "form[data-move='pause-metadata']"), 30, what="her forms")
+            until(lambda: d.find_elements(By.CSS_SELECTOR, "#pages button[data-alert='exec-asks']"), 60, 0.5, "the inject")
+            assert "An executive asks" in d.find_element(By.ID, "pages").text
+            monkeypatch.setenv("STORMLAB_STATE_DIR", str(a))
+            capsys.readouterr()
+            assert main(["ops", "--as", "database", "status"]) == 0
+            assert "waiting for your ack: exec-asks: An executive asks" in capsys.readouterr().out
+            monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
+            [told] = [e for e in room.events(a / room.GAME_LOG) if e["event"] == "inject"]
+            assert told["name"] == "exec-asks" and told["to"] == "database"
+            said = submit(d, "post to the status page", text="Customers of catalog and orders see errors in us-east; investigating.")
+            assert said.startswith("done: posted"), said
             b_through: list[tuple[float, int]] = []  # team 2's readings through team 1's moves
             said = submit(d, "pause-metadata", duration="2m")
             assert said.startswith("done: pause-metadata"), said
@@ -152,16 +164,20 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         # team 1's journal and score: the ack and the three moves, each as the database on-call
         [run] = (home / "room" / "games" / "team-1").glob("*/journal.json")
         played = json.loads(run.read_text())
-        assert all(p["ok"] for p in played["player_actions"])  # the refused moves are not in it
-        moves = [(p["action"], p.get("fault"), p["role"]) for p in played["player_actions"]]
-        assert moves == [("ack", None, "database")] + [(m, f, "database") for m, f in
-                         (("pause-metadata", "pause-metadata"), ("set-capacity", "capacity"), ("resume", "resume-metadata"))]  # fmt: skip
+        assert all(p["ok"] and p["role"] == "database" for p in played["player_actions"])  # the refused moves are not in it
+        made = [p["action"] for p in played["player_actions"]]
+        assert made == ["ack", "status", "post-status", "pause-metadata", "set-capacity", "resume"], made
         assert played["score"]["recovered"] and played["score"]["actions_taken"] == 3
         assert played["roles"]["database"]["acks"] == 1 and played["roles"]["database"]["moves"] == 3
+        [inject] = played["injects"]  # fired within 2 s of its time (40 s of the game at speed 2), answered, scored
+        assert inject["at_s"] == 20.0 and 0 <= inject["fired_s"] - inject["at_s"] <= 2.0, inject
+        assert inject["answered"] and played["score"]["injects_answered"] == 1 and played["status_page"]["impact_named"]
         # team 2's: nothing of team 1's reached it
         assert not [e for e in journal.read_journal(b) if e.get("role") or e.get("fault") in RUNBOOK]
         [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
-        assert json.loads(run_b.read_text())["player_actions"] == []
+        played_b = json.loads(run_b.read_text())
+        assert played_b["player_actions"] == [] and played_b["score"]["injects_answered"] == 0
+        assert [i["answered"] for i in played_b["injects"]] == [False]  # the same inject, unanswered there
     finally:
         if console is not None:
             console.terminate()

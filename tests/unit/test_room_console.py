@@ -70,7 +70,8 @@ async def test_the_game_side_by_side_the_leaderboard_and_the_games_controls(aioh
 
     def view(pages, acks, moves, posts, recovered, minutes):
         card = {"pages": pages, "acks": acks, "moves": moves, "posts": posts}
-        return {"roles": {"database": card}, "score": {"recovered": recovered, "customer_error_minutes": minutes, "actions_taken": moves}}
+        score = {"recovered": recovered, "customer_error_minutes": minutes, "injects_fired": 1, "injects_answered": int(recovered)}
+        return {"roles": {"database": card}, "score": score}
 
     async def games():
         a, b = view(2, 1, 2, 1, True, 1.5), view(1, 0, 0, 0, False, 0.9)
@@ -91,8 +92,8 @@ async def test_the_game_side_by_side_the_leaderboard_and_the_games_controls(aioh
     # recovered first, whatever the error-minutes: team-1 recovered with more, team-2 has not
     assert [b["team"] for b in doc["leaderboard"]] == ["team-1", "team-2"]
     panel = await (await client.get("/panel")).text()
-    assert "<td>on</td><td>2</td><td>1</td><td>2</td><td>1</td>" in panel  # team-1's pages, acks, moves, posts
-    assert "<td>on</td><td>1</td><td>0</td><td>0</td><td>0</td>" in panel
+    assert "<td>on</td><td>2</td><td>1</td><td>2</td><td>1</td><td>1 of 1</td>" in panel  # team-1's pages, acks, moves, posts, injects
+    assert "<td>on</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0 of 1</td>" in panel
     assert "no game scored yet" not in panel and panel == c.panel()
     page = await (await client.get("/")).text()
     assert "id='start'" in page and panel in page
