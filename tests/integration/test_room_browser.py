@@ -1,7 +1,9 @@
 """A training room played in a real browser: two teams of 400 nodes meet the 2015 blip at the same
 moment and storm; the facilitator starts the game from the console; team 1's database on-call acks
-her page and plays AWS's runbook from her console's forms; team 2 does nothing. Team 1's journal and
-score show her moves and her lab recovers; team 2's lab never sees them (still storming through
+her page, answers the executive's inject (a page on her console and in her CLI, fired within 2 s of
+its time) with a status post naming the tables, and plays AWS's runbook from her console's forms;
+team 2 does nothing. Team 1's journal and score show her moves and the inject answered, and her lab
+recovers; team 2's lab never sees them (still storming through
 them, its metadata service never paused); the facilitator's page shows both curves and the
 leaderboard; a move with another role's token, or another team's, is refused.
 
