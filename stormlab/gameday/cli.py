@@ -287,8 +287,8 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
-    live = partial(so_far, runner, book, lab)
-    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, live) as url:
+    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now)
+    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, game) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
         if not args.autopilot:

@@ -12,6 +12,8 @@
     GET  /me             the role a Bearer token is, its unacknowledged pages and its moves (forms)
     GET  /play           the players' console (stormlab/gameday/players.py), opened as
                          /play#token=ROLE_TOKEN
+    POST /inject         an inject typed live, sent now (the lab token as a Bearer token: the room's
+                         console sends it): {"to", "message", "expect", "within", "names_tables"}
 
 A move that was made and failed (the admin path timing out in a storm, as in 2015) is a move:
 200 with ``ok`` false and the exit code the command gives. A request that is not a move (a bad
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -36,17 +39,25 @@ from stormlab.gameday import players
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, check_role
 from stormlab.gameday.ops import Ops
+from stormlab.gameday.scenario import ScenarioError
 from stormlab.gameday.scoring import role_events
 
-Live = Callable[[], dict[str, Any]]
+
+@dataclass(frozen=True)
+class Game:
+    """The runner behind the desk: the game so far as it scores it (``so_far()``: its journal's
+    ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``,
+    ``injects``), and an inject sent now (``inject(body)``: its record; ScenarioError if it is not one)."""
+
+    so_far: Callable[[], dict[str, Any]]
+    inject: Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def app(
-    desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None, live: Live | None = None
+    desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None, game: Game | None = None
 ) -> web.Application:
     """The desk's routes. A lab token anyone could guess (or none) is refused here: the desk would
-    take pages from anyone. ``live()`` is the game so far as the runner scores it (its journal's
-    ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``)."""
+    take pages from anyone. ``game``: the runner behind it (none: no score, no injects)."""
     check_strength(lab_token)
     expected = f"Bearer {lab_token}".encode()
 
@@ -87,8 +98,19 @@ def app(
     async def status(request: web.Request) -> web.Response:
         return web.json_response({"posts": desk.posts(), "pages": desk.pages})
 
-    async def game(request: web.Request) -> web.Response:
-        return web.json_response(game_document(desk, live() if live else None))
+    async def so_far(request: web.Request) -> web.Response:
+        return web.json_response(game_document(desk, game.so_far() if game else None))
+
+    async def inject(request: web.Request) -> web.Response:
+        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+            return json_error(401, "unauthorized", "the desk takes injects with the lab token as a Bearer token")
+        body = await read_object(request)
+        if game is None:
+            return json_error(409, "no_game", "no game runs behind this desk: nothing to send an inject in")
+        try:
+            return web.json_response({"inject": game.inject(body)})
+        except ScenarioError as exc:
+            raise BadRequest(str(exc)) from None
 
     async def me(request: web.Request) -> web.Response:
         role = desk.role_of(request.headers.get("Authorization", ""))
@@ -106,7 +128,8 @@ def app(
     served.router.add_post("/moves", moves)
     served.router.add_get("/", page)
     served.router.add_get("/status.json", status)
-    served.router.add_get("/game.json", game)
+    served.router.add_get("/game.json", so_far)
+    served.router.add_post("/inject", inject)
     served.router.add_get("/me", me)
     served.router.add_get("/play", play)
     return served
@@ -147,10 +170,10 @@ async def serving(
     port: int,
     lab_token: str,
     on_page: Callable[[dict[str, Any]], None] | None = None,
-    live: Live | None = None,
+    game: Game | None = None,
 ) -> AsyncIterator[str]:
     """The desk on ``host:port`` while the block runs (``on_page`` hears each page it takes); yields its URL."""
-    runner = web.AppRunner(app(desk, ops, lab_token, on_page, live), access_log=None)
+    runner = web.AppRunner(app(desk, ops, lab_token, on_page, game), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

@@ -39,6 +39,7 @@ from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
 from stormlab.gameday import roles
 from stormlab.gameday.moves import ROLES
+from stormlab.gameday.scenario import live_inject
 
 ROOM = "room"
 CARD = "room.json"
@@ -355,3 +356,25 @@ def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[
         if proc is not None:
             proc.wait()
     return game_state(directory)
+
+
+def inject(body: dict[str, Any], team: str | None = None, directory: Path | None = None) -> dict[str, dict[str, Any] | str]:
+    """An inject typed live, sent now to every team's game (or ``team``'s) through its desk with its
+    lab token: per team the inject as its runner recorded it, or why it was not sent. A body that is
+    not an inject is refused before anything is sent (ScenarioError)."""
+    live_inject(body, "check")
+    state = game_state(directory)
+    card = read_card(directory) or {"teams": {}}
+    if team is not None and team not in card["teams"]:
+        raise UsageError(f"no team {team!r} in this room; teams: {', '.join(card['teams'])}")
+    out: dict[str, dict[str, Any] | str] = {}
+    for name in [team] if team else list(card["teams"]):
+        desk = state.get(name, {}).get("desk")
+        if not desk:
+            out[name] = "no game on in this lab"
+            continue
+        try:
+            out[name] = client.call("POST", f"{desk}/inject", ensure_token(Path(card["teams"][name])), body)["inject"]
+        except (UsageError, LabError, TimeoutError) as exc:
+            out[name] = str(exc)
+    return out

@@ -19,6 +19,8 @@ from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
 from stormlab.gameday import cli as gameday_cli
 from stormlab.gameday import room, room_web
+from stormlab.gameday.moves import ROLES
+from stormlab.gameday.scenario import ANSWERS, TEAM
 
 CONSOLE_PORT = 8708  # beside the desk (8709), below the racks of a lab on the default ports (8710 on)
 
@@ -55,6 +57,19 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     actions.add_parser("end", help="end the game in every team's lab: each runner rolls back, scores and writes its report").set_defaults(
         func=end
     )
+    i = actions.add_parser(
+        "inject",
+        help="send an inject now to every team's game (or one team's): a page to a role or the team, scored by its answer",
+        description="Send an inject typed live to the games on: delivered as a page to its role (every role for team), "
+        "answered as it asks within its time, scored beside the scenario's injects.",
+    )
+    i.add_argument("message", help="what the role is told")
+    i.add_argument("--to", required=True, choices=(TEAM, *ROLES), help="the role it goes to, or team (every role; anyone answers)")
+    i.add_argument("--team", help="one team (default: every team)")
+    i.add_argument("--expect", default="ack", choices=ANSWERS, help="what is expected back: ack (default), post (a status post), note")
+    i.add_argument("--within", default="5m", help="how long the answer may take, wall time (default 5m)")
+    i.add_argument("--names-tables", action="store_true", help="with --expect post: the post must name a table whose customers fail")
+    i.set_defaults(func=inject)
     c = actions.add_parser("console", help="the facilitator's console: every team side by side in the browser, and its controls")
     c.add_argument(
         "--port", type=int, default=CONSOLE_PORT, help=f"where it listens on 127.0.0.1 (default {CONSOLE_PORT}; 0: any free port)"
@@ -188,6 +203,20 @@ def play(args: argparse.Namespace) -> int:
     return 0
 
 
+def inject(args: argparse.Namespace) -> int:
+    if room.read_game() is None:
+        raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
+    body = {"to": args.to, "message": args.message, "expect": args.expect, "within": args.within, "names_tables": args.names_tables}
+    sent = room.inject(body, args.team)
+    for team, what in sent.items():
+        print(
+            f"  {team}: " + (f"sent {what['name']} at {what['fired_s']:g} s of its game" if isinstance(what, dict) else f"not sent: {what}")
+        )
+    if not any(isinstance(what, dict) for what in sent.values()):
+        raise LabError("the inject reached no team's game")
+    return 0
+
+
 def end(args: argparse.Namespace) -> int:
     if room.read_game() is None:
         raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
@@ -208,7 +237,7 @@ def console(args: argparse.Namespace) -> int:
     start = None
     if args.scenario is not None or card.get("scenario"):
         start = partial(room.play, checked_scenario(the_scenario(args.scenario, card), card))
-    controls = room_web.Controls(halt=room.halt, start=start, end=room.end)
+    controls = room_web.Controls(halt=room.halt, start=start, end=room.end, inject=room.inject)
     served = room_web.app(room_web.Console(card, lambda: readings(card), controls, token, games))
     asyncio.run(serve(served, args.port))
     return 0

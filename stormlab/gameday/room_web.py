@@ -34,6 +34,8 @@ from aiohttp import web
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
 from stormlab.gameday.leaderboard import standing
+from stormlab.gameday.moves import ROLES
+from stormlab.gameday.scenario import ANSWERS, TEAM, ScenarioError
 
 log = logging.getLogger(__name__)
 HISTORY = 150  # readings kept per team (5 minutes at one every 2 s)
@@ -53,6 +55,7 @@ class Controls:
     halt: Callable[[], dict[str, tuple[int, list[str]]]]
     start: Callable[[bool], dict[str, Any]] | None = None  # None: the console was started without a scenario
     end: Callable[[], dict[str, dict[str, Any]]] = dict
+    inject: Callable[[dict[str, Any], str | None], dict[str, Any]] = lambda body, team: {}
 
 
 class Console:
@@ -118,6 +121,9 @@ class Console:
     def page(self) -> str:
         sizing = self.card["sizing"]
         start = "" if self.controls.start is None else "<button id='start'>start the game in every team's lab</button>"
+        teams = "".join(f"<option>{html.escape(t)}</option>" for t in self.card["teams"])
+        roles = "".join(f"<option>{r}</option>" for r in (TEAM, *ROLES))
+        answers = "".join(f"<option>{a}</option>" for a in ANSWERS)
         return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stormlab room</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em}} td,th{{border:1px solid #ccc;padding:.3em .6em}}
@@ -127,6 +133,10 @@ table{{border-collapse:collapse}} #said{{color:#555}}</style></head><body>
 the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%). Pages, acks, moves and posts are each team's game so far.</p>
 <p>{start} <button id="end">end the game</button> <button id="halt">halt every fault</button>
 <span id="said"></span></p>
+<form id="inject">inject to <select name="team"><option>all</option>{teams}</select>
+<select name="to">{roles}</select> <input name="message" size="60" placeholder="what they are told">
+expecting <select name="expect">{answers}</select> within <input name="within" size="5" value="5m">
+<button type="submit">send</button></form>
 <div id="room">{self.panel()}</div>
 <script>
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
@@ -137,6 +147,15 @@ async function control(path) {{
   const body = await r.json();
   document.getElementById("said").textContent = path.slice(1) + ": " + (r.status === 200 ? "done" : body.message);
 }}
+document.getElementById("inject").addEventListener("submit", async (ev) => {{
+  ev.preventDefault();
+  const f = ev.target;
+  const body = {{team: f.team.value, to: f.to.value, message: f.message.value, expect: f.expect.value, within: f.within.value}};
+  const r = await fetch("/inject", {{method: "POST", headers: {{"Authorization": "Bearer " + token, "Content-Type": "application/json"}},
+                                    body: JSON.stringify(body)}});
+  const answer = await r.json();
+  document.getElementById("said").textContent = "inject: " + (r.status === 200 ? JSON.stringify(answer.sent) : answer.message);
+}});
 for (const name of ["start", "end", "halt"]) {{
   const b = document.getElementById(name);
   if (b) b.addEventListener("click", () => control("/" + name));
@@ -228,6 +247,19 @@ def app(console: Console) -> web.Application:
             return json_error(409, "conflict", str(exc))
         return web.json_response({"started": sorted(game["teams"]), "scenario": game["scenario"]})
 
+    async def inject(request: web.Request) -> web.Response:
+        if not allowed(request):
+            return refused()
+        body = await read_object(request)
+        team = body.pop("team", "all")
+        if not isinstance(team, str) or (team != "all" and team not in console.card["teams"]):
+            raise BadRequest(f"team: all, or one of {', '.join(console.card['teams'])}")
+        try:
+            sent = await asyncio.to_thread(console.controls.inject, body, None if team == "all" else team)
+        except ScenarioError as exc:
+            raise BadRequest(str(exc)) from None
+        return web.json_response({"sent": sent})
+
     async def end(request: web.Request) -> web.Response:
         if not allowed(request):
             return refused()
@@ -254,5 +286,6 @@ def app(console: Console) -> web.Application:
     served.router.add_post("/halt", halt)
     served.router.add_post("/start", start)
     served.router.add_post("/end", end)
+    served.router.add_post("/inject", inject)
     served.cleanup_ctx.append(sampling)
     return served

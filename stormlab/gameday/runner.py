@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from stormcore.settings import Pace
 from stormlab.gameday.autopilot import Autopilot, Rules
-from stormlab.gameday.scenario import Check, Inject, Planned, Scenario, Step, probe_value
+from stormlab.gameday.scenario import Check, Inject, Planned, Scenario, Step, live_inject, probe_value
 
 
 class Lab(Protocol):
@@ -112,21 +112,32 @@ class Runner:
         """Each inject whose time has come, or whose condition has held for its ``for``, fires once."""
         for due in [d for d in self._due if d.now(sample)]:
             self._due.remove(due)
-            i = due.inject
-            within = self.pace.wall(i.within_s)
-            record = {
-                "name": i.name,
-                "to": i.to,
-                "message": i.message,
-                "answer": i.answer,
-                "names_tables": i.names_tables,
-                "at_s": due.at,
-                "fired_s": sample["t"],
-                "within_s": within,
-                "due_s": round(sample["t"] + within, 3),
-            }
-            self.injected.append(record)
-            self.on_inject(record)
+            self.fire(due.inject, sample["t"], due.at, self.pace.wall(due.inject.within_s))
+
+    def fire(self, i: Inject, t: float, at: float | None, within: float) -> dict[str, Any]:
+        """Send an inject now (``t``: the run's time; ``within``: wall seconds), recorded for its score."""
+        record = {
+            "name": i.name,
+            "to": i.to,
+            "message": i.message,
+            "answer": i.answer,
+            "names_tables": i.names_tables,
+            "at_s": at,
+            "fired_s": round(t, 3),
+            "within_s": within,
+            "due_s": round(t + within, 3),
+        }
+        self.injected.append(record)
+        self.on_inject(record)
+        return record
+
+    def inject_now(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An inject typed live (the facilitator's console, through the desk): sent at once, scored
+        as the scenario's are; ScenarioError if it is not one."""
+        taken = {r["name"] for r in self.injected} | {i.name for i in self.scenario.injects}
+        number = next(n for n in range(1, len(taken) + 2) if f"live-{n}" not in taken)
+        live = live_inject(body, f"live-{number}")
+        return self.fire(live, self.elapsed(), None, live.within_s)
 
     def check_stop(self, sample: dict[str, Any]) -> None:
         """A stop condition that has held for its ``for`` ends the run (the rollbacks run)."""

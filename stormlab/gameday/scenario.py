@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from chaos import catalog
 from stormcore.errors import UsageError
-from stormcore.settings import LabSettings, Pace
+from stormcore.settings import LabSettings, Pace, SettingsError, parse_duration
 from stormlab.gameday import moves
 
 FAULTS = tuple(catalog.FAULTS)
@@ -160,6 +160,36 @@ class Inject:
     answer: str = "ack"
     within_s: float = 300.0
     names_tables: bool = False  # a post must name a table whose customers failed
+
+
+LIVE_MAX_MESSAGE = 1000  # characters of an inject typed live
+LIVE_MAX_WITHIN_S = 3600.0
+
+
+def live_inject(body: dict, name: str) -> Inject:
+    """An inject typed live at the facilitator's console (JSON: ``to``, ``message``, ``expect``,
+    ``within``, ``names_tables``), to be sent now; ScenarioError (a 400) says what is wrong. Its
+    ``within`` is wall seconds: it is sent to a running game, not read with a scenario's pace."""
+    unknown = sorted(set(body) - {"to", "message", "expect", "within", "names_tables"})
+    if unknown:
+        raise ScenarioError(f"an inject takes to, message, expect, within and names_tables; not {', '.join(unknown)}")
+    to, message, answer = body.get("to"), body.get("message"), body.get("expect", "ack")
+    if to not in (*moves.ROLES, TEAM):
+        raise ScenarioError(f"to: a role ({', '.join(moves.ROLES)}) or {TEAM}, got {to!r}")
+    if not isinstance(message, str) or not message.strip() or len(message) > LIVE_MAX_MESSAGE:
+        raise ScenarioError(f"message: the text the role reads (1-{LIVE_MAX_MESSAGE} characters)")
+    if answer not in ANSWERS:
+        raise ScenarioError(f"expect: one of {', '.join(ANSWERS)}, got {answer!r}")
+    names = body.get("names_tables", False)
+    if not isinstance(names, bool) or (names and answer != "post"):
+        raise ScenarioError("names_tables: true or false, and true only with expect: post")
+    try:
+        within = parse_duration(body.get("within", "5m"))
+    except SettingsError as exc:
+        raise ScenarioError(f"within: {exc}") from None
+    if not 0 < within <= LIVE_MAX_WITHIN_S:
+        raise ScenarioError(f"within: more than 0 and at most {LIVE_MAX_WITHIN_S:g}s, got {within:g}s")
+    return Inject(name=name, to=str(to), message=message.strip(), line=0, answer=answer, within_s=within, names_tables=names)
 
 
 @dataclass(frozen=True)

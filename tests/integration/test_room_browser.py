@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from chaos import journal
 from stormlab.cli import main
@@ -45,6 +46,14 @@ def submit(driver, move: str, **values: str) -> str:
         form.find_element(By.NAME, name).send_keys(value)
     form.find_element(By.TAG_NAME, "button").click()
     return until(lambda: (said := driver.find_element(By.ID, "said").text) != before and said, 60, what=f"{move}'s answer")
+
+
+def text(driver, element_id: str) -> str:
+    """An element's text now ('' if the page redrew it as it was read: the panels are redrawn every 2 s)."""
+    try:
+        return driver.find_element(By.ID, element_id).text
+    except StaleElementReferenceException:
+        return ""
 
 
 def ack(driver, alert: str, before=lambda: None) -> str:
@@ -126,7 +135,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             # the runner's lines; she answers it as it asks, a status post naming the tables
             d.get(links["team-1"]["database"])
             until(lambda: d.find_elements(By.CSS_SELECTOR, "#pages button[data-alert='exec-asks']"), 60, 0.5, "the inject")
-            assert "An executive asks" in d.find_element(By.ID, "pages").text
+            assert "An executive asks" in until(lambda: text(d, "pages"), 10, what="her pages")
             monkeypatch.setenv("STORMLAB_STATE_DIR", str(a))
             capsys.readouterr()
             assert main(["ops", "--as", "database", "status"]) == 0
@@ -136,6 +145,20 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             assert told["name"] == "exec-asks" and told["to"] == "database"
             said = submit(d, "post to the status page", text="Customers of catalog and orders see errors in us-east; investigating.")
             assert said.startswith("done: posted"), said
+
+            # an inject typed live: at the console to team 1's database, at the CLI to all of team 2
+            d.get(f"{url}#token={room.facilitator_token()}")
+            form = d.find_element(By.ID, "inject")
+            Select(form.find_element(By.NAME, "team")).select_by_visible_text("team-1")
+            Select(form.find_element(By.NAME, "to")).select_by_visible_text("database")
+            form.find_element(By.NAME, "message").send_keys("The incident call starts: acknowledge when you have the bridge.")
+            form.find_element(By.TAG_NAME, "button").click()
+            until(lambda: '"team-1":{"name":"live-1"' in d.find_element(By.ID, "said").text, 30, what="the live inject sent")
+            assert main(["room", "inject", "--team", "team-2", "--to", "team", "Who is the incident commander?"]) == 0
+            assert "team-2: sent live-1" in capsys.readouterr().out
+            d.get(links["team-1"]["database"])
+            said = ack(d, "live-1")
+            assert said.startswith("done: acknowledged live-1"), said
             b_through: list[tuple[float, int]] = []  # team 2's readings through team 1's moves
             said = submit(d, "pause-metadata", duration="2m")
             assert said.startswith("done: pause-metadata"), said
@@ -154,8 +177,8 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
 
             # the facilitator's page: both curves, and the leaderboard with team 1 first
             d.get(url)
-            until(lambda: "team-1 yes" in d.find_element(By.ID, "leaderboard").text, 20, what="the leaderboard")
-            board = d.find_element(By.ID, "leaderboard").text.splitlines()
+            until(lambda: "team-1 yes" in text(d, "leaderboard"), 20, what="the leaderboard")
+            board = until(lambda: text(d, "leaderboard"), 10, what="the leaderboard read").splitlines()
             assert board[1].startswith("1 team-1 yes") and board[2].startswith("2 team-2 not yet"), board
             assert len(d.find_elements(By.CSS_SELECTOR, "#teams polyline")) == 2
             shot(d, "facilitator-console.png", tmp_path)  # team 1 recovered, team 2 in the storm
@@ -168,18 +191,24 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         played = json.loads(run.read_text())
         assert all(p["ok"] and p["role"] == "database" for p in played["player_actions"])  # the refused moves are not in it
         made = [p["action"] for p in played["player_actions"]]
-        assert made == ["ack", "status", "post-status", "pause-metadata", "set-capacity", "resume"], made
+        assert made == ["ack", "status", "post-status", "ack", "pause-metadata", "set-capacity", "resume"], made
         assert played["score"]["recovered"] and played["score"]["actions_taken"] == 3
-        assert played["roles"]["database"]["acks"] == 1 and played["roles"]["database"]["moves"] == 3
-        [inject] = played["injects"]  # fired within 2 s of its time (40 s of the game at speed 2), answered, scored
+        assert played["roles"]["database"]["moves"] == 3
+        inject, live = played["injects"]  # fired within 2 s of its time (40 s of the game at speed 2), answered, scored
         assert inject["at_s"] == 20.0 and 0 <= inject["fired_s"] - inject["at_s"] <= 2.0, inject
-        assert inject["answered"] and played["score"]["injects_answered"] == 1 and played["status_page"]["impact_named"]
+        assert inject["answered"] and played["status_page"]["impact_named"]
+        assert live["name"] == "live-1" and live["at_s"] is None and live["answered"] and live["answer_s"] < 60
+        assert played["score"]["injects_answered"] == played["score"]["injects_fired"] == 2
+        assert played["roles"]["database"]["acks"] == 2
         # team 2's: nothing of team 1's reached it
         assert not [e for e in journal.read_journal(b) if e.get("role") or e.get("fault") in RUNBOOK]
         [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
         played_b = json.loads(run_b.read_text())
         assert played_b["player_actions"] == [] and played_b["score"]["injects_answered"] == 0
-        assert [i["answered"] for i in played_b["injects"]] == [False]  # the same inject, unanswered there
+        assert [(i["name"], i["to"], i["answered"]) for i in played_b["injects"]] == [
+            ("exec-asks", "database", False),
+            ("live-1", "team", False),
+        ]
     finally:
         if console is not None:
             console.terminate()

@@ -8,7 +8,7 @@ import pytest
 from stormlab.gameday import debrief, scoring
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import ScenarioError, schedule
+from stormlab.gameday.scenario import ScenarioError, live_inject, schedule
 from tests.unit.test_gameday_engine import toy
 
 SCENARIO = """\
@@ -137,3 +137,47 @@ def test_inject_names_are_unique():
     text = SCENARIO + "  - {name: exec-asks, at: 5s, to: team, message: again}\n"
     with pytest.raises(ScenarioError, match="inject names must be unique"):
         load(text, "s.yaml")
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"to": "database"}, "message: the text"),
+        ({"to": "dba", "message": "m"}, "to: a role"),
+        ({"to": "team", "message": "m", "expect": "call"}, "expect: one of ack, post, note"),
+        ({"to": "team", "message": "m", "names_tables": True}, "true only with expect: post"),
+        ({"to": "team", "message": "m", "names_tables": "yes", "expect": "post"}, "names_tables: true or false"),
+        ({"to": "team", "message": "m", "within": "soon"}, "within: not a duration"),
+        ({"to": "team", "message": "m", "within": "-5s"}, "within:"),
+        ({"to": "team", "message": "m", "within": "2h"}, "at most 3600s"),
+        ({"to": "team", "message": "x" * 1001}, "1-1000 characters"),
+        ({"to": "team", "message": "m", "at": "5s"}, "not at"),
+    ],
+)
+def test_an_inject_typed_live_that_is_not_one_is_refused_and_says_why(body, says):
+    with pytest.raises(ScenarioError, match=None) as caught:
+        live_inject(body, "live-1")
+    assert says in str(caught.value), caught.value
+
+
+def test_an_inject_typed_live_is_sent_at_once_and_scored_like_the_scenarios():
+    clock, lab = toy()
+    scenario = load(SCENARIO)
+    heard = []
+    runner = Runner(scenario, schedule(scenario, 2015), lab, clock, autopilot=False, echo=lambda line: None, on_inject=heard.append)
+
+    async def game():
+        play = asyncio.create_task(runner.run())
+        while not runner.samples or runner.samples[-1]["t"] < 60:  # the game's first minute, in virtual time
+            await asyncio.sleep(0)
+        sent = runner.inject_now({"to": "queues", "message": "Are the queues fine?", "within": "30s"})
+        again = runner.inject_now({"to": "team", "message": "A second one", "expect": "note"})
+        lab.actions.append({"t": sent["fired_s"] + 12, "action": "ack", "role": "queues", "args": {"alert": "live-1"}, "ok": True})
+        return sent, again, await play
+
+    sent, again, journal = asyncio.run(game())
+    assert (sent["name"], again["name"]) == ("live-1", "live-2") and sent["at_s"] is None
+    assert 60 <= sent["fired_s"] <= 61 and sent["due_s"] == pytest.approx(sent["fired_s"] + 30)
+    assert [i["name"] for i in heard] == ["storm-call", "exec-asks", "live-1", "live-2"]  # delivered as the scenario's are
+    scored = {i["name"]: i for i in scoring.injects(journal)}
+    assert scored["live-1"]["answered"] and scored["live-1"]["answer_s"] == 12.0 and not scored["live-2"]["answered"]

@@ -4,6 +4,7 @@ the page, and the controls behind the facilitator's token."""
 import pytest
 
 from stormlab.gameday import room_web
+from stormlab.gameday.scenario import live_inject
 
 CARD = {"teams": {"team-1": "/x/team-1", "team-2": "/x/team-2"}, "sizing": {"teams": 2, "nodes": 400, "speed": 1.0}}
 TOKEN = "f" * 32
@@ -113,3 +114,29 @@ async def test_a_console_without_a_scenario_has_nothing_to_start(console):
     assert "id='start'" not in await (await client.get("/")).text()
     resp = await client.post("/start", headers={"Authorization": f"Bearer {TOKEN}"})
     assert resp.status == 409 and "without --scenario" in (await resp.json())["message"]
+
+
+async def test_an_inject_typed_at_the_console_goes_to_the_teams_asked(aiohttp_client):
+    sent = []
+
+    def inject(body, team):
+        live_inject(body, "check")  # as room.inject: a body that is not an inject is refused before anything is sent
+        sent.append((team, body["to"]))
+        return {t: {"name": "live-1"} for t in ([team] if team else CARD["teams"])}
+
+    async def read():
+        return {"team-1": snap(0.5), "team-2": snap(0.5)}
+
+    c = room_web.Console(CARD, read, room_web.Controls(halt=dict, inject=inject), TOKEN)
+    client = await aiohttp_client(room_web.app(c))
+    facilitator = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"to": "database", "message": "An executive asks what customers see."}
+    assert (await client.post("/inject", json=body)).status == 401
+    for bad in ({**body, "team": "team-9"}, {**body, "to": "dba"}, {**body, "team": 3}):
+        assert (await client.post("/inject", json=bad, headers=facilitator)).status == 400
+    assert sent == []
+    answer = await (await client.post("/inject", json={**body, "team": "team-2"}, headers=facilitator)).json()
+    assert answer == {"sent": {"team-2": {"name": "live-1"}}}
+    answer = await (await client.post("/inject", json=body, headers=facilitator)).json()
+    assert set(answer["sent"]) == {"team-1", "team-2"} and sent == [("team-2", "database"), (None, "database")]
+    assert 'id="inject"' in await (await client.get("/")).text()

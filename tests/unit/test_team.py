@@ -19,7 +19,7 @@ from stormlab.gameday.moves import ACTIONS, ROLES, check_role
 from stormlab.gameday.ops import Ops
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import ScenarioError, schedule
+from stormlab.gameday.scenario import ScenarioError, live_inject, schedule
 from tests.unit.test_gameday_engine import ToyLab, VirtualClock, flagship
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -395,7 +395,8 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
         "roles": {"database": {"pages": 1, "acks": 1, "moves": 1, "posts": 0}},
         "status_page": {"posts": 0},
     }
-    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, live=lambda: so_far))
+    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body)
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     the_desk.page(page_body(), "alertmanager")
     for auth in ({}, as_role("nobody"), {"Authorization": "db-token"}):
         resp = await client.get("/me", headers=auth)
@@ -416,3 +417,25 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
     assert page.status == 200 and "location.hash" in await page.text()  # the token stays in the browser
     bare = await (await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))).get("/game.json")
     assert (await bare.json())["score"] is None  # a desk with no runner behind it knows no score
+
+
+async def test_the_desk_takes_an_inject_with_the_lab_token_and_only_while_a_game_runs(book, aiohttp_client):
+    the_desk, ops = book
+    sent = []
+
+    def inject(body):
+        sent.append(live_inject(body, "live-1"))
+        return {"name": "live-1", "fired_s": 12.0}
+
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=desk_web.Game(so_far=dict, inject=inject)))
+    body = {"to": "database", "message": "The status page is due."}
+    for auth in ({}, as_role("db-token")):  # a role's token is not the room's
+        assert (await client.post("/inject", json=body, headers=auth)).status == 401
+    bad = await client.post("/inject", json={"to": "database"}, headers=as_role(LAB_TOKEN))
+    assert bad.status == 400 and "message" in (await bad.json())["message"] and sent == []
+    ok = await client.post("/inject", json=body, headers=as_role(LAB_TOKEN))
+    assert ok.status == 200 and (await ok.json()) == {"inject": {"name": "live-1", "fired_s": 12.0}}
+    assert [(i.to, i.message) for i in sent] == [("database", "The status page is due.")]
+    idle = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    resp = await idle.post("/inject", json=body, headers=as_role(LAB_TOKEN))
+    assert resp.status == 409 and (await resp.json())["error"] == "no_game"
