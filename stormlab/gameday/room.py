@@ -119,9 +119,10 @@ def team_names(teams: int) -> list[str]:
     return [f"team-{i}" for i in range(1, teams + 1)]
 
 
-def read_card(directory: Path | None = None) -> dict[str, Any] | None:
+def read_card(directory: Path | None = None, name: str = CARD) -> dict[str, Any] | None:
+    """The room's card (room.json), or another of its JSON files (``name``); None if there is none."""
     try:
-        card = json.loads((room_dir(directory) / CARD).read_text())
+        card = json.loads((room_dir(directory) / name).read_text())
     except (FileNotFoundError, ValueError):
         return None
     return card if isinstance(card, dict) else None
@@ -209,11 +210,8 @@ def runner_alive(pid: int) -> bool:
 
 
 def read_game(directory: Path | None = None) -> dict[str, Any] | None:
-    try:
-        game = json.loads((room_dir(directory) / GAME).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return game if isinstance(game, dict) else None
+    """The game started in the room (game.json), or None."""
+    return read_card(directory, GAME)
 
 
 def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: Path) -> list[str]:

@@ -123,8 +123,9 @@ def status(args: argparse.Namespace) -> int:
     if card is None:
         raise LabError("no room is up: start one with `stormlab room up --teams N`")
     seen = asyncio.run(readings(card))
+    games = room.game_state()
     if args.json:
-        print(json.dumps({"room": card, "teams": seen}, indent=1))
+        print(json.dumps({"room": card, "teams": seen, "games": games}, indent=1))
         return 0
     print(f"room: {card['sizing']['teams']} teams of {card['sizing']['nodes']:,} nodes at speed {card['sizing']['speed']:g}")
     for team, snap in seen.items():
@@ -133,9 +134,11 @@ def status(args: argparse.Namespace) -> int:
             continue
         valid = "valid" if not snap["invalid"] else "INVALID: " + "; ".join(snap["invalid"])
         error = snap["customer_error_ratio"]
+        game = games.get(team)
+        playing = "" if game is None else "; game on" if game["running"] else f"; game ended: {game['outcome'] or game.get('said')}"
         print(
             f"  {team}: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customers "
-            f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}"
+            f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}{playing}"
         )
     return 0
 
