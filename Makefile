@@ -44,9 +44,9 @@ constraints: $(TOOLS)
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
-#   test        the fast tier: unit tests, in-process tests and a few small live labs (~2½ min)
+#   test        the fast tier: unit tests, in-process tests and a few small live labs (~4 min)
 #   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~7 min)
-#   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench (~7 min)
+#   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench, the room in a browser (~10 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
 test: $(TOOLS)

@@ -21,7 +21,7 @@ from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import ops, room_cli
+from stormlab.gameday import ops, replay_cli, room_cli
 from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
 
 
@@ -197,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     gameday_cli.add_parser(sub)
     ops.add_parser(sub)
     room_cli.add_parser(sub, lab_flags, settings_from)
+    replay_cli.add_parser(sub)
     tools = (
         ("writecheck", writecheck, "write unique items while racks are killed, read them all back: nothing acknowledged may be lost"),
         ("soak", soak, "many random fault leases with their holders killed at random, then proof that none is left"),

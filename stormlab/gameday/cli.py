@@ -26,6 +26,7 @@ from stormlab.gameday.desk import Desk
 from stormlab.gameday.labs import DockerLab, LocalLab
 from stormlab.gameday.moves import ACTIONS, ROLES, fault_of, move_values
 from stormlab.gameday.reader import load
+from stormlab.gameday.replay import Move, Script
 from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import TEAM, Scenario, ScenarioError, schedule
 
@@ -208,6 +209,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         observers=(lambda sample: evaluator.observe(sample["t"], sample, time.time()),) if evaluator else (),
         progress=say.progress,
         on_inject=partial(deliver, book, say),
+        script=Script(args.script, partial(replayed_move, lab)) if getattr(args, "script", None) else None,
     )
     try:
         journal = run_loop(settle_then(lab, runner, book, args, say))
@@ -217,9 +219,16 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     journal = scoring.judged_effects(journal, lab.effects().effect_of)  # the leases have all ended: rolled back
     journal["seed"] = seed
     journal["team"] = args.team
+    journal["scenario_text"] = args.file.read_text()  # what a replay plays again (stormlab replay)
+    journal["set"] = list(args.set)
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
     journal["pages"] = timeline([p for p in book.pages if p["mono"] >= lab.started_mono], lab.started_mono, lab.started_at)
     return finish(scenario, journal, args, say)
+
+
+async def replayed_move(lab, move: Move) -> dict:
+    """A replay's move, made as the desk made it in the game: as its role, its arguments as given."""
+    return await lab.ops.run(move.action, move.args, move.role)
 
 
 def run_loop(coro: Coroutine[Any, Any, T]) -> T:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from stormcore.settings import Pace
 from stormlab.gameday.autopilot import Autopilot, Rules
+from stormlab.gameday.replay import Script
 from stormlab.gameday.scenario import Check, Inject, Planned, Scenario, Step, live_inject, probe_value
 
 
@@ -54,6 +55,7 @@ class Runner:
         progress: Callable[[dict[str, Any]], None] | None = None,
         progress_every_s: float = 5.0,
         on_inject: Callable[[dict[str, Any]], None] = lambda inject: None,
+        script: Script | None = None,
     ) -> None:
         self.scenario, self.plan, self.lab, self.clock = scenario, plan, lab, clock
         self.autopilot, self.speed, self.echo = autopilot, speed, echo
@@ -70,6 +72,7 @@ class Runner:
         self._pilot: tuple[Autopilot, Step, list[dict[str, Any]]] | None = None  # the rules' autopilot in an operator phase
         self._watches: list[Watch] = []  # what an operator phase's moves set off, watched on every sample
         self.on_inject = on_inject  # hears each inject as it fires (the desk delivers it)
+        self.script = script  # a replay's recorded moves, made at their times
         self.injected: list[dict[str, Any]] = []
         self._due = [Due(i, self.pace) for i in scenario.injects]
 
@@ -81,6 +84,8 @@ class Runner:
         sample = await self.take_sample()
         self.tell_progress(sample)
         await self.pilot_moves(sample)
+        if self.script is not None:
+            await self.script.due(sample["t"])
         return sample
 
     async def pilot_moves(self, sample: dict[str, Any]) -> None:

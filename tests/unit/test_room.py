@@ -1,6 +1,11 @@
 """Sizing a training room against the host (pure): how many labs of a fleet fit at a speed, what
 speed auto picks, and the reason a room is refused."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from stormcore.errors import UsageError
@@ -38,3 +43,40 @@ def test_speed_auto_picks_the_fastest_speed_at_which_every_team_fits():
 def test_a_number_of_teams_out_of_range_is_refused(teams):
     with pytest.raises(UsageError, match="--teams is a whole number"):
         room.size(teams, 1000, 1.0, cores=2)
+
+
+def stand_in_runner() -> subprocess.Popen:
+    """A process that looks like a team's runner (its command line names the scenario) and waits."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "scenario"])
+
+
+def test_each_teams_game_is_read_from_its_runners_lines_and_the_game_ends_with_its_runners(tmp_path):
+    home = room.room_dir(tmp_path)
+    teams = {t: home / t for t in ("team-1", "team-2")}
+    for where in teams.values():
+        where.mkdir(parents=True)
+    (home / room.CARD).write_text(json.dumps({"teams": {t: str(w) for t, w in teams.items()}, "sizing": {"speed": 1}}))
+    done = {"event": "done", "outcome": "passed", "score": {"recovered": True}, "roles": {"database": {"moves": 3}}, "report": "r.html"}
+    lines = [{"event": "settled"}, {"event": "desk", "url": "http://127.0.0.1:1"}, done]
+    (teams["team-1"] / room.GAME_LOG).write_text("\n".join(json.dumps(e) for e in lines) + '\n{"event": "prog')  # a line half written
+    (teams["team-2"] / room.GAME_LOG).write_text('{"event": "desk", "url": "http://127.0.0.1:2"}\n')
+    finished = subprocess.Popen([sys.executable, "-c", "pass", "scenario"])
+    finished.wait()
+    waiting = stand_in_runner()
+    try:
+        game = {"scenario": "s.yaml", "teams": {"team-1": {"pid": finished.pid}, "team-2": {"pid": waiting.pid}}}
+        for team, where in teams.items():
+            game["teams"][team]["log"] = str(where / room.GAME_LOG)
+        (home / room.GAME).write_text(json.dumps(game))
+        assert [e["event"] for e in room.events(teams["team-1"] / room.GAME_LOG)] == ["settled", "desk", "done"]
+        state = room.game_state(tmp_path)
+        assert state["team-1"] == {"running": False, "desk": None, "outcome": "passed", "score": {"recovered": True},
+                                   "roles": {"database": {"moves": 3}}, "report": "r.html"}  # fmt: skip
+        assert state["team-2"] == {"running": True, "desk": "http://127.0.0.1:2", "outcome": None}
+        assert not room.runner_alive(os.getpid())  # a process that is not a runner is not one
+        ended = room.end(tmp_path, wait_s=10)  # SIGTERM: the stand-in ends as a runner would, its rollbacks run
+        assert ended["team-2"]["running"] is False and waiting.wait(timeout=5) is not None
+        assert ended["team-2"]["said"].startswith('{"event": "desk"')  # no outcome: its last words
+    finally:
+        waiting.kill()
+        waiting.wait()
