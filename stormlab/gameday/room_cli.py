@@ -22,6 +22,19 @@ from stormlab.gameday import room, room_web
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import ANSWERS, TEAM
 
+# The lab flags a scenario's settings decide (room up --scenario): giving one too is refused, not ignored.
+SCENARIO_SETS = (
+    "racks",
+    "nodes_per_rack",
+    "retry_policy",
+    "allowance",
+    "gsi_growth",
+    "abandoned_work",
+    "capacity",
+    "cells",
+    "renewal_period",
+    "customer_rate",
+)
 CONSOLE_PORT = 8708  # beside the desk (8709), below the racks of a lab on the default ports (8710 on)
 
 
@@ -87,9 +100,15 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
         raise UsageError("--external-rack runs one lab's rack: start that lab with `stormlab up`, not a room")
     if args.base_port != launcher.DEFAULT_BASE_PORT:
         raise UsageError("a room's labs each take free ports: drop --base-port")
-    if args.scenario is not None:  # the scenario's settings, and what --set changes on top
-        scenario = gameday_cli.read(args.scenario)
-        settings = scenario.settings.with_text(args.set)
+    if args.scenario is not None:  # the scenario's settings, and what --set (and --seed) change on top
+        given = [f"--{k.replace('_', '-')}" for k in SCENARIO_SETS if getattr(args, k, None) is not None]
+        if args.profile != "dynamodb-2015":
+            given.append("--profile")
+        if given:
+            raise UsageError(f"with --scenario the labs take its settings: drop {', '.join(given)} (change one with --set KEY=VALUE)")
+        settings = gameday_cli.read(args.scenario).settings.with_text(args.set)
+        if args.seed is not None:
+            settings = settings.replace(seed=args.seed)
     sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed))
     print(f"room: {sizing.words()}", flush=True)
     scenario_path = None if args.scenario is None else args.scenario.resolve()

@@ -1,14 +1,17 @@
 """Sizing a training room against the host (pure): how many labs of a fleet fit at a speed, what
-speed auto picks, and the reason a room is refused."""
+speed auto picks, and the reason a room is refused; the room's game read from its runners' lines
+(stand-in runners), and the room's commands refusing what they cannot do."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from stormcore.errors import UsageError
+from stormlab.cli import main
 from stormlab.engine.speed import LADDER
 from stormlab.gameday import room
 
@@ -80,3 +83,15 @@ def test_each_teams_game_is_read_from_its_runners_lines_and_the_game_ends_with_i
     finally:
         waiting.kill()
         waiting.wait()
+
+
+def test_the_rooms_commands_refuse_what_they_cannot_do_and_start_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    scenario = str(Path(__file__).parents[2] / "scenarios" / "room-2015.yaml")
+    assert main(["room", "up", "--teams", "2", "--scenario", scenario, "--racks", "3"]) == 2  # the scenario decides the racks
+    assert "with --scenario the labs take its settings: drop --racks (change one with --set KEY=VALUE)" in capsys.readouterr().err
+    assert main(["room", "up", "--teams", "2", "--scenario", str(tmp_path / "none.yaml")]) == 2
+    for command in (["play"], ["end"], ["inject", "--to", "team", "hello"], ["console"]):
+        assert main(["room", *command]) == 1, command  # no room is up
+        assert "no room is up" in (said := capsys.readouterr().err) or "no game was started" in said, said
+    assert not (tmp_path / "state" / "room" / room.CARD).exists()
