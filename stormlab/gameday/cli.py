@@ -195,6 +195,7 @@ class Say:
 
 def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, lab) -> int:
     say = Say(args.json)
+    text = args.file.read_text()  # what a replay plays again (stormlab replay): read now, the file may change
     book = Desk(Path(lab.ops.directory), scenario.title, team=args.team)  # the game's one record of pages and moves
     lab.ops.journal, lab.ops.unacked = book.journal, book.unacked  # the autopilot's moves go into it too
     evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(book, body, "runner", say), args.speed)
@@ -219,7 +220,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     journal = scoring.judged_effects(journal, lab.effects().effect_of)  # the leases have all ended: rolled back
     journal["seed"] = seed
     journal["team"] = args.team
-    journal["scenario_text"] = args.file.read_text()  # what a replay plays again (stormlab replay)
+    journal["scenario_text"] = text
     journal["set"] = list(args.set)
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
     journal["pages"] = timeline([p for p in book.pages if p["mono"] >= lab.started_mono], lab.started_mono, lab.started_at)
