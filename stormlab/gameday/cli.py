@@ -313,12 +313,13 @@ def so_far(runner: Runner, book: Desk, lab) -> dict:
     """The game so far, scored as the end will score it: what the consoles show while it runs."""
     journal = runner.journal("running") | {"pages": timeline(book.pages, lab.started_mono, lab.started_at)}
     journal["pages"] = [p for p in journal["pages"] if p["t"] >= 0]
-    onset = scoring.score(runner.scenario, journal)["onset_s"]
+    score = scoring.score(runner.scenario, journal)
+    onset = score["onset_s"]
     return {
         "t": round(runner.elapsed(), 1) if runner.t0 else 0.0,
         "pages": journal["pages"],
         "player_actions": journal["player_actions"],
-        "score": scoring.score(runner.scenario, journal),
+        "score": score,
         "roles": scoring.roles(journal, onset),
         "status_page": scoring.status_page(journal, onset),
         "injects": scoring.injects(journal),

@@ -61,8 +61,11 @@ def app(
     check_strength(lab_token)
     expected = f"Bearer {lab_token}".encode()
 
+    def with_lab_token(request: web.Request) -> bool:
+        return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
+
     async def alertmanager(request: web.Request) -> web.Response:
-        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+        if not with_lab_token(request):
             return json_error(401, "unauthorized", "the desk takes pages with the lab token as a Bearer token")
         body = await read_object(request)
         try:
@@ -102,7 +105,7 @@ def app(
         return web.json_response(game_document(desk, game.so_far() if game else None))
 
     async def inject(request: web.Request) -> web.Response:
-        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+        if not with_lab_token(request):
             return json_error(401, "unauthorized", "the desk takes injects with the lab token as a Bearer token")
         body = await read_object(request)
         if game is None:
@@ -148,6 +151,7 @@ def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
         "score": so_far["score"],
         "roles": so_far["roles"],
         "status_page": so_far["status_page"],
+        "injects": so_far["injects"],
     }
 
 

@@ -128,6 +128,14 @@ def read_card(directory: Path | None = None, name: str = CARD) -> dict[str, Any]
     return card if isinstance(card, dict) else None
 
 
+def the_card(directory: Path | None = None) -> dict[str, Any]:
+    """The room's card, or LabError: no room is up."""
+    card = read_card(directory)
+    if card is None:
+        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    return card
+
+
 def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say=print, scenario: Path | None = None) -> dict[str, Any]:
     """Start one lab per team (each in its own state directory, on free ports); if one cannot
     start, stop those that did. The room's card (room.json) says who is where."""
@@ -226,9 +234,7 @@ def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: 
 def play(scenario: Path, autopilot: bool = False, directory: Path | None = None) -> dict[str, Any]:
     """Start the scenario in every team's lab at once: a runner per team, each against its own lab
     (its desk, its roles' tokens, its journal in the team's directory). One game at a time."""
-    card = read_card(directory)
-    if card is None:
-        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    card = the_card(directory)
     home = room_dir(directory)
     earlier = read_game(directory)
     if earlier and any(runner_alive(t["pid"]) for t in earlier["teams"].values()):

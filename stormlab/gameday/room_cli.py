@@ -138,9 +138,7 @@ async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
 
 
 def status(args: argparse.Namespace) -> int:
-    card = room.read_card()
-    if card is None:
-        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    card = room.the_card()
     seen = asyncio.run(readings(card))
     games = room.game_state()
     if args.json:
@@ -210,11 +208,9 @@ def checked_scenario(path: Path, card: dict[str, Any]) -> Path:
 
 
 def play(args: argparse.Namespace) -> int:
-    card = room.read_card()
-    if card is None:
-        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    card = room.the_card()
     game = room.play(checked_scenario(the_scenario(args.scenario, card), card), args.autopilot)
-    print(f"game on in {len(game['teams'])} labs: {args.scenario}; waiting for each team's lab to settle …", flush=True)
+    print(f"game on in {len(game['teams'])} labs: {game['scenario']}; waiting for each team's lab to settle …", flush=True)
     room.wait_for_desks(tick=lambda: print(".", end="", flush=True))
     print()
     for team, where in card["teams"].items():
@@ -250,10 +246,10 @@ def end(args: argparse.Namespace) -> int:
 
 
 def console(args: argparse.Namespace) -> int:
-    card = room.read_card()
+    card = room.the_card()
     token = room.facilitator_token()
-    if card is None or token is None:
-        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    if token is None:
+        raise LabError(f"the room's facilitator token is gone ({room.room_dir() / room.FACILITATOR}): `room down`, then `room up`")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port is a port number (0-65535), got {args.port}")
     start = None
@@ -286,8 +282,7 @@ async def serve(served: web.Application, port: int) -> None:
 
 
 def halt(args: argparse.Namespace) -> int:
-    if room.read_card() is None:
-        raise LabError("no room is up: start one with `stormlab room up --teams N`")
+    room.the_card()
     done = room.halt()
     for team, (count, failed) in done.items():
         print(f"  {team}: halted {count} fault(s)" + (f"; did not answer: {', '.join(failed)}" if failed else ""))

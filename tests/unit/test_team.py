@@ -394,6 +394,7 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
         "score": {"recovered": False, "customer_error_minutes": 0.4},
         "roles": {"database": {"pages": 1, "acks": 1, "moves": 1, "posts": 0}},
         "status_page": {"posts": 0},
+        "injects": [],
     }
     game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body)
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
