@@ -16,7 +16,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from services.loadgen.traffic import FAILURES, OUTCOMES, Request, Routes, due, outcome
+from services.loadgen.traffic import FAILURES, OUTCOMES, Indexes, Request, Routes, due, outcome
 from stormcore import openapi
 from stormcore.fleet import cell_of
 from stormcore.openapi import LAG_WINDOW, Answer, Operation, schema_of
@@ -29,7 +29,7 @@ from stormcore.wire import HostReadings, LoadgenStatus, PartitionMap
 log = logging.getLogger(__name__)
 LAG = web.AppKey("lag", LoopLag)
 MAX_INFLIGHT = 5000
-MAP_REFRESH_S = 30.0
+MAP_REFRESH_S = 5.0  # a conditional GET: the map is sent again only when it changed
 
 
 class Generator:
@@ -37,6 +37,10 @@ class Generator:
         self.settings, self.metadata_url, self.rack_urls = settings, metadata_url.rstrip("/"), rack_urls
         self.rng = random.Random(settings.seed)
         self.routes: Routes | None = None
+        self.partition_map: PartitionMap | None = None
+        # a new GSI's owners learn it at their next renewal, within a period and an allowance
+        self.indexes = Indexes(settings.renewal_period_s + settings.allowance_s)
+        self.activates_at: float | None = None  # when the next CREATING GSI becomes ACTIVE: routes again
         self.window = Window(span_s=10.0)
         self.table_windows: dict[str, Window] = {}
         self.inflight = 0
@@ -67,6 +71,8 @@ class Generator:
             if now - refreshed > MAP_REFRESH_S:
                 refreshed = now
                 self._spawn(self._load_routes(session, once=True))
+            if self.activates_at is not None and now >= self.activates_at:
+                self._route(now)
             for _ in range(due(self.settings.customer_rate, now - started, sent)):
                 sent += 1
                 if self.inflight < MAX_INFLIGHT and self.routes is not None:
@@ -77,6 +83,15 @@ class Generator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _route(self, now: float) -> Routes:
+        """Routes by the last map, the GSIs still CREATING left out; taken if it routes anywhere."""
+        assert self.partition_map is not None, "routes are made from a map loaded"
+        routes = Routes(self.partition_map, self.indexes.creating(now))
+        self.activates_at = self.indexes.next_active(now)
+        if routes.size:
+            self.routes = routes
+        return routes
+
     async def _load_routes(self, session: aiohttp.ClientSession, once: bool = False) -> None:
         while True:
             try:
@@ -85,9 +100,11 @@ class Generator:
                     if resp.status == 304:
                         return
                     resp.raise_for_status()
-                    routes = Routes(PartitionMap.decode(await resp.read()))
+                    partition_map = PartitionMap.decode(await resp.read())
+                self.partition_map = partition_map
+                self.indexes.seen(partition_map, asyncio.get_running_loop().time())
+                routes = self._route(asyncio.get_running_loop().time())
                 if routes.size:
-                    self.routes = routes
                     for table in routes.tables:
                         self.table_windows.setdefault(table, Window(span_s=10.0))
                         for o, c in itertools.product(OUTCOMES, range(self.settings.cells)):

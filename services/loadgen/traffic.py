@@ -3,6 +3,11 @@
 Requests are uniform over all partitions, GSI partitions included (queries by alternate
 key), and each goes to the one node holding the partition, with no failover: so the
 customer error ratio is the traffic share of the nodes that refuse.
+
+A GSI new in the map is not queried at once: as DynamoDB's indexes are queryable once ACTIVE,
+customers query it once its owners have had a renewal period and an allowance to learn it from
+their memberships (``Indexes``). Queried sooner, a node that has not renewed yet would answer
+``wrong_owner``: errors of the lab's routing, not of the storm.
 """
 
 from __future__ import annotations
@@ -35,14 +40,15 @@ class Routes:
     own partitions then each GSI's), without building the sequence: a fleet of 10,000 nodes has
     ~300,000 of them, and a new map must not stall the loop that routes by it."""
 
-    def __init__(self, partition_map: PartitionMap) -> None:
+    def __init__(self, partition_map: PartitionMap, creating: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """``creating``: the (table, GSI) pairs not queried yet (Indexes.creating)."""
         self.version = partition_map.version
         self._starts: list[int] = []  # where each run of the sequence starts
         self._runs: list[tuple[str, str | None, tuple[str, ...]]] = []  # (table, index or None, owners)
         size = 0
         for table, route in sorted(partition_map.tables.items()):
             for index, owners in [(None, route.owners), *((gsi, route.gsi_owners()) for gsi in route.gsis)]:
-                if owners:
+                if owners and (index is None or (table, index) not in creating):
                     self._starts.append(size)
                     self._runs.append((table, index, owners))
                     size += len(owners)
@@ -66,6 +72,31 @@ class Routes:
         method = "GET" if index is not None or rng.random() < 0.5 else "PUT"
         key = f"item-{rng.randrange(KEYS_PER_PARTITION)}"
         return Request(method, table, index, partition, key, owner, rack_of(owner))
+
+
+class Indexes:
+    """When each GSI was first seen in the map, and so which ones customers do not query yet: a
+    GSI is CREATING for ``activation_s`` (wall seconds: a renewal period and an allowance) from the
+    map that first showed it; the map the customers start with is taken as it is (the lab's nodes
+    start with those memberships). A GSI gone from the map is forgotten (added again, it is new)."""
+
+    def __init__(self, activation_s: float) -> None:
+        self.activation_s = activation_s
+        self.first_seen: dict[tuple[str, str], float] = {}
+        self.started = False
+
+    def seen(self, partition_map: PartitionMap, now: float) -> None:
+        present = {(table, gsi) for table, route in partition_map.tables.items() for gsi in route.gsis}
+        since = now if self.started else float("-inf")
+        self.first_seen = {key: self.first_seen.get(key, since) for key in present}
+        self.started = True
+
+    def creating(self, now: float) -> frozenset[tuple[str, str]]:
+        return frozenset(key for key, seen in self.first_seen.items() if now - seen < self.activation_s)
+
+    def next_active(self, now: float) -> float | None:
+        """When the next CREATING GSI becomes ACTIVE (None: none is creating)."""
+        return min((seen + self.activation_s for seen in self.first_seen.values() if now - seen < self.activation_s), default=None)
 
 
 def outcome(status: int, error: str | None) -> str:

@@ -3,7 +3,7 @@
 import pytest
 
 from metadata_service.membership import MembershipStore
-from services.loadgen.traffic import Routes
+from services.loadgen.traffic import Indexes, Routes
 from stormcore.racks import RackUrls
 from stormcore.settings import LabSettings
 from stormcore.wire import LoadgenStatus, Membership, MetadataStatus, PartitionMap, RackStatus, WireError, parse_object
@@ -51,6 +51,32 @@ def test_the_partition_map_routes_the_customers():
         PartitionMap.decode(b'{"version": 1, "tables": {"o": {"owners": [], "gsis": ["g"], "index_owners": "x", "status": "active"}}}')
     plain = PartitionMap.decode(b'{"version": 1, "tables": {"orders": {"owners": ["r00n000"], "gsis": [], "status": "active"}}}')
     assert plain.tables["orders"].gsi_owners() == ()
+
+
+def test_a_new_gsi_is_queried_only_once_its_owners_have_had_a_renewal_and_an_allowance_to_learn_it():
+    store = MembershipStore.for_fleet(LabSettings(racks=2, nodes_per_rack=20))
+    table = sorted(store.tables)[0]
+    store.add_gsis(table, 1)
+    indexes = Indexes(activation_s=11.0)  # a renewal period of 10 s and an allowance of 1 s
+    indexes.seen(PartitionMap.decode(store.partition_map()), now=100.0)
+    assert indexes.creating(100.0) == frozenset() and indexes.next_active(100.0) is None  # the map the lab starts with
+    before = Routes(PartitionMap.decode(store.partition_map()))
+    store.add_gsis(table, 1)  # customers adopt one more
+    grown = PartitionMap.decode(store.partition_map())
+    indexes.seen(grown, now=130.0)
+    new = (table, f"{table}-gsi-2")
+    assert indexes.creating(135.0) == {new} and indexes.next_active(135.0) == 141.0
+    creating = Routes(grown, indexes.creating(135.0))
+    assert creating.size == before.size and new[1] not in {index for _, index, _, _ in creating.targets}
+    active = Routes(grown, indexes.creating(141.0))
+    assert indexes.creating(141.0) == frozenset() and active.size > before.size
+    assert {index for _, index, _, _ in active.targets} >= {new[1], f"{table}-gsi-1"}
+    store.remove_gsis(table, [new[1]])
+    indexes.seen(PartitionMap.decode(store.partition_map()), now=150.0)
+    assert new not in indexes.first_seen  # gone: added again later, it is new again
+    store.add_gsis(table, 1)
+    indexes.seen(PartitionMap.decode(store.partition_map()), now=160.0)
+    assert indexes.creating(165.0) == {new}
 
 
 def test_every_status_reads_back_what_was_written():
