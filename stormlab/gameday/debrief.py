@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stormlab.gameday import scoring
+
 
 def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: str, page: Path, journal_path: Path) -> str:
     """The closing lines; ``standing``: the leaderboard's file, this run's rank and the board's size."""
@@ -21,8 +23,20 @@ def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: 
     if standing:
         path, rank, size = standing
         lines.append(f"  leaderboard ({path}): #{rank} of {size}" + (f" for team {team}" if team else ""))
+    lines += [f"  did not hold: {name}" for name in missed(journal)]
     lines.append(f"  report: {page}\n  journal: {journal_path}")
     return "\n".join(lines)
+
+
+def missed(journal: dict[str, Any]) -> list[str]:
+    """Each step, watch or move that did not hold, with why: last among the closing lines, so the
+    tail of a log (CI's) says why a run failed. An operator phase that recovered but missed a watch
+    is named by the watch alone."""
+    return [
+        f"{r['name']} ({r['kind']}): {r.get('detail') or 'failed'}"
+        for r in scoring.records(journal)
+        if r.get("passed") is False and not (r["kind"] == "operator" and r.get("recovered_after_s") is not None)
+    ]
 
 
 def _validity(checked: dict[str, Any]) -> list[str]:
