@@ -38,7 +38,9 @@ T = TypeVar("T")
 
 class RealClock:
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        """The monotonic clock the desk's entries are timed by too; read also after the loop has
+        closed (an interrupted game's journal is written then)."""
+        return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -223,7 +225,8 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     journal["scenario_text"] = text
     journal["set"] = list(args.set)
     journal["started_at"] = lab.started_at  # when t = 0 was (epoch seconds)
-    journal["pages"] = timeline([p for p in book.pages if p["mono"] >= lab.started_mono], lab.started_mono, lab.started_at)
+    pages = timeline([p for p in book.pages if p["mono"] >= lab.started_mono], lab.started_mono, lab.started_at)
+    journal["pages"] = runner.on_game_clock(pages)
     return finish(scenario, journal, args, say)
 
 
@@ -297,7 +300,7 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
-    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now)
+    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on)
     async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, game) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
@@ -311,8 +314,8 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
 
 def so_far(runner: Runner, book: Desk, lab) -> dict:
     """The game so far, scored as the end will score it: what the consoles show while it runs."""
-    journal = runner.journal("running") | {"pages": timeline(book.pages, lab.started_mono, lab.started_at)}
-    journal["pages"] = [p for p in journal["pages"] if p["t"] >= 0]
+    pages = [p for p in timeline(book.pages, lab.started_mono, lab.started_at) if p["t"] >= 0]
+    journal = runner.journal("running") | {"pages": runner.on_game_clock(pages)}
     score = scoring.score(runner.scenario, journal)
     onset = score["onset_s"]
     return {
@@ -323,6 +326,8 @@ def so_far(runner: Runner, book: Desk, lab) -> dict:
         "roles": scoring.roles(journal, onset),
         "status_page": scoring.status_page(journal, onset),
         "injects": scoring.injects(journal),
+        "held": runner.holds.on,
+        "holds": journal["holds"],
     }
 
 

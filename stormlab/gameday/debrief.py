@@ -20,6 +20,7 @@ def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: 
         lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))
     lines.append(_status_page(journal["status_page"]))
     lines += [_inject(i) for i in journal.get("injects", [])]
+    lines += [f"  held by the facilitator at {h['at_s']:g} s of the game for {h['held_s']:g} s" for h in journal.get("holds", [])]
     if standing:
         path, rank, size = standing
         lines.append(f"  leaderboard ({path}): #{rank} of {size}" + (f" for team {team}" if team else ""))

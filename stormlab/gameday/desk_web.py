@@ -14,6 +14,11 @@
                          /play#token=ROLE_TOKEN
     POST /inject         an inject typed live, sent now (the lab token as a Bearer token: the room's
                          console sends it): {"to", "message", "expect", "within", "names_tables"}
+    POST /hold           {"on": true} holds the game (its clock stands still, the lab runs on),
+                         {"on": false} lets it go on (the lab token, as the room's console sends it)
+
+While the game is held a move on the lab (a lease taken or ended) is a 409 and nothing is made;
+looks, acks, notes and status posts go on.
 
 A move that was made and failed (the admin path timing out in a storm, as in 2015) is a move:
 200 with ``ok`` false and the exit code the command gives. A request that is not a move (a bad
@@ -37,7 +42,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
 from stormlab.gameday import players
 from stormlab.gameday.desk import Desk
-from stormlab.gameday.moves import ACTIONS, check_role
+from stormlab.gameday.moves import ACTIONS, EVERYONE, check_role
 from stormlab.gameday.ops import Ops
 from stormlab.gameday.scenario import ScenarioError
 from stormlab.gameday.scoring import role_events
@@ -47,10 +52,13 @@ from stormlab.gameday.scoring import role_events
 class Game:
     """The runner behind the desk: the game so far as it scores it (``so_far()``: its journal's
     ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``,
-    ``injects``), and an inject sent now (``inject(body)``: its record; ScenarioError if it is not one)."""
+    ``injects``), an inject sent now (``inject(body)``: its record; ScenarioError if it is not one),
+    the facilitator's hold (``hold(on)``: what it did) and whether the game is held (``held()``)."""
 
     so_far: Callable[[], dict[str, Any]]
     inject: Callable[[dict[str, Any]], dict[str, Any]]
+    hold: Callable[[bool], dict[str, Any]]
+    held: Callable[[], bool]
 
 
 def app(
@@ -88,6 +96,9 @@ def app(
             check_role(role, ACTIONS[action], args)
         except ChaosError as exc:
             return json_error(403, "forbidden", str(exc))
+        if game is not None and game.held() and action not in EVERYONE:
+            waits = f"the facilitator holds the game: {action} waits until it goes on (looks, acks, notes and posts do not)"
+            return json_error(409, "held", waits)
         entry = await ops.run(action, args, role)
         error = entry.get("error")
         if isinstance(error, UsageError) and "at" not in entry:  # refused before it was journaled: not a move
@@ -115,6 +126,16 @@ def app(
         except ScenarioError as exc:
             raise BadRequest(str(exc)) from None
 
+    async def hold(request: web.Request) -> web.Response:
+        if not with_lab_token(request):
+            return json_error(401, "unauthorized", "the desk takes holds with the lab token as a Bearer token")
+        on = (await read_object(request)).get("on")
+        if not isinstance(on, bool):
+            raise BadRequest("on must be true (hold the game) or false (let it go on)")
+        if game is None:
+            return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
+        return web.json_response(game.hold(on))
+
     async def me(request: web.Request) -> web.Response:
         role = desk.role_of(request.headers.get("Authorization", ""))
         if role is None:
@@ -133,6 +154,7 @@ def app(
     served.router.add_get("/status.json", status)
     served.router.add_get("/game.json", so_far)
     served.router.add_post("/inject", inject)
+    served.router.add_post("/hold", hold)
     served.router.add_get("/me", me)
     served.router.add_get("/play", play)
     return served
@@ -143,7 +165,7 @@ def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
     and the score are not known: the desk's pages and posts only."""
     base = {"title": desk.title, "team": desk.team, "posts": desk.posts()}
     if so_far is None:
-        return base | {"timeline": [], "score": None, "roles": {}, "status_page": None, "pages": desk.pages}
+        return base | {"timeline": [], "score": None, "roles": {}, "status_page": None, "pages": desk.pages, "held": False, "holds": []}
     events = role_events({"pages": so_far["pages"], "player_actions": so_far["player_actions"]})
     return base | {
         "t": so_far["t"],
@@ -152,6 +174,8 @@ def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
         "roles": so_far["roles"],
         "status_page": so_far["status_page"],
         "injects": so_far["injects"],
+        "held": so_far["held"],
+        "holds": so_far["holds"],
     }
 
 

@@ -91,6 +91,8 @@ table{border-collapse:collapse} td{border-bottom:1px solid #eee;padding:.15em .5
 </style></head><body>
 <h1 id="who">on-call</h1>
 <p id="said" role="status"></p>
+<p id="held" class="page" hidden>ON HOLD: the facilitator has stopped the game's clock. Moves on the lab wait until it goes on;
+acks, notes and status posts do not. The lab runs on.</p>
 <section><h2>Your pages</h2><div id="pages"><p>none</p></div></section>
 <section><h2>The team's timeline</h2><table id="timeline"></table></section>
 <section><h2>Your moves</h2><div id="moves"></div></section>
@@ -166,6 +168,7 @@ async function refresh() {
     pages.appendChild(div);
   }
   const g = await (await fetch("/game.json")).json();
+  document.getElementById("held").hidden = !g.held;
   const rows = document.getElementById("timeline");
   rows.innerHTML = "";
   for (const e of g.timeline) {

@@ -124,6 +124,9 @@ def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
     top.grid(alpha=0.3)
     for start, stop, fault in fault_windows(journal):
         top.axvspan(start, stop, color="#f39c12" if fault == "blip" else "#f5b7b1", alpha=0.35, lw=0)
+    for h in journal.get("holds", []):  # the game's clock stood still here (the lab ran on)
+        top.axvline(h["at_s"], color="#7f8c8d", ls="--", lw=1)
+        top.annotate(f"held {h['held_s']:g} s", (h["at_s"], 1), xycoords=("data", "axes fraction"), fontsize=6, color="#7f8c8d")
     seen: set[str] = set()
     count = dict.fromkeys(lanes, 0)
     for t, lane, mark, label in events:

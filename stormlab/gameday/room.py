@@ -37,7 +37,7 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
-from stormlab.gameday import roles
+from stormlab.gameday import roles, room_debrief
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import live_inject
 
@@ -339,7 +339,9 @@ def wait_for_desks(directory: Path | None = None, limit_s: float = 240.0, tick: 
 
 def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[str, Any]]:
     """End the game in every team's lab: each runner is told to stop (SIGTERM: its rollbacks run,
-    every fault is halted, its journal and report are written); waits for them. Each team's state after."""
+    every fault is halted, its journal and report are written); waits for them, then writes the
+    room's debrief (room/debrief.html: every team beside the others and the 2015 account). Each
+    team's state after."""
     game = read_game(directory)
     if game is None:
         return {}
@@ -359,6 +361,7 @@ def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[
         proc = _RUNNERS.pop(pid, None)
         if proc is not None:
             proc.wait()
+    room_debrief.write(room_dir(directory))
     return game_state(directory)
 
 
@@ -367,6 +370,18 @@ def inject(body: dict[str, Any], team: str | None = None, directory: Path | None
     lab token: per team the inject as its runner recorded it, or why it was not sent. A body that is
     not an inject is refused before anything is sent (ScenarioError)."""
     live_inject(body, "check")
+    return {t: a if isinstance(a, str) else a["inject"] for t, a in to_desks("/inject", body, team, directory).items()}
+
+
+def hold(on: bool, directory: Path | None = None) -> dict[str, dict[str, Any] | str]:
+    """Hold every team's game (``on``: its clock stands still, its players' moves on the lab wait;
+    the labs run on) or let them all go on: per team what its runner said, or why it was not told."""
+    return to_desks("/hold", {"on": on}, None, directory)
+
+
+def to_desks(path: str, body: dict[str, Any], team: str | None, directory: Path | None) -> dict[str, dict[str, Any] | str]:
+    """``body`` posted to every team's desk (or ``team``'s) with its lab token: per team the desk's
+    answer, or why it was not sent (no game on there, the desk refused it or did not answer)."""
     state = game_state(directory)
     card = read_card(directory) or {"teams": {}}
     if team is not None and team not in card["teams"]:
@@ -378,7 +393,7 @@ def inject(body: dict[str, Any], team: str | None = None, directory: Path | None
             out[name] = "no game on in this lab"
             continue
         try:
-            out[name] = client.call("POST", f"{desk}/inject", ensure_token(Path(card["teams"][name])), body)["inject"]
+            out[name] = client.call("POST", f"{desk}{path}", ensure_token(Path(card["teams"][name])), body)
         except (UsageError, LabError, TimeoutError) as exc:
             out[name] = str(exc)
     return out

@@ -1,4 +1,5 @@
-"""`stormlab room up | status | console | halt | down`: one lab per team on this host (stormlab/gameday/room.py)."""
+"""`stormlab room up | status | play | hold | continue | end | debrief | inject | console | halt | down`: one
+lab per team on this host (stormlab/gameday/room.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import room, room_web
+from stormlab.gameday import room, room_debrief, room_web
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import ANSWERS, TEAM
 
@@ -83,6 +84,17 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     i.add_argument("--within", default="5m", help="how long the answer may take, wall time (default 5m)")
     i.add_argument("--names-tables", action="store_true", help="with --expect post: the post must name a table whose customers fail")
     i.set_defaults(func=inject)
+    h = actions.add_parser(
+        "hold",
+        help="hold the game in every team's lab: its clock stands still (steps, injects, time limits, score), "
+        "moves on the lab wait; the labs run on",
+        description="Hold the game in every team's lab, for a word with the room: each game's clock stands still (its next "
+        "steps, its injects, the operator phase's time limit and the score wait) and the players' moves on the lab are "
+        "refused until `room continue`; looks, acks, notes and status posts go on. The labs themselves run on: a storm "
+        "does not wait.",
+    )
+    h.set_defaults(func=lambda args: hold(True))
+    actions.add_parser("continue", help="let the held game go on in every team's lab").set_defaults(func=lambda args: hold(False))
     c = actions.add_parser("console", help="the facilitator's console: every team side by side in the browser, and its controls")
     c.add_argument(
         "--port", type=int, default=CONSOLE_PORT, help=f"where it listens on 127.0.0.1 (default {CONSOLE_PORT}; 0: any free port)"
@@ -91,6 +103,11 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         "--scenario", type=Path, help="the scenario the console's start button plays in every team's lab (default: `room up --scenario`'s)"
     )
     c.set_defaults(func=console)
+    actions.add_parser(
+        "debrief",
+        help="write the room's debrief again (room/debrief.html): every team's game beside the others' and the 2015 account "
+        "(`room end` writes it)",
+    ).set_defaults(func=debrief)
     actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
     actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
 
@@ -235,6 +252,21 @@ def inject(args: argparse.Namespace) -> int:
     return 0
 
 
+def hold(on: bool) -> int:
+    if room.read_game() is None:
+        raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
+    told = room.hold(on)
+    for team, what in told.items():
+        if isinstance(what, str):
+            print(f"  {team}: not told: {what}")
+        else:
+            now = "held" if what["held"] else "on"
+            print(f"  {team}: {now} at {what['t']:g} s of its game" + ("" if what["changed"] else f" (it was {now} already)"))
+    if not any(isinstance(what, dict) for what in told.values()):
+        raise LabError("no team's game was told")
+    return 0
+
+
 def end(args: argparse.Namespace) -> int:
     if room.read_game() is None:
         raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
@@ -242,6 +274,17 @@ def end(args: argparse.Namespace) -> int:
     for team, state in room.end().items():
         said = state.get("outcome") or state.get("said") or "no outcome"
         print(f"  {team}: {said}" + (f"; report {state['report']}" if state.get("report") else ""))
+    if (room.room_dir() / room_debrief.PAGE).exists():
+        print(f"the room's debrief, every team side by side: {room.room_dir() / room_debrief.PAGE}")
+    return 0
+
+
+def debrief(args: argparse.Namespace) -> int:
+    room.the_card()
+    path = room_debrief.write(room.room_dir())
+    if path is None:
+        raise LabError(f"no game of this room was scored yet (no journal under {room.room_dir() / 'games'})")
+    print(f"the room's debrief, every team side by side: {path}")
     return 0
 
 
@@ -255,8 +298,8 @@ def console(args: argparse.Namespace) -> int:
     start = None
     if args.scenario is not None or card.get("scenario"):
         start = partial(room.play, checked_scenario(the_scenario(args.scenario, card), card))
-    controls = room_web.Controls(halt=room.halt, start=start, end=room.end, inject=room.inject)
-    served = room_web.app(room_web.Console(card, lambda: readings(card), controls, token, games))
+    controls = room_web.Controls(halt=room.halt, start=start, end=room.end, inject=room.inject, hold=room.hold)
+    served = room_web.app(room_web.Console(card, lambda: readings(card), controls, token, games, room.room_dir()))
     asyncio.run(serve(served, args.port))
     return 0
 

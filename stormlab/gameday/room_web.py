@@ -6,12 +6,17 @@
                       Opened as /#token=FACILITATOR_TOKEN its controls work (the token stays in
                       the browser: a fragment is never sent)
     GET  /panel       the part of the page that refreshes
+    GET  /debrief     the room's debrief once a game has ended (room/debrief.html, and its chart
+                      /debrief.png): every team beside the others and the 2015 account
     GET  /room.json   {"room": the card, "teams": each team's last reading, "history": each
                       team's [seconds since the console started, customers' error] pairs,
                       "games": each team's game (its runner, its desk's view), "leaderboard"}
     POST /start       start the console's scenario in every team's lab at once ({"autopilot": bool})
     POST /end         end the game in every team's lab (each runner rolls back and scores)
     POST /halt        end every fault lease in every team's lab
+    POST /hold        {"on": true}: hold the game in every team's lab (its clock stands still, moves
+                      on the lab wait; the labs run on); {"on": false}: let it go on
+    POST /inject      an inject typed live: {"team": "all" or a team, "to", "message", "expect", "within"}
 
 Reading needs no token; a control does (the facilitator's, as a Bearer token: `room up` writes it
 to room/facilitator): a missing or wrong token is a 401 and nothing changes.
@@ -27,12 +32,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
+from stormlab.gameday import room_debrief
 from stormlab.gameday.leaderboard import standing
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import ANSWERS, TEAM, ScenarioError
@@ -56,14 +63,18 @@ class Controls:
     start: Callable[[bool], dict[str, Any]] | None = None  # None: the console was started without a scenario
     end: Callable[[], dict[str, dict[str, Any]]] = dict
     inject: Callable[[dict[str, Any], str | None], dict[str, Any]] = lambda body, team: {}
+    hold: Callable[[bool], dict[str, Any]] = lambda on: {}
 
 
 class Console:
     """The room as the facilitator sees it: the last reading of each team, each one's curve, and
     each one's game (``games()``: per team its runner's state and its desk's ``/game.json``)."""
 
-    def __init__(self, card: dict[str, Any], read: Read, controls: Controls, token: str, games: Games = no_games) -> None:
+    def __init__(
+        self, card: dict[str, Any], read: Read, controls: Controls, token: str, games: Games = no_games, home: Path | None = None
+    ) -> None:
         self.card, self.read, self.controls, self.token, self.games = card, read, controls, token, games
+        self.home = home  # the room's directory: its debrief, once a game has ended
         self.started = time.monotonic()
         self.last: dict[str, dict[str, Any] | None] = {team: None for team in card["teams"]}
         self.game: dict[str, dict[str, Any]] = {}
@@ -131,7 +142,8 @@ table{{border-collapse:collapse}} #said{{color:#555}}</style></head><body>
 <h1>Training room: {sizing["teams"]} teams</h1>
 <p>Each team's lab: {sizing["nodes"]:,} nodes at speed {sizing["speed"]:g}, one profile, one seed. Customers' error is the last 10 s;
 the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%). Pages, acks, moves and posts are each team's game so far.</p>
-<p>{start} <button id="end">end the game</button> <button id="halt">halt every fault</button>
+<p>{start} <button id="hold">hold</button> <button id="continue">continue</button>
+<button id="end">end the game</button> <button id="halt">halt every fault</button> <a href="/debrief">the debrief</a>
 <span id="said"></span></p>
 <form id="inject">inject to <select name="team"><option>all</option>{teams}</select>
 <select name="to">{roles}</select> <input name="message" size="60" placeholder="what they are told">
@@ -141,11 +153,11 @@ expecting <select name="expect">{answers}</select> within <input name="within" s
 <script>
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 window.addEventListener("hashchange", () => location.reload());
-async function control(path) {{
+async function control(name, path, sent) {{
   const headers = {{"Authorization": "Bearer " + token, "Content-Type": "application/json"}};
-  const r = await fetch(path, {{method: "POST", headers: headers, body: "{{}}"}});
+  const r = await fetch(path, {{method: "POST", headers: headers, body: JSON.stringify(sent)}});
   const body = await r.json();
-  document.getElementById("said").textContent = path.slice(1) + ": " + (r.status === 200 ? "done" : body.message);
+  document.getElementById("said").textContent = name + ": " + (r.status === 200 ? "done" : body.message);
 }}
 document.getElementById("inject").addEventListener("submit", async (ev) => {{
   ev.preventDefault();
@@ -156,9 +168,11 @@ document.getElementById("inject").addEventListener("submit", async (ev) => {{
   const answer = await r.json();
   document.getElementById("said").textContent = "inject: " + (r.status === 200 ? JSON.stringify(answer.sent) : answer.message);
 }});
-for (const name of ["start", "end", "halt"]) {{
+const controls = {{start: ["/start", {{}}], end: ["/end", {{}}], halt: ["/halt", {{}}],
+                  hold: ["/hold", {{on: true}}], continue: ["/hold", {{on: false}}]}};
+for (const [name, [path, sent]] of Object.entries(controls)) {{
   const b = document.getElementById(name);
-  if (b) b.addEventListener("click", () => control("/" + name));
+  if (b) b.addEventListener("click", () => control(name, path, sent));
 }}
 setInterval(async () => {{
   const r = await fetch("/panel");
@@ -183,7 +197,8 @@ def game_cells(game: dict[str, Any] | None) -> str:
     if not game:
         return "<td colspan='6'>no game</td>"
     pages, acks, moves, posts = (sum(c[k] for c in cards(game)) for k in ("pages", "acks", "moves", "posts"))
-    state = "on" if game.get("running") else f"ended: {game.get('outcome') or game.get('said') or 'no outcome'}"
+    held = (game.get("view") or {}).get("held")
+    state = ("held" if held else "on") if game.get("running") else f"ended: {game.get('outcome') or game.get('said') or 'no outcome'}"
     score = game.get("score") or {}
     injects = f"{score.get('injects_answered', 0)} of {score.get('injects_fired', 0)}"
     return f"<td>{html.escape(state)}</td><td>{pages}</td><td>{acks}</td><td>{moves}</td><td>{posts}</td><td>{injects}</td>"
@@ -214,6 +229,13 @@ def app(console: Console) -> web.Application:
 
     async def panel(request: web.Request) -> web.Response:
         return web.Response(text=console.panel(), content_type="text/html")
+
+    async def debrief(request: web.Request) -> web.StreamResponse:
+        name = room_debrief.CHART if request.path.endswith(".png") else room_debrief.PAGE
+        path = None if console.home is None else console.home / name
+        if path is None or not path.exists():
+            return json_error(404, "no_debrief", "no game of this room has ended yet: the debrief is written when it does")
+        return web.FileResponse(path)
 
     async def document(request: web.Request) -> web.Response:
         return web.json_response(console.document())
@@ -260,6 +282,15 @@ def app(console: Console) -> web.Application:
             raise BadRequest(str(exc)) from None
         return web.json_response({"sent": sent})
 
+    async def hold(request: web.Request) -> web.Response:
+        if not allowed(request):
+            return refused()
+        on = (await read_object(request)).get("on")
+        if not isinstance(on, bool):
+            raise BadRequest("on must be true (hold the game) or false (let it go on)")
+        told = await asyncio.to_thread(console.controls.hold, on)
+        return web.json_response({"told": told})
+
     async def end(request: web.Request) -> web.Response:
         if not allowed(request):
             return refused()
@@ -283,9 +314,12 @@ def app(console: Console) -> web.Application:
     served.router.add_get("/", page)
     served.router.add_get("/panel", panel)
     served.router.add_get("/room.json", document)
+    served.router.add_get("/debrief", debrief)
+    served.router.add_get("/debrief.png", debrief)
     served.router.add_post("/halt", halt)
     served.router.add_post("/start", start)
     served.router.add_post("/end", end)
     served.router.add_post("/inject", inject)
+    served.router.add_post("/hold", hold)
     served.cleanup_ctx.append(sampling)
     return served

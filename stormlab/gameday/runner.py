@@ -2,7 +2,8 @@
 
 Every wait goes through one tick that also takes a sample, so the journal holds a metric
 series at a steady rate and a unit test can run a whole game day in virtual time against a
-fake lab. Rollbacks run whatever happens (a failed step, an error, Ctrl-C).
+fake lab. Rollbacks run whatever happens (a failed step, an error, Ctrl-C). While the
+facilitator holds the game (``hold``) that tick waits, and so does everything behind it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 
 from stormcore.settings import Pace
 from stormlab.gameday.autopilot import Autopilot, Rules
+from stormlab.gameday.holds import Holds
 from stormlab.gameday.replay import Script
 from stormlab.gameday.scenario import Check, Inject, Planned, Scenario, Step, live_inject, probe_value
 
@@ -75,12 +77,34 @@ class Runner:
         self.script = script  # a replay's recorded moves, made at their times
         self.injected: list[dict[str, Any]] = []
         self._due = [Due(i, self.pace) for i in scenario.injects]
+        self.holds = Holds()
+        self.started = False  # the timeline has begun (t0 is its start)
 
     def elapsed(self) -> float:
-        return self.clock.now() - self.t0
+        """The game's clock: seconds since the start, less the time it was held."""
+        return self.holds.game(self.clock.now() - self.t0)
+
+    def on_game_clock(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Entries timed on the wall clock since the start (``t``: pages, moves) on the game's clock."""
+        return [e | {"t": round(self.holds.game(e["t"]), 3)} for e in entries]
+
+    def hold(self, on: bool) -> dict[str, Any]:
+        """The facilitator holds the game (``on``) or lets it go on: whether that changed anything,
+        whether it is held now, and the game's time."""
+        if not self.started:
+            return {"changed": False, "held": False, "t": 0.0, "started": False}
+        wall = self.clock.now() - self.t0
+        changed = self.holds.begin(wall) if on else self.holds.end(wall)
+        if changed and on:
+            self.echo(f"[{self.elapsed():7.1f}s] HELD by the facilitator: the game's clock stands still (the lab runs on)")
+        elif changed:
+            self.echo(f"[{self.elapsed():7.1f}s] the game goes on after {self.holds.record(wall)[-1]['held_s']:g}s held")
+        return {"changed": changed, "held": self.holds.on, "t": round(self.elapsed(), 3), "started": True}
 
     async def tick(self) -> dict[str, Any]:
         await self.clock.sleep(self.tick_s)
+        while self.holds.on:  # every wait, deadline and inject of the game waits with it
+            await self.clock.sleep(self.tick_s)
         sample = await self.take_sample()
         self.tell_progress(sample)
         await self.pilot_moves(sample)
@@ -175,7 +199,7 @@ class Runner:
         )
 
     async def run(self) -> dict[str, Any]:
-        self.t0 = self.clock.now()
+        self.t0, self.started = self.clock.now(), True
         outcome = "interrupted"
         try:
             await self.take_sample()
@@ -362,8 +386,9 @@ class Runner:
             "steps": self.steps,
             "rollbacks": self.rollbacks,
             "samples": self.samples,
-            "player_actions": self.lab.player_actions(),
+            "player_actions": self.on_game_clock(self.lab.player_actions()),
             "injects": self.injected,
+            "holds": self.holds.record(self.clock.now() - self.t0) if self.started else [],
         }
 
 

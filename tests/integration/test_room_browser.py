@@ -5,7 +5,8 @@ its time) with a status post naming the tables, and plays AWS's runbook from her
 team 2 does nothing. Team 1's journal and score show her moves and the inject answered, and her lab
 recovers; team 2's lab never sees them (still storming through
 them, its metadata service never paused); the facilitator's page shows both curves and the
-leaderboard; a move with another role's token, or another team's, is refused.
+leaderboard; a move with another role's token, or another team's, is refused. The facilitator
+holds the game for a moment: her console says ON HOLD, a move on the lab is refused, an ack is not.
 
 Screenshots of both consoles in the storm go to $STORMLAB_SCREENSHOTS if set (docs/rooms/)."""
 
@@ -156,9 +157,21 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             until(lambda: '"team-1":{"name":"live-1"' in d.find_element(By.ID, "said").text, 30, what="the live inject sent")
             assert main(["room", "inject", "--team", "team-2", "--to", "team", "Who is the incident commander?"]) == 0
             assert "team-2: sent live-1" in capsys.readouterr().out
+
+            # the facilitator holds the game: her console says so, a move on the lab is refused, an ack is not;
+            # then the game goes on (at the CLI)
+            d.find_element(By.ID, "hold").click()
+            until(lambda: "hold: done" in d.find_element(By.ID, "said").text, 30, what="the game held")
             d.get(links["team-1"]["database"])
+            until(lambda: d.find_element(By.ID, "held").is_displayed(), 10, 0.5, "ON HOLD on her console")
+            said = submit(d, "pause-metadata")
+            assert said.startswith("refused (409): the facilitator holds the game: pause-metadata waits"), said
             said = ack(d, "live-1")
             assert said.startswith("done: acknowledged live-1"), said
+            assert main(["room", "continue"]) == 0
+            out = capsys.readouterr().out
+            assert "team-1: on at" in out and "team-2: on at" in out, out
+            until(lambda: not d.find_element(By.ID, "held").is_displayed(), 10, 0.5, "ON HOLD gone")
             b_through: list[tuple[float, int]] = []  # team 2's readings through team 1's moves
             said = submit(d, "pause-metadata", duration="2m")
             assert said.startswith("done: pause-metadata"), said
@@ -186,6 +199,8 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         assert main(["room", "end"]) == 0
         out = capsys.readouterr().out
         assert "team-1: passed" in out and "team-2: interrupted" in out, out
+        debrief = (home / "room" / "debrief.html").read_text()  # the room's debrief: both teams side by side
+        assert "<th>team-1</th><th>team-2</th>" in debrief and "<td>recovered</td><td>yes</td><td>no</td>" in debrief
         # team 1's journal and score: the ack and the three moves, each as the database on-call
         [run] = (home / "room" / "games" / "team-1").glob("*/journal.json")
         played = json.loads(run.read_text())
@@ -200,11 +215,15 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         assert live["name"] == "live-1" and live["at_s"] is None and live["answered"] and live["answer_s"] < 60
         assert played["score"]["injects_answered"] == played["score"]["injects_fired"] == 2
         assert played["roles"]["database"]["acks"] == 2
+        [held] = played["holds"]  # the hold, on the game's clock: after the inject at 20 s, before the moves
+        assert held["at_s"] > inject["fired_s"] and held["held_s"] > 0 and not held["on"], held
+        assert all(p["t"] >= held["at_s"] for p in played["player_actions"][-3:])
         # team 2's: nothing of team 1's reached it
         assert not [e for e in journal.read_journal(b) if e.get("role") or e.get("fault") in RUNBOOK]
         [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
         played_b = json.loads(run_b.read_text())
         assert played_b["player_actions"] == [] and played_b["score"]["injects_answered"] == 0
+        assert len(played_b["holds"]) == 1  # the hold was the room's: every team's game stood still
         assert [(i["name"], i["to"], i["answered"]) for i in played_b["injects"]] == [
             ("exec-asks", "database", False),
             ("live-1", "team", False),

@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -91,7 +93,55 @@ def test_the_rooms_commands_refuse_what_they_cannot_do_and_start_nothing(tmp_pat
     assert main(["room", "up", "--teams", "2", "--scenario", scenario, "--racks", "3"]) == 2  # the scenario decides the racks
     assert "with --scenario the labs take its settings: drop --racks (change one with --set KEY=VALUE)" in capsys.readouterr().err
     assert main(["room", "up", "--teams", "2", "--scenario", str(tmp_path / "none.yaml")]) == 2
-    for command in (["play"], ["end"], ["inject", "--to", "team", "hello"], ["console"]):
+    for command in (["play"], ["end"], ["hold"], ["continue"], ["debrief"], ["inject", "--to", "team", "hello"], ["console"]):
         assert main(["room", *command]) == 1, command  # no room is up
         assert "no room is up" in (said := capsys.readouterr().err) or "no game was started" in said, said
     assert not (tmp_path / "state" / "room" / room.CARD).exists()
+
+
+def test_a_hold_goes_to_every_teams_desk_with_its_lab_token_and_a_team_without_a_game_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORMLAB_TOKEN", "lab-token-of-every-stand-in-team")
+    heard = []
+
+    class StandInDesk(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            heard.append((self.path, self.headers["Authorization"], body))
+            answer = json.dumps({"changed": True, "held": body["on"], "t": 42.0, "started": True}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StandInDesk)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    home = room.room_dir(tmp_path)
+    teams = {t: home / t for t in ("team-1", "team-2")}
+    for where in teams.values():
+        where.mkdir(parents=True)
+    (home / room.CARD).write_text(json.dumps({"teams": {t: str(w) for t, w in teams.items()}, "sizing": {"speed": 1}}))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    (teams["team-1"] / room.GAME_LOG).write_text(json.dumps({"event": "desk", "url": url}) + "\n")
+    (teams["team-2"] / room.GAME_LOG).write_text("")  # its runner has not served its desk yet
+    runners = [stand_in_runner(), stand_in_runner()]
+    try:
+        played = zip(teams.items(), runners, strict=True)
+        game = {"scenario": "s.yaml", "teams": {t: {"pid": r.pid, "log": str(w / room.GAME_LOG)} for (t, w), r in played}}
+        (home / room.GAME).write_text(json.dumps(game))
+        told = room.hold(True, tmp_path)
+        assert told == {"team-1": {"changed": True, "held": True, "t": 42.0, "started": True}, "team-2": "no game on in this lab"}
+        assert room.hold(False, tmp_path)["team-1"]["held"] is False
+        assert heard == [
+            ("/hold", "Bearer lab-token-of-every-stand-in-team", {"on": True}),
+            ("/hold", "Bearer lab-token-of-every-stand-in-team", {"on": False}),
+        ]
+    finally:
+        server.shutdown()
+        server.server_close()
+        for r in runners:
+            r.kill()
+            r.wait()

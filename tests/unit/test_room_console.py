@@ -140,3 +140,32 @@ async def test_an_inject_typed_at_the_console_goes_to_the_teams_asked(aiohttp_cl
     answer = await (await client.post("/inject", json=body, headers=facilitator)).json()
     assert set(answer["sent"]) == {"team-1", "team-2"} and sent == [("team-2", "database"), (None, "database")]
     assert 'id="inject"' in await (await client.get("/")).text()
+
+
+async def test_the_hold_takes_the_facilitators_token_and_a_held_game_says_so(aiohttp_client):
+    told = []
+
+    async def read():
+        return {"team-1": snap(0.5), "team-2": snap(0.5)}
+
+    async def games():
+        view = {"roles": {}, "score": {}, "held": True}
+        return {"team-1": {"running": True, "view": view}, "team-2": {"running": True, "view": {"roles": {}, "held": False}}}
+
+    controls = room_web.Controls(halt=dict, hold=lambda on: told.append(on) or {"team-1": {"held": on}})
+    c = room_web.Console(CARD, read, controls, TOKEN, games)
+    client = await aiohttp_client(room_web.app(c))
+    facilitator = {"Authorization": f"Bearer {TOKEN}"}
+    assert (await client.post("/hold", json={"on": True})).status == 401
+    for bad in ({}, {"on": "true"}, {"on": None}):
+        assert (await client.post("/hold", json=bad, headers=facilitator)).status == 400
+    assert told == []
+    answer = await (await client.post("/hold", json={"on": True}, headers=facilitator)).json()
+    assert answer == {"told": {"team-1": {"held": True}}} and told == [True]
+    await client.post("/hold", json={"on": False}, headers=facilitator)
+    assert told == [True, False]
+    await c.sample()
+    panel = await (await client.get("/panel")).text()
+    assert "<td>held</td>" in panel and "<td>on</td>" in panel  # team-1 held, team-2 on
+    page = await (await client.get("/")).text()
+    assert 'id="hold"' in page and 'id="continue"' in page

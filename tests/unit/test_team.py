@@ -395,8 +395,10 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
         "roles": {"database": {"pages": 1, "acks": 1, "moves": 1, "posts": 0}},
         "status_page": {"posts": 0},
         "injects": [],
+        "held": False,
+        "holds": [],
     }
-    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body)
+    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body, hold=lambda on: {}, held=lambda: False)
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     the_desk.page(page_body(), "alertmanager")
     for auth in ({}, as_role("nobody"), {"Authorization": "db-token"}):
@@ -428,7 +430,8 @@ async def test_the_desk_takes_an_inject_with_the_lab_token_and_only_while_a_game
         sent.append(live_inject(body, "live-1"))
         return {"name": "live-1", "fired_s": 12.0}
 
-    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=desk_web.Game(so_far=dict, inject=inject)))
+    game = desk_web.Game(so_far=dict, inject=inject, hold=dict, held=bool)
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     body = {"to": "database", "message": "The status page is due."}
     for auth in ({}, as_role("db-token")):  # a role's token is not the room's
         assert (await client.post("/inject", json=body, headers=auth)).status == 401
@@ -439,4 +442,37 @@ async def test_the_desk_takes_an_inject_with_the_lab_token_and_only_while_a_game
     assert [(i.to, i.message) for i in sent] == [("database", "The status page is due.")]
     idle = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
     resp = await idle.post("/inject", json=body, headers=as_role(LAB_TOKEN))
+    assert resp.status == 409 and (await resp.json())["error"] == "no_game"
+
+
+async def test_the_facilitators_hold_refuses_moves_on_the_lab_and_not_looks_acks_notes_or_posts(book, aiohttp_client):
+    the_desk, ops = book
+    holds = []
+
+    def hold(on):
+        holds.append(on)
+        return {"changed": True, "held": on, "t": 30.0, "started": True}
+
+    game = desk_web.Game(so_far=dict, inject=dict, hold=hold, held=lambda: bool(holds) and holds[-1])
+    client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
+    for auth in ({}, as_role("db-token")):  # the room's (lab) token only: a player cannot hold the game
+        assert (await client.post("/hold", json={"on": True}, headers=auth)).status == 401
+    for body in ({}, {"on": "yes"}, {"on": 1}):
+        resp = await client.post("/hold", json=body, headers=as_role(LAB_TOKEN))
+        assert resp.status == 400 and "on must be" in (await resp.json())["message"]
+    assert holds == []
+    held = await client.post("/hold", json={"on": True}, headers=as_role(LAB_TOKEN))
+    assert held.status == 200 and (await held.json())["held"] is True and holds == [True]
+    pause = await client.post("/moves", json={"action": "pause-metadata", "as": "database", "args": {}}, headers=as_role("db-token"))
+    answer = await pause.json()
+    assert pause.status == 409 and answer["error"] == "held" and "pause-metadata waits" in answer["message"]
+    assert the_desk.journal.entries() == []  # nothing made, nothing journaled
+    note = await client.post("/moves", json={"action": "note", "as": "database", "args": {"text": "we wait"}}, headers=as_role("db-token"))
+    assert note.status == 200 and (await note.json())["ok"]
+    assert [e["action"] for e in the_desk.journal.entries()] == ["note"]
+    await client.post("/hold", json={"on": False}, headers=as_role(LAB_TOKEN))
+    after = await client.post("/moves", json={"action": "pause-metadata", "as": "database", "args": {}}, headers=as_role("db-token"))
+    assert after.status == 200 and "did not answer" in (await after.json())["message"]  # made again: its holder is down here
+    idle = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    resp = await idle.post("/hold", json={"on": True}, headers=as_role(LAB_TOKEN))
     assert resp.status == 409 and (await resp.json())["error"] == "no_game"
