@@ -3,8 +3,13 @@ the namespaces it accepts (``metric-groups``) and, to enrich each datapoint with
 Scaling group, the groups the scaling service writes (``scaling-groups``).
 Both are cached for ``metric_cache_ttl_s``. Its datapoints are its own (SQLite, WAL).
 
-  POST /data  {"namespace", "name", "group", "value"}   PutMetricData: 201 once stored
+  POST /data  {"namespace", "name", "group", "value", "timestamp"?}   PutMetricData: 201 once stored
+  GET  /data?namespace=&name=&group=&since=&limit=      GetMetricData: the group's series since a time
   GET  /status, /metrics, /healthz
+
+A datapoint stored without its group is not in the group's series: a reader of that series sees
+the gap. (A game day's players read their monitoring from here when it shares fate with the lab:
+docs/rooms.md.)
 
 An enrichment that cannot be refreshed leaves the datapoint without its group: a gap in the
 group's series (2015: gaps from 2:35 AM, in the storm). A namespace that cannot be refreshed
@@ -16,8 +21,10 @@ set) and keep serving the last enrichment and namespace it had (a write-through 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import re
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -47,6 +54,10 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS datapoints (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,"
     " name TEXT NOT NULL, grp TEXT NOT NULL, value REAL NOT NULL, enriched INTEGER NOT NULL)",
 )
+COLUMNS = {"at": "REAL NOT NULL DEFAULT 0"}  # added after the first schema: a store written before gains them
+INDEX = "CREATE INDEX IF NOT EXISTS datapoints_series ON datapoints (namespace, grp, name, at)"
+PAST_S, AHEAD_S = 14 * 86_400.0, 2 * 3_600.0  # CloudWatch takes a timestamp up to two weeks old and two hours ahead
+MAX_READ = 1000
 
 
 def namespace_key(namespace: str) -> str:
@@ -60,11 +71,25 @@ QUOTA_BYTES = 64 * 1024 * 1024  # the datapoints on disk: puts past it are refus
 class DatapointStore:
     def __init__(self, path: Path, quota_bytes: int = QUOTA_BYTES) -> None:
         self._db = sqlite.connect(path, SCHEMA, max_bytes=quota_bytes)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(datapoints)")}
+        for column, kind in COLUMNS.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE datapoints ADD COLUMN {column} {kind}")
+        self._db.execute(INDEX)
 
-    def put(self, namespace: str, name: str, group: str, value: float, enriched: bool) -> int:
-        row = (namespace, name, group, value, int(enriched))
-        cursor = sqlite.writing(self._db, "INSERT INTO datapoints (namespace, name, grp, value, enriched) VALUES (?, ?, ?, ?, ?)", row)
+    def put(self, namespace: str, name: str, group: str, value: float, enriched: bool, at: float) -> int:
+        row = (namespace, name, group, value, int(enriched), at)
+        sql = "INSERT INTO datapoints (namespace, name, grp, value, enriched, at) VALUES (?, ?, ?, ?, ?, ?)"
+        cursor = sqlite.writing(self._db, sql, row)
         return int(cursor.lastrowid or 0)
+
+    def series(self, namespace: str, name: str, group: str, since: float, limit: int) -> list[tuple[float, float]]:
+        """The group's datapoints after ``since`` (epoch seconds), oldest first: (timestamp, value).
+        One stored without its group is not in it."""
+        sql = (
+            "SELECT at, value FROM datapoints WHERE namespace = ? AND grp = ? AND name = ? AND at > ? AND enriched = 1 ORDER BY at LIMIT ?"
+        )
+        return [(float(a), float(v)) for a, v in self._db.execute(sql, (namespace, group, name, since, limit))]
 
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM datapoints").fetchone()[0])
@@ -114,15 +139,16 @@ class MetricsService:
         self.namespaces.store(namespace, row, self.now())
         return True
 
-    async def put(self, namespace: str, name: str, group: str, value: float) -> bool:
-        """Store one datapoint; returns whether it carries its group (False: a gap)."""
+    async def put(self, namespace: str, name: str, group: str, value: float, at: float | None = None) -> bool:
+        """Store one datapoint (``at``: its timestamp, epoch seconds; now if None); returns whether
+        it carries its group (False: a gap)."""
         if group in GROUPS:  # only the scaling service's groups are enriched: the set stays bounded
             self.seen[group] = self.now()
         if not await self.namespace_ok(namespace):
             self.record("error")
             raise StorageError("refused", f"namespace {namespace} could not be confirmed")
         enriched = self.groups.usable(group, self.now())
-        await self.store.run(self.store.store.put, namespace, name, group, value, enriched)
+        await self.store.run(self.store.store.put, namespace, name, group, value, enriched, time.time() if at is None else at)
         self.record("stored" if enriched else "gap")
         return enriched
 
@@ -201,16 +227,36 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
         value = body.get("value")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e300:
             raise BadRequest("value must be a finite number")
+        at = body.get("timestamp")
+        now = time.time()
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not now - PAST_S <= at <= now + AHEAD_S):
+            raise BadRequest("timestamp must be epoch seconds, at most two weeks old and two hours ahead")
         try:
-            enriched = await request.app[SERVICE].put(namespace, name, group, float(value))
+            enriched = await request.app[SERVICE].put(namespace, name, group, float(value), None if at is None else float(at))
         except StorageError as exc:
             return json_error(503, "namespace_unavailable", str(exc))
         except sqlite.StoreFull as exc:
             return json_error(507, "store_full", f"the datapoints' store is full: {exc}")
         return web.json_response({"stored": True, "enriched": enriched}, status=201)
 
+    async def get(request: web.Request) -> web.Response:
+        q = request.query
+        fields = {k: q.get(k, "") for k in ("namespace", "name", "group")}
+        if not all(NAME.match(v) for v in fields.values()):
+            raise BadRequest("namespace, name and group must be 1-64 letters, digits or _ . / -")
+        try:
+            since, limit = float(q.get("since", "0")), int(q.get("limit", "300"))
+        except ValueError:
+            raise BadRequest("since is epoch seconds, limit a whole number") from None
+        if not math.isfinite(since) or not 1 <= limit <= MAX_READ:
+            raise BadRequest(f"since must be finite, limit 1-{MAX_READ}")
+        store = request.app[SERVICE].store
+        found = await store.run(store.store.series, fields["namespace"], fields["name"], fields["group"], since, limit)
+        return web.json_response({"datapoints": [{"timestamp": at, "value": v} for at, v in found]})
+
     name = {"type": "string", "pattern": NAME.pattern}
     datapoint = obj(namespace=name, name=name, group=name, value={"type": "number", "minimum": -1e300, "maximum": 1e300})
+    datapoint["properties"]["timestamp"] = {"type": "number", "description": "epoch seconds (default: now)"}
     stored = {
         "type": "object",
         "required": ["stored", "enriched"],
@@ -221,4 +267,13 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
         503: Answer("the namespace's metadata could not be read", ERROR),
         507: Answer("the datapoints' store is at its quota on disk (64 MiB): nothing stored", ERROR),
     }, body=datapoint, body_required=True, tag="metrics"), put)  # fmt: skip
+    query: list[dict[str, Any]] = [{"name": k, "in": "query", "required": True, "schema": name} for k in ("namespace", "name", "group")]
+    query += [
+        {"name": "since", "in": "query", "schema": {"type": "number"}, "description": "epoch seconds: datapoints after it (default 0)"},
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_READ}, "description": "default 300"},
+    ]
+    series = obj(datapoints={"type": "array", "items": obj(timestamp={"type": "number"}, value={"type": "number"})})
+    openapi.add(app, Operation("GET", "/data", "GetMetricData: a group's series since a time (not a datapoint stored without it)", {
+        200: Answer("the datapoints, oldest first", series),
+    }, parameters=tuple(query), tag="metrics"), get)  # fmt: skip
     return app

@@ -16,11 +16,12 @@ from chaos import catalog
 from chaos.flags import add_backend
 from chaos.journal import timeline
 from chaos.kernel_link import available
+from stormcore.errors import UsageError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import compose, launcher
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.gameday import debrief, desk, desk_web, leaderboard, report, roles, scoring
+from stormlab.gameday import debrief, desk, desk_web, leaderboard, monitoring, report, roles, scoring
 from stormlab.gameday.alerts import Evaluator
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.labs import DockerLab, LocalLab
@@ -201,6 +202,9 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     book = Desk(Path(lab.ops.directory), scenario.title, team=args.team)  # the game's one record of pages and moves
     lab.ops.journal, lab.ops.unacked = book.journal, book.unacked  # the autopilot's moves go into it too
     evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(book, body, "runner", say), args.speed)
+    shared = shared_fate(scenario, lab)
+    watching = [] if evaluator is None else [lambda sample: evaluator.observe(sample["t"], sample, time.time())]
+    watching += [] if shared is None else [lambda sample: shared.observe(sample, time.time())]
     runner = Runner(
         scenario,
         plan,
@@ -209,13 +213,13 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
         autopilot=args.autopilot,
         speed=args.speed,
         echo=lambda line: say("step", line),
-        observers=(lambda sample: evaluator.observe(sample["t"], sample, time.time()),) if evaluator else (),
+        observers=tuple(watching),
         progress=say.progress,
         on_inject=partial(deliver, book, say),
         script=Script(args.script, partial(replayed_move, lab)) if getattr(args, "script", None) else None,
     )
     try:
-        journal = run_loop(settle_then(lab, runner, book, args, say))
+        journal = run_loop(settle_then(lab, runner, book, args, say, shared))
     except (KeyboardInterrupt, asyncio.CancelledError):
         journal = runner.journal("interrupted")
         say("interrupted", "interrupted: rollbacks ran, every fault halted")
@@ -268,7 +272,19 @@ def announce(say: Say, p: dict) -> None:
     say("page", f"PAGE {p['status'].upper()} {p['alert']} -> {p['role']}: {p['summary']}", **p)
 
 
-async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace, say: Say, limit_s: float = 180.0) -> dict:
+def shared_fate(scenario: Scenario, lab) -> monitoring.SharedFate | None:
+    """The players' monitoring through the lab's own metrics service, if the scenario asks for it."""
+    if scenario.monitoring != "shared-fate":
+        return None
+    url = lab.ops.state.get("components", {}).get("metrics", {}).get("url")
+    if not url:
+        raise UsageError("monitoring: shared-fate reads the lab's own metrics service, and this lab runs none")
+    return monitoring.SharedFate(url)
+
+
+async def settle_then(
+    lab, runner: Runner, book: Desk, args: argparse.Namespace, say: Say, shared: monitoring.SharedFate | None = None, limit_s: float = 180.0
+) -> dict:
     """Before the timeline: every node serving, and the customers' 10 s error window clear of
     the start-up for every table (a lab just started refuses customers until its nodes have
     memberships, and a small table can still be over 5% when the aggregate is under 1%); then
@@ -300,7 +316,11 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     host = desk_host(isinstance(lab, DockerLab))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
-    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on)
+
+    async def seen() -> dict:
+        return await shared.read() if shared is not None else monitoring.direct(runner.samples)
+
+    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on, seen)
     async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, game) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
@@ -310,6 +330,8 @@ async def settle_then(lab, runner: Runner, book: Desk, args: argparse.Namespace,
             return await runner.run()
         finally:
             roles.end(book.directory)
+            if shared is not None:
+                await shared.close()
 
 
 def so_far(runner: Runner, book: Desk, lab) -> dict:

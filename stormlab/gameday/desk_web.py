@@ -10,6 +10,10 @@
                          page, ack, move and status post, by role), the live score, each role's
                          card and the status page's score
     GET  /me             the role a Bearer token is, its unacknowledged pages and its moves (forms)
+    GET  /monitoring.json
+                         what the players' monitoring shows: per watched probe its recent series,
+                         read from the lab's own metrics service when the scenario's monitoring
+                         shares fate (gaps where it lost the datapoints), else the runner's readings
     GET  /play           the players' console (stormlab/gameday/players.py), opened as
                          /play#token=ROLE_TOKEN
     POST /inject         an inject typed live, sent now (the lab token as a Bearer token: the room's
@@ -29,7 +33,7 @@ does not know a 401: nothing is made or journaled.
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -53,12 +57,14 @@ class Game:
     """The runner behind the desk: the game so far as it scores it (``so_far()``: its journal's
     ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``,
     ``injects``), an inject sent now (``inject(body)``: its record; ScenarioError if it is not one),
-    the facilitator's hold (``hold(on)``: what it did) and whether the game is held (``held()``)."""
+    the facilitator's hold (``hold(on)``: what it did), whether the game is held (``held()``) and what
+    the players' monitoring shows (``monitoring()``: stormlab/gameday/monitoring.py's view)."""
 
     so_far: Callable[[], dict[str, Any]]
     inject: Callable[[dict[str, Any]], dict[str, Any]]
     hold: Callable[[bool], dict[str, Any]]
     held: Callable[[], bool]
+    monitoring: Callable[[], Awaitable[dict[str, Any]]]
 
 
 def app(
@@ -136,6 +142,11 @@ def app(
             return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
         return web.json_response(game.hold(on))
 
+    async def seen(request: web.Request) -> web.Response:
+        if game is None:
+            return json_error(409, "no_game", "no game runs behind this desk: no monitoring to show")
+        return web.json_response(await game.monitoring())
+
     async def me(request: web.Request) -> web.Response:
         role = desk.role_of(request.headers.get("Authorization", ""))
         if role is None:
@@ -153,6 +164,7 @@ def app(
     served.router.add_get("/", page)
     served.router.add_get("/status.json", status)
     served.router.add_get("/game.json", so_far)
+    served.router.add_get("/monitoring.json", seen)
     served.router.add_post("/inject", inject)
     served.router.add_post("/hold", hold)
     served.router.add_get("/me", me)

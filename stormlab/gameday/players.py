@@ -94,6 +94,7 @@ table{border-collapse:collapse} td{border-bottom:1px solid #eee;padding:.15em .5
 <p id="held" class="page" hidden>ON HOLD: the facilitator has stopped the game's clock. Moves on the lab wait until it goes on;
 acks, notes and status posts do not. The lab runs on.</p>
 <section><h2>Your pages</h2><div id="pages"><p>none</p></div></section>
+<section><h2>Your monitoring</h2><p id="mon-mode"><small>loading</small></p><table id="monitoring"></table></section>
 <section><h2>The team's timeline</h2><table id="timeline"></table></section>
 <section><h2>Your moves</h2><div id="moves"></div></section>
 <section><h2>Links</h2><a href="/">the status page</a> · <a href="/game.json">the game, as JSON</a></section>
@@ -149,6 +150,41 @@ function forms(moves) {
   }
 }
 function cell(text) { const td = document.createElement("td"); td.textContent = text; return td; }
+function spark(points, unit) {  // a probe's series, broken where a reading is missing (a gap)
+  const w = 240, h = 32;
+  if (points.length < 2) return "";
+  const t0 = points[0][0], span = Math.max(points[points.length - 1][0] - t0, 1e-9);
+  const top = unit === "ratio" ? 1 : Math.max(1, ...points.filter(p => p[1] !== null).map(p => p[1]));
+  const runs = [[]];
+  for (const [t, v] of points) {
+    if (v === null) { runs.push([]); continue; }
+    runs[runs.length - 1].push(((t - t0) / span * w).toFixed(1) + "," + (h - Math.min(1, v / top) * h).toFixed(1));
+  }
+  return "<svg width='" + w + "' height='" + h + "'>" + runs.filter(r => r.length).map(
+    r => "<polyline fill='none' stroke='#2c3e50' stroke-width='1.3' points='" + r.join(" ") + "'/>").join("") + "</svg>";
+}
+function shown(v, unit) { return v === null ? "no data" : unit === "ratio" ? (100 * v).toFixed(1) + "%" : String(Math.round(v)); }
+async function monitoring() {
+  const r = await fetch("/monitoring.json");
+  if (r.status !== 200) return;
+  const m = await r.json();
+  document.getElementById("mon-mode").innerHTML = m.mode === "shared-fate"
+    ? "<b>Read from the lab's own metrics service</b>, which shares the storm's fate (as CloudWatch did in 2015): " +
+      "a gap is a reading it lost. " + Math.round(100 * m.gaps) + "% of the readings shown are missing."
+    : "The lab's readings as the game takes them.";
+  const rows = document.getElementById("monitoring");
+  rows.innerHTML = "";
+  for (const p of m.probes) {
+    const points = m.series[p.probe];
+    const last = points.length ? points[points.length - 1][1] : null;
+    const tr = document.createElement("tr");
+    tr.dataset.probe = p.probe;
+    tr.appendChild(cell(p.what));
+    tr.appendChild(cell(shown(last, p.unit)));
+    const td = document.createElement("td"); td.innerHTML = spark(points, p.unit); tr.appendChild(td);
+    rows.appendChild(tr);
+  }
+}
 async function refresh() {
   const r = await fetch("/me", {headers: auth});
   if (r.status !== 200) { document.getElementById("who").textContent = "this address's token is not a role's in this game"; return; }
@@ -169,6 +205,7 @@ async function refresh() {
   }
   const g = await (await fetch("/game.json")).json();
   document.getElementById("held").hidden = !g.held;
+  await monitoring();
   const rows = document.getElementById("timeline");
   rows.innerHTML = "";
   for (const e of g.timeline) {

@@ -16,6 +16,7 @@ from stormlab.gameday.scenario import (
     ANSWERS,
     FAULTS,
     KINDS,
+    MONITORING,
     PROBES,
     TEAM,
     Check,
@@ -42,6 +43,7 @@ TOP_KEYS = (
     "scoring",
     "compare",
     "injects",
+    "monitoring",
 )
 NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
 
@@ -189,7 +191,10 @@ class _Reader:
         injects = tuple(self.inject(n, f"injects[{i}]") for i, n in enumerate(listed))
         if len({i.name for i in injects}) < len(injects):
             raise self.fail(top["injects"], "injects", "inject names must be unique (an ack names its inject)")
-        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description, stops, after, injects)
+        monitoring = self.text(top["monitoring"], "monitoring") if "monitoring" in top else MONITORING[0]
+        if monitoring not in MONITORING:
+            raise self.fail(top["monitoring"], "monitoring", f"one of {', '.join(MONITORING)}, got {monitoring!r}")
+        return Scenario(title, name, settings, checks, steps, rollback, onset, compare, description, stops, after, injects, monitoring)
 
     def inject(self, node: yaml.Node, path: str) -> Inject:
         """A message at a time (``at``) or on a condition (``when``), to a role or the team, with

@@ -142,6 +142,7 @@ class Compare:
 
 ANSWERS = ("ack", "post", "note")  # what an inject expects back: its ack, a status post, a note
 TEAM = "team"  # an inject to every role of the team
+MONITORING = ("direct", "shared-fate")  # what the players' monitoring reads: the lab, or the lab's own metrics service
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ class Scenario:
     stop_when: tuple[Check, ...] = ()  # any of these holding for its ``for`` aborts the run
     steady_state_within_s: float = 0.0  # after the run, how long the steady state may take to return
     injects: tuple[Inject, ...] = ()
+    monitoring: str = "direct"  # or "shared-fate": the players' monitoring reads the lab's own metrics service
 
     def promql(self) -> set[str]:
         """The PromQL expressions its probes need (a compose run's Prometheus answers them)."""

@@ -18,7 +18,7 @@ from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, prof
 from stormlab.gameday.autopilot import Rules
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.reader import ARG_KEYS, TOP_KEYS
-from stormlab.gameday.scenario import ACTIONS, ANSWERS, FAULTS, KINDS, PROBES, TEAM
+from stormlab.gameday.scenario import ACTIONS, ANSWERS, FAULTS, KINDS, MONITORING, PROBES, TEAM
 
 DURATION = {
     "description": "a duration: 5s, 500ms, 2m, 1h, or a number of seconds",
@@ -157,6 +157,11 @@ def schema() -> dict[str, Any]:
                 },
                 "additionalProperties": False,
             },
+        },
+        "monitoring": {
+            "enum": list(MONITORING),
+            "description": "direct (default): the players' console shows the lab's readings; shared-fate: what the lab's own "
+            "metrics service gives back, gaps and all (2015: CloudWatch was a consumer of the failing database)",
         },
     }
     assert set(top) == set(TOP_KEYS), "the schema and the reader know the same top-level keys"

@@ -36,6 +36,10 @@ async def story(started) -> dict:
         paused = [await put(s, url, i) for i in range(20)]
         out["paused"] = [code for code, _ in paused]
         out["accepted"] += sum(code == 201 for code, _ in stuck + paused)
+        query = {"namespace": "AWS/EC2", "name": "CPUUtilization", "group": "g-1"}
+        async with s.get(f"{url}/data", params=query) as r:  # GetMetricData: the group's series, its gaps left out
+            out["series"] = len((await r.json())["datapoints"])
+        out["enriched"] = 1 + sum(1 for code, a in stuck + paused if code == 201 and a["enriched"])
         started.lease({"fault": "kill", "target": "metrics", "duration_s": 1})
         await asyncio.sleep(4)
         for _ in range(100):
@@ -67,6 +71,8 @@ def test_gaps_when_the_scaling_table_refuses_errors_when_every_node_does_and_the
     assert fixed["stuck"] == [(201, True)] * 20 and fixed["paused"] == [201] * 20
     for result in (plain, fixed):  # every datapoint it accepted is stored, the SIGKILL included
         assert result["stored"] == result["accepted"], result
+        assert result["series"] == result["enriched"], result  # a reader of the group's series sees only its enriched datapoints
+    assert plain["series"] < 10 < fixed["series"]  # 2015: the stuck table's datapoints lost their group; fixed: they kept it
 
 
 @pytest.mark.timeout(60)
@@ -83,10 +89,23 @@ def test_bad_datapoints_are_refused(lab):
                 {**good, "group": ""},
                 {**good, "name": "a b"},
                 {k: v for k, v in good.items() if k != "namespace"},
+                {**good, "timestamp": "now"},
+                {**good, "timestamp": 0},  # 1970: older than CloudWatch keeps
+                {**good, "timestamp": 1e12},
                 [good],
             ):
                 async with s.post(f"{url}/data", json=bad) as r:
                     assert r.status == 400 and "error" in await r.json(), bad
+            series = {"namespace": "AWS/EC2", "name": "CPU", "group": "g-1"}
+            for bad_query in (
+                {k: v for k, v in series.items() if k != "group"},
+                {**series, "since": "yesterday"},
+                {**series, "since": "nan"},
+                {**series, "limit": "0"},
+                {**series, "limit": "100000"},
+            ):
+                async with s.get(f"{url}/data", params=bad_query) as r:
+                    assert r.status == 400 and "error" in await r.json(), bad_query
             async with s.get(f"{url}/status") as r:
                 assert (await r.json())["datapoints_stored"] == 0
 

@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import Select
 
 from chaos import journal
 from stormlab.cli import main
-from stormlab.gameday import players, roles, room, room_cli
+from stormlab.gameday import monitoring, players, roles, room, room_cli
 from tests.browser import chromium
 from tests.conftest import until
 
@@ -108,6 +108,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             d.get(links["team-1"]["database"])
             until(lambda: "team-1 · database on-call" in d.find_element(By.ID, "who").text, 30, what="her console")
             assert len(d.find_elements(By.CSS_SELECTOR, "#moves form")) == len(players.moves_for("database"))
+            until(lambda: len(d.find_elements(By.CSS_SELECTOR, "#monitoring tr")) == len(monitoring.WATCHED), 10, 0.5, "her monitoring")
 
             def storming() -> bool:
                 seen = readings(card)

@@ -14,7 +14,7 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
-from stormlab.gameday import alerts, desk, desk_web, moves, players, scoring
+from stormlab.gameday import alerts, desk, desk_web, monitoring, moves, players, scoring
 from stormlab.gameday.moves import ACTIONS, ROLES, check_role
 from stormlab.gameday.ops import Ops
 from stormlab.gameday.reader import load
@@ -162,6 +162,10 @@ def test_a_malformed_webhook_records_nothing(tmp_path, body):
 
 
 LAB_TOKEN = "lab-token-for-the-desk-tests"
+
+
+async def nothing_seen():
+    return {}
 
 
 @pytest.fixture
@@ -398,7 +402,11 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
         "held": False,
         "holds": [],
     }
-    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body, hold=lambda on: {}, held=lambda: False)
+
+    async def seen():
+        return monitoring.direct([{"t": 1.0, "customer_error_ratio": 0.55}, {"t": 2.0, "customer_error_ratio": 0.56}])
+
+    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body, hold=lambda on: {}, held=lambda: False, monitoring=seen)
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     the_desk.page(page_body(), "alertmanager")
     for auth in ({}, as_role("nobody"), {"Authorization": "db-token"}):
@@ -418,8 +426,11 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
     assert game["score"]["customer_error_minutes"] == 0.4 and game["team"] == "blue" and game["t"] == 42.0
     page = await client.get("/play")
     assert page.status == 200 and "location.hash" in await page.text()  # the token stays in the browser
-    bare = await (await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))).get("/game.json")
-    assert (await bare.json())["score"] is None  # a desk with no runner behind it knows no score
+    bare = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
+    assert (await (await bare.get("/game.json")).json())["score"] is None  # a desk with no runner behind it knows no score
+    assert (await bare.get("/monitoring.json")).status == 409
+    seen = await (await client.get("/monitoring.json")).json()  # read without a token, as the game is
+    assert seen["mode"] == "direct" and seen["series"]["customer_error_ratio"] == [[1.0, 0.55], [2.0, 0.56]]
 
 
 async def test_the_desk_takes_an_inject_with_the_lab_token_and_only_while_a_game_runs(book, aiohttp_client):
@@ -430,7 +441,7 @@ async def test_the_desk_takes_an_inject_with_the_lab_token_and_only_while_a_game
         sent.append(live_inject(body, "live-1"))
         return {"name": "live-1", "fired_s": 12.0}
 
-    game = desk_web.Game(so_far=dict, inject=inject, hold=dict, held=bool)
+    game = desk_web.Game(so_far=dict, inject=inject, hold=dict, held=bool, monitoring=nothing_seen)
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     body = {"to": "database", "message": "The status page is due."}
     for auth in ({}, as_role("db-token")):  # a role's token is not the room's
@@ -453,7 +464,7 @@ async def test_the_facilitators_hold_refuses_moves_on_the_lab_and_not_looks_acks
         holds.append(on)
         return {"changed": True, "held": on, "t": 30.0, "started": True}
 
-    game = desk_web.Game(so_far=dict, inject=dict, hold=hold, held=lambda: bool(holds) and holds[-1])
+    game = desk_web.Game(so_far=dict, inject=dict, hold=hold, held=lambda: bool(holds) and holds[-1], monitoring=nothing_seen)
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     for auth in ({}, as_role("db-token")):  # the room's (lab) token only: a player cannot hold the game
         assert (await client.post("/hold", json={"on": True}, headers=auth)).status == 401
