@@ -361,7 +361,7 @@ def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[
         proc = _RUNNERS.pop(pid, None)
         if proc is not None:
             proc.wait()
-    room_debrief.write(room_dir(directory))
+    room_debrief.write(room_dir(directory), game.get("started_at", 0.0))
     return game_state(directory)
 
 

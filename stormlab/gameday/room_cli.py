@@ -259,6 +259,8 @@ def hold(on: bool) -> int:
     for team, what in told.items():
         if isinstance(what, str):
             print(f"  {team}: not told: {what}")
+        elif not what.get("started", True):
+            print(f"  {team}: not told: its game has not begun (its lab is settling)")
         else:
             now = "held" if what["held"] else "on"
             print(f"  {team}: {now} at {what['t']:g} s of its game" + ("" if what["changed"] else f" (it was {now} already)"))
@@ -281,9 +283,12 @@ def end(args: argparse.Namespace) -> int:
 
 def debrief(args: argparse.Namespace) -> int:
     room.the_card()
-    path = room_debrief.write(room.room_dir())
+    game = room.read_game()
+    if game is None:
+        raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
+    path = room_debrief.write(room.room_dir(), game.get("started_at", 0.0))
     if path is None:
-        raise LabError(f"no game of this room was scored yet (no journal under {room.room_dir() / 'games'})")
+        raise LabError(f"no game of this room was scored yet (no journal of its game under {room.room_dir() / 'games'})")
     print(f"the room's debrief, every team side by side: {path}")
     return 0
 

@@ -32,13 +32,20 @@ SCORED = (  # the score's lines, in the order the room reads them: (label, how i
 )
 
 
-def newest_journals(games: Path) -> dict[str, dict[str, Any]]:
-    """Each team's newest scored journal under ``games`` (room/games/TEAM/RUN/journal.json), by team."""
+def newest_journals(games: Path, since: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Each team's newest scored journal under ``games`` (room/games/TEAM/RUN/journal.json), by
+    team, written after ``since`` (epoch seconds: the room's game began; an earlier game's is not
+    this one's). A journal that cannot be read is left out."""
     out = {}
     for team_dir in sorted(p for p in games.glob("*") if p.is_dir()):
-        runs = sorted(team_dir.glob("*/journal.json"))
-        if runs:
-            out[team_dir.name] = json.loads(runs[-1].read_text())
+        for run in sorted(team_dir.glob("*/journal.json"), reverse=True):
+            try:
+                if run.stat().st_mtime < since:
+                    break
+                out[team_dir.name] = json.loads(run.read_text())
+                break
+            except (OSError, ValueError):
+                continue
     return out
 
 
@@ -121,9 +128,10 @@ recovery (2015: 4 h 51 min), so the order and the spans compare whatever the pac
 </body></html>"""
 
 
-def write(home: Path) -> Path | None:
-    """The debrief of the room at ``home`` (room/), from its games' journals; None if no game was scored."""
-    journals = newest_journals(home / "games")
+def write(home: Path, since: float = 0.0) -> Path | None:
+    """The debrief of the room at ``home`` (room/), from its game's journals (written after ``since``);
+    None if none was scored."""
+    journals = newest_journals(home / "games", since)
     if not journals:
         return None
     draw(journals, home)

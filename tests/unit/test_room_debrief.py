@@ -27,6 +27,11 @@ def test_every_team_beside_the_others_and_the_account(tmp_path):
         (newer / "journal.json").write_text(json.dumps(played(autopilot)))
     journals = room_debrief.newest_journals(home / "games")
     assert list(journals) == ["team-1", "team-2"] and journals["team-1"]["title"] != "an older game"
+    later = (home / "games" / "team-2" / "20261203-090000-dynamodb-2015" / "journal.json").stat().st_mtime + 60
+    assert room_debrief.newest_journals(home / "games", since=later) == {}  # a game begun after them: none is its
+    (home / "games" / "team-1" / "20261203-100000-dynamodb-2015").mkdir()
+    (home / "games" / "team-1" / "20261203-100000-dynamodb-2015" / "journal.json").write_text("{not json")
+    assert room_debrief.newest_journals(home / "games")["team-1"]["title"] != "an older game"  # the unreadable one left out
     rows = room_debrief.seed_table(journals)
     pause = next(r for r in rows if r["what"] == "AWS pauses requests to the metadata service")
     assert pause["min_2015"] == 167 and pause["teams"]["team-2"] == (None, None)  # team 2 never paused
