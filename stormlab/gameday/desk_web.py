@@ -135,9 +135,7 @@ def app(
     async def hold(request: web.Request) -> web.Response:
         if not with_lab_token(request):
             return json_error(401, "unauthorized", "the desk takes holds with the lab token as a Bearer token")
-        on = (await read_object(request)).get("on")
-        if not isinstance(on, bool):
-            raise BadRequest("on must be true (hold the game) or false (let it go on)")
+        on = hold_wanted(await read_object(request))
         if game is None:
             return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
         return web.json_response(game.hold(on))
@@ -189,6 +187,14 @@ def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
         "held": so_far["held"],
         "holds": so_far["holds"],
     }
+
+
+def hold_wanted(body: dict[str, Any]) -> bool:
+    """A hold's body, ``{"on": true|false}``, as the desk and the room's console take it; else BadRequest."""
+    on = body.get("on")
+    if not isinstance(on, bool):
+        raise BadRequest("on must be true (hold the game) or false (let it go on)")
+    return on
 
 
 def _move(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:

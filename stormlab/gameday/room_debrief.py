@@ -22,8 +22,8 @@ SCORED = (  # the score's lines, in the order the room reads them: (label, how i
     ("outcome", lambda j: j["outcome"]),
     ("recovered", lambda j: "yes" if j["score"].get("recovered") else "no"),
     ("customer error-minutes", lambda j: f"{j['score'].get('customer_error_minutes', 0):.2f}"),
-    ("time to detect", lambda j: _s(j["score"].get("time_to_detect_s"))),
-    ("time to mitigate", lambda j: _s(j["score"].get("time_to_mitigate_s"))),
+    ("time to detect", lambda j: seconds(j["score"].get("time_to_detect_s"))),
+    ("time to mitigate", lambda j: seconds(j["score"].get("time_to_mitigate_s"))),
     ("moves (failed)", lambda j: f"{j['score'].get('actions_taken', 0)} ({j['score'].get('failed_actions', 0)})"),
     ("injects answered", lambda j: f"{j['score'].get('injects_answered', 0)} of {j['score'].get('injects_fired', 0)}"),
     ("status posts", lambda j: str((j.get("status_page") or {}).get("posts", 0))),
@@ -146,5 +146,6 @@ def _moment(after: float | None, share: float | None) -> str:
     return f"{after:g} s" + ("" if share is None else f" ({share:.2f})")
 
 
-def _s(value: float | None) -> str:
+def seconds(value: float | None) -> str:
+    """A time the score may not have (n/a), in seconds."""
     return "n/a" if value is None else f"{value:g} s"

@@ -40,6 +40,7 @@ from aiohttp import web
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
 from stormlab.gameday import room_debrief
+from stormlab.gameday.desk_web import hold_wanted
 from stormlab.gameday.leaderboard import standing
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import ANSWERS, TEAM, ScenarioError
@@ -118,7 +119,7 @@ class Console:
             )
         board = "".join(
             f"<tr><td>{i}</td><td>{e(b['team'])}</td><td>{'yes' if b['recovered'] else 'not yet'}</td>"
-            f"<td>{b['customer_error_minutes']:.2f}</td><td>{_s(b.get('time_to_detect_s'))}</td><td>{b['moves']}</td></tr>"
+            f"<td>{b['customer_error_minutes']:.2f}</td><td>{room_debrief.seconds(b.get('time_to_detect_s'))}</td><td>{b['moves']}</td></tr>"
             for i, b in enumerate(self.leaderboard(), 1)
         )
         return f"""<table id="teams"><tr><th>team</th><th>nodes serving</th><th>customers failing</th><th>validity</th>
@@ -204,10 +205,6 @@ def game_cells(game: dict[str, Any] | None) -> str:
     return f"<td>{html.escape(state)}</td><td>{pages}</td><td>{acks}</td><td>{moves}</td><td>{posts}</td><td>{injects}</td>"
 
 
-def _s(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:g} s"
-
-
 def curve(points: list[tuple[float, float]], width: int = 300, height: int = 40) -> str:
     """A team's error over time as a small SVG line (0 at the bottom, 100% at the top)."""
     if len(points) < 2:
@@ -285,10 +282,7 @@ def app(console: Console) -> web.Application:
     async def hold(request: web.Request) -> web.Response:
         if not allowed(request):
             return refused()
-        on = (await read_object(request)).get("on")
-        if not isinstance(on, bool):
-            raise BadRequest("on must be true (hold the game) or false (let it go on)")
-        told = await asyncio.to_thread(console.controls.hold, on)
+        told = await asyncio.to_thread(console.controls.hold, hold_wanted(await read_object(request)))
         return web.json_response({"told": told})
 
     async def end(request: web.Request) -> web.Response:
