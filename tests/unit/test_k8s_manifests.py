@@ -17,6 +17,7 @@ from stormlab.artefacts import k8s_config
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = sorted(p.name for p in (ROOT / "deploy/k8s/overlays").iterdir() if p.is_dir())
+ROOM_TEAMS = ("stormlab-team-1", "stormlab-team-2")
 K8S_VERSION = "1.30.0"
 LAB_IMAGE = "stormlab:0.1.0"
 
@@ -53,8 +54,26 @@ def test_every_process_of_the_roster_is_a_workload_running_its_module():
             assert container["command"][-2:] == ["-m", process.module], process.name
 
 
-def test_there_are_overlays_for_a_classroom_the_2015_profile_and_100k_nodes():
-    assert OVERLAYS == ["dynamodb-2015", "fleet-100k", "small"]
+def test_there_are_overlays_for_a_classroom_the_2015_profile_100k_nodes_and_a_training_room():
+    assert OVERLAYS == ["dynamodb-2015", "fleet-100k", "room", "small"]
+
+
+def test_the_room_gives_each_team_the_classroom_lab_in_a_namespace_of_its_own():
+    docs = render("room")
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace") == list(ROOM_TEAMS)
+    lab = render("small")
+    for team in ROOM_TEAMS:
+        mine = [d for d in docs if d["metadata"].get("namespace") == team]
+        # the whole classroom lab, object for object, and nothing of it shared with another team
+        assert sorted((d["kind"], d["metadata"]["name"]) for d in mine) == sorted((d["kind"], d["metadata"]["name"]) for d in lab)
+        settings = [d for d in mine if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("stormlab-settings-")]
+        assert [s["data"]["STORMLAB_SEED"] for s in settings] == ["2015"]  # every team meets the same storm
+        assert settings[0]["data"]["STORMLAB_RACKS"] == "4" and settings[0]["data"]["STORMLAB_NODES_PER_RACK"] == "100"
+    # every object is a team's but the teams' namespaces themselves: nothing cluster-wide that two labs would share
+    assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == set(ROOM_TEAMS)
+    # each lab reaches its own: names within the namespace, never another's by its full name
+    text = yaml.safe_dump_all(docs)
+    assert ".svc" not in text and "stormlab-team-1." not in text and "stormlab-team-2." not in text
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -87,7 +106,7 @@ def test_each_overlay_runs_one_rack_pod_per_rack_of_its_fleet(overlay, racks, pe
         for container in spec["containers"]:
             if container["image"] == LAB_IMAGE:
                 assert container["envFrom"] == [{"configMapRef": {"name": settings["metadata"]["name"]}}], name
-    assert {d["metadata"].get("namespace") for d in render(overlay)} == {"stormlab"}
+    assert {d["metadata"].get("namespace") for d in render(overlay)} == {"stormlab"}  # the room's teams: their own test above
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
