@@ -17,6 +17,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,20 @@ def compose_cmd() -> list[str]:
     return ["docker-compose"]
 
 
-def compose_token() -> str:
-    """The token the stack generated at its first start (the environment's STORMLAB_TOKEN wins)."""
-    if os.environ.get(auth.ENV):
-        return os.environ[auth.ENV]
+def compose_token(env: Mapping[str, str] | None = None) -> str:
+    """The token the stack generated at its first start (the environment's STORMLAB_TOKEN wins);
+    ``env``: another stack's environment (a room's team) than this process's."""
+    env = os.environ if env is None else env
+    if env.get(auth.ENV):
+        return env[auth.ENV]
     try:
         done = subprocess.run(
-            [*compose_cmd(), "exec", "-T", "metadata", "cat", "/run/stormlab/token"], cwd=ROOT, capture_output=True, text=True, timeout=30
+            [*compose_cmd(), "exec", "-T", "metadata", "cat", "/run/stormlab/token"],
+            cwd=ROOT,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -93,24 +101,28 @@ def interface_address(name: str) -> str | None:
     return socket.inet_ntoa(answer[20:24])
 
 
-def published_url(name: str) -> str:
+def published_url(name: str, env: Mapping[str, str] | None = None) -> str:
     """Where a process of the stack answers: ``STORMLAB_<NAME>_URL`` (inside the stack's network,
-    or a port-forward to a cluster), else its port published on this host (``<NAME>_PORT``)."""
+    or a port-forward to a cluster), else its port published on this host (``<NAME>_PORT``);
+    ``env``: another stack's variables (a room's team) than this process's environment."""
+    env = os.environ if env is None else env
     default = PUBLISHED.get(name, 9090 if name == "prometheus" else 0)
-    return os.environ.get(f"STORMLAB_{name.upper()}_URL") or f"http://127.0.0.1:{os.environ.get(f'{name.upper()}_PORT', default)}"
+    return env.get(f"STORMLAB_{name.upper()}_URL") or f"http://127.0.0.1:{env.get(f'{name.upper()}_PORT', default)}"
 
 
-def docker_state(directory: Path) -> dict[str, Any]:
+def docker_state(directory: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A state for `ops` on an engine (compose, a swarm, a cluster): its processes' URLs and the
-    stack's token (``STORMLAB_TOKEN``, ``STORMLAB_TOKEN_FILE``, else asked of the stack)."""
-    if not os.environ.get(auth.ENV) and not os.environ.get(auth.FILE_ENV):
+    stack's token (``STORMLAB_TOKEN``, ``STORMLAB_TOKEN_FILE``, else asked of the stack). ``env``:
+    a room's team's stack (its token is its own), not this process's."""
+    if env is None and not os.environ.get(auth.ENV) and not os.environ.get(auth.FILE_ENV):
         os.environ[auth.ENV] = compose_token()
-    services = {name: {"url": published_url(name)} for name in PUBLISHED}
+    env = os.environ if env is None else env
+    services = {name: {"url": published_url(name, env)} for name in PUBLISHED}
     return {
         "directory": str(directory),
         "components": {k: v for k, v in services.items() if k in roster.CASCADE or k == "metadata"},
         "supervisor_url": None,
-        "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
+        "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10")},
     }
 
 
@@ -123,12 +135,16 @@ def _get(url: str) -> Any:
 
 
 class DockerStack:
-    def __init__(self, directory: Path) -> None:
-        self.state = docker_state(directory)
+    """A compose stack as observers read it: this process's (its environment's ports), or ``env``'s
+    (a room's team)."""
+
+    def __init__(self, directory: Path, env: Mapping[str, str] | None = None) -> None:
+        self.env = env
+        self.state = docker_state(directory, env)
         self.directory = directory
         self.metadata = self.state["components"]["metadata"]["url"]
-        self.published = {name: published_url(name) for name in PUBLISHED}
-        self.prometheus = published_url("prometheus")
+        self.published = {name: published_url(name, env) for name in PUBLISHED}
+        self.prometheus = published_url("prometheus", env)
 
     @functools.cached_property
     def compose(self) -> list[str]:
@@ -216,7 +232,10 @@ class DockerStack:
         return await asyncio.to_thread(self._sample)
 
     def chaos(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.compose, "run", "--rm", "chaos", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        env = None if self.env is None else dict(self.env)
+        return subprocess.run(
+            [*self.compose, "run", "--rm", "chaos", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
 
 
 def _finite(value: float | None) -> float | None:

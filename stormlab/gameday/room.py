@@ -7,6 +7,10 @@ kernel link chains, its fault leases and journal), so a move in one lab cannot r
 A team plays its lab as one plays any lab, with that directory: ``STORMLAB_STATE_DIR=… stormlab
 status | chaos … | ops …``.
 
+On docker compose (``--backend compose``) each team's lab is a compose project of its own
+(``stormlab-team-1`` …: the whole stack, its network, volumes and token, on a block of ports of its
+own; stormlab/gameday/room_compose.py); the room's commands act on every team's stack the same way.
+
 Before starting anything the room is sized against the host: a lab of the 2015 profile at the herd
 takes what :func:`lab_cores` says (measured here, docs/rooms.md), the room's labs together must
 stay under the validity budget of the host's cores, and a room that cannot is refused with the
@@ -37,7 +41,7 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
-from stormlab.gameday import roles, room_debrief
+from stormlab.gameday import roles, room_compose, room_debrief
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import live_inject
 
@@ -53,16 +57,27 @@ MAX_TEAMS = 32
 # The herd asks HERD_CPU_FACTOR times the baseline.
 LAB_FIXED_CORES = 0.12  # measured 2026-12-03, 2 cores: a 1,000-node lab 0.19 cores at its baseline
 LAB_CORES_PER_NODE = 0.00007  # … and a 10,000-node lab 0.81 (docs/scale.md)
+# On compose a team's stack is some 36 containers: each rack and service its own interpreter, their
+# healthchecks (an exec every 5 s each), Docker's port proxies, Prometheus and Alertmanager. Measured
+# 2026-12-03 here (2 teams of 400 nodes): 0.50 cores a team at its baseline, 0.63 in the storm, 0.87
+# at the herd, against the local lab's 0.15 / 0.30: a part that grows with the herd like the rest.
+# And a host running them breaks the loop-lag budget sooner (loadgen 210-240 ms late with the host
+# 75% busy), so compose rooms keep their herds under a lower share of the cores.
+COMPOSE_TEAM_CORES = 0.29
+COMPOSE_CPU_BUDGET = 0.70
+COMPOSE_SPEEDS = (1.0,)  # game days on compose run the stack at its STORMLAB_SPEED, 1
 
 
-def lab_cores(nodes: int, speed: float) -> float:
+def lab_cores(nodes: int, speed: float, backend: str = "local") -> float:
     """What one lab of ``nodes`` asks of the host at the herd, in cores, at ``speed``."""
-    return HERD_CPU_FACTOR * (LAB_FIXED_CORES + LAB_CORES_PER_NODE * nodes) * speed
+    fixed = LAB_FIXED_CORES + (COMPOSE_TEAM_CORES if backend == "compose" else 0.0)
+    return HERD_CPU_FACTOR * (fixed + LAB_CORES_PER_NODE * nodes) * speed
 
 
-def teams_fit(nodes: int, speed: float, cores: int) -> int:
+def teams_fit(nodes: int, speed: float, cores: int, backend: str = "local") -> int:
     """How many labs of ``nodes`` fit on ``cores`` at ``speed``: their herds together under the budget."""
-    return math.floor(LAB_CPU_BUDGET * cores / lab_cores(nodes, speed) + 1e-9)
+    budget = COMPOSE_CPU_BUDGET if backend == "compose" else LAB_CPU_BUDGET
+    return math.floor(budget * cores / lab_cores(nodes, speed, backend) + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -82,27 +97,31 @@ class Sizing:
         )
 
 
-def size(teams: int, nodes: int, speed: float | None, cores: int | None = None) -> Sizing:
+def size(teams: int, nodes: int, speed: float | None, cores: int | None = None, backend: str = "local") -> Sizing:
     """The room's sizing: ``speed`` None picks the fastest of the ladder at which every team fits;
-    a room that does not fit is refused (UsageError) with what would."""
+    a room that does not fit is refused (UsageError) with what would. On compose the speed is 1."""
     cores = cores or os.cpu_count() or 1
+    ladder = COMPOSE_SPEEDS if backend == "compose" else LADDER
     if not 1 <= teams <= MAX_TEAMS:
         raise UsageError(f"--teams is a whole number from 1 to {MAX_TEAMS}, got {teams}")
+    if speed is not None and speed not in ladder and backend == "compose":
+        raise UsageError(f"a room on compose runs at speed 1 (its game days read the stack at its STORMLAB_SPEED), not {speed:g}")
     if speed is None:
-        fits = [s for s in LADDER if teams_fit(nodes, s, cores) >= teams]
+        fits = [s for s in ladder if teams_fit(nodes, s, cores, backend) >= teams]
         if not fits:
             raise UsageError(
-                f"{teams} teams of {nodes:,} nodes do not fit on {cores} cores even at speed {LADDER[-1]:g} "
-                f"(each lab asks {lab_cores(nodes, LADDER[-1]):.2f} cores at the herd there): fewer teams, or smaller fleets"
+                f"{teams} teams of {nodes:,} nodes do not fit on {cores} cores even at speed {ladder[-1]:g} "
+                f"(each lab asks {lab_cores(nodes, ladder[-1], backend):.2f} cores at the herd there): fewer teams, or smaller fleets"
             )
         speed = fits[0]
-    fit = teams_fit(nodes, speed, cores)
-    sizing = Sizing(teams, nodes, speed, cores, fit, teams * lab_cores(nodes, speed))
+    fit = teams_fit(nodes, speed, cores, backend)
+    sizing = Sizing(teams, nodes, speed, cores, fit, teams * lab_cores(nodes, speed, backend))
     if teams > fit:
-        slower = next((s for s in LADDER if teams_fit(nodes, s, cores) >= teams), None)
+        slower = next((s for s in ladder if teams_fit(nodes, s, cores, backend) >= teams), None)
         hint = f"; at --speed {slower:g} all {teams} fit" if slower is not None else ""
         raise UsageError(
-            f"{sizing.words()}: over the {LAB_CPU_BUDGET:.0%} of the host's cores a valid run may use: "
+            f"{sizing.words()}: over the {COMPOSE_CPU_BUDGET if backend == 'compose' else LAB_CPU_BUDGET:.0%} "
+            f"of the host's cores a valid {'compose room' if backend == 'compose' else 'run'} may use: "
             f"at most {fit} team{'s' if fit != 1 else ''} here{hint} (or --speed auto)"
         )
     return sizing
@@ -136,33 +155,72 @@ def the_card(directory: Path | None = None) -> dict[str, Any]:
     return card
 
 
-def up(settings: LabSettings, sizing: Sizing, directory: Path | None = None, say=print, scenario: Path | None = None) -> dict[str, Any]:
-    """Start one lab per team (each in its own state directory, on free ports); if one cannot
-    start, stop those that did. The room's card (room.json) says who is where."""
+def up(
+    settings: LabSettings,
+    sizing: Sizing,
+    directory: Path | None = None,
+    say=print,
+    scenario: Path | None = None,
+    backend: str = "local",
+) -> dict[str, Any]:
+    """Start one lab per team (each in its own state directory, on free ports; on compose a
+    project each, on its block of ports); if one cannot start, stop those that did. The room's
+    card (room.json) says who is where."""
     home = room_dir(directory)
     earlier = read_card(directory)
-    if earlier and any(running(home / t) for t in earlier.get("teams", {})):
+    if earlier and any(team_state(earlier, t) for t in earlier.get("teams", {})):
         raise LabError(f"a room is already up (in {home}); run `stormlab room down` first")
     home.mkdir(parents=True, exist_ok=True)
     teams = team_names(sizing.teams)
-    card: dict[str, Any] = {"teams": {t: str(home / t) for t in teams}, "sizing": asdict(sizing), "settings": settings.to_env()}
+    card: dict[str, Any] = {
+        "backend": backend,
+        "teams": {t: str(home / t) for t in teams},
+        "sizing": asdict(sizing),
+        "settings": settings.to_env(),
+    }
+    if backend == "compose":
+        card["compose"] = {t: room_compose.variables(t, n, settings, home / t) for n, t in enumerate(teams, start=1)}
+        for n in range(1, len(teams) + 1):
+            room_compose.check_ports(n)
     if scenario is not None:
         card["scenario"] = str(scenario)
     (home / CARD).write_text(json.dumps(card, indent=1))
     roles.write_private(home / FACILITATOR, secrets.token_urlsafe(24) + "\n")
     started = []
     try:
-        for team in teams:
+        if backend == "compose":  # the stacks start side by side: Docker does the waiting
+            for team in teams:
+                say(f"  {team}: starting {settings.nodes_total:,} nodes (compose project {room_compose.project(team)}) …")
+            started += teams
+            room_compose.up_teams({t: (card["compose"][t], home / t) for t in teams}, say)
+        for team in teams if backend != "compose" else []:
             say(f"  {team}: starting {settings.nodes_total:,} nodes …")
-            launcher.up(settings, base_port=0, directory=home / team)
             started.append(team)
+            launcher.up(settings, base_port=0, directory=home / team)
     except BaseException:
         for team in started:
-            launcher.down(home / team)
+            stop_team(card, team)
         (home / CARD).unlink(missing_ok=True)
         (home / FACILITATOR).unlink(missing_ok=True)
         raise
     return card
+
+
+def team_state(card: dict[str, Any], team: str) -> dict[str, Any] | None:
+    """A team's lab as `ops` and the observers see it (its processes' URLs, its settings), or None
+    if it is not up."""
+    where = Path(card["teams"][team])
+    if card.get("backend") == "compose":
+        return room_compose.state(card["compose"][team], where)
+    return running(where)
+
+
+def stop_team(card: dict[str, Any], team: str) -> bool:
+    """A team's lab stopped (on compose: its project removed with its volumes); whether it was up."""
+    where = Path(card["teams"][team])
+    if card.get("backend") == "compose":
+        return room_compose.down_team(card["compose"][team], where)
+    return launcher.down(where)
 
 
 def facilitator_token(directory: Path | None = None) -> str | None:
@@ -176,10 +234,12 @@ def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
     """End every fault lease in every team's lab, each reverted: per team, how many and the holders
     that did not answer (a team whose lab is not up is left out)."""
     card = read_card(directory)
-    out = {}
+    out: dict[str, tuple[int, list[str]]] = {}
     for team, where in (card or {}).get("teams", {}).items():
-        state = running(Path(where))
-        if state:
+        state = team_state(card, team) if card else None
+        if state and card and card.get("backend") == "compose":
+            out[team] = room_compose.halt(card["compose"][team], Path(where))
+        elif state:
             out[team] = client.halt_every_holder(state, ensure_token(Path(where)))
     return out
 
@@ -192,7 +252,7 @@ def down(directory: Path | None = None) -> list[str]:
         return []
     end(directory)  # a game on: its runners roll back first, their labs still up
     (home / GAME).unlink(missing_ok=True)
-    stopped = [team for team, where in card["teams"].items() if launcher.down(Path(where))]
+    stopped = [team for team in card["teams"] if stop_team(card, team)]
     (home / CARD).unlink(missing_ok=True)
     (home / FACILITATOR).unlink(missing_ok=True)
     return stopped
@@ -222,10 +282,12 @@ def read_game(directory: Path | None = None) -> dict[str, Any] | None:
     return read_card(directory, GAME)
 
 
-def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: Path) -> list[str]:
-    """A team's runner: the scenario on the team's lab (kept up), its desk on a free port, its
-    lines as JSON, its run directory and the room's leaderboard in the room's directory."""
-    argv = [sys.executable, "-m", "stormlab.cli", "scenario", "run", str(scenario), "--keep-lab", "--desk-port", "0"]
+def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: Path, desk_port: int | None = None) -> list[str]:
+    """A team's runner: the scenario on the team's lab (kept up), its desk on a free port (on
+    compose: ``desk_port``, where the team's Alertmanager posts), its lines as JSON, its run
+    directory and the room's leaderboard in the room's directory."""
+    argv = [sys.executable, "-m", "stormlab.cli", "scenario", "run", str(scenario), "--keep-lab", "--desk-port", str(desk_port or 0)]
+    argv += ["--backend", "local" if desk_port is None else "docker"]
     argv += ["--team", team, "--speed", f"{speed:g}", "--json", "--out", str(home / "games" / team)]
     argv += ["--leaderboard", str(home / "leaderboard.jsonl")]
     return argv + (["--autopilot"] if autopilot else [])
@@ -239,17 +301,21 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
     earlier = read_game(directory)
     if earlier and any(runner_alive(t["pid"]) for t in earlier["teams"].values()):
         raise LabError(f"a game is on in this room ({earlier['scenario']}): `stormlab room end` first")
-    down_teams = [team for team, where in card["teams"].items() if not running(Path(where))]
+    down_teams = [team for team in card["teams"] if not team_state(card, team)]
     if down_teams:
         raise LabError(f"these teams' labs are not up: {', '.join(down_teams)} (`stormlab room down`, then `room up` again)")
     speed = float(card["sizing"]["speed"])
     teams = {}
     for team, where in card["teams"].items():
         log_path = Path(where) / GAME_LOG
-        env = os.environ | {"STORMLAB_STATE_DIR": where}
+        env = dict(os.environ | {"STORMLAB_STATE_DIR": where})
+        desk_port = None
+        if card.get("backend") == "compose":
+            env = room_compose.environment(card["compose"][team], Path(where))
+            desk_port = room_compose.desk_port(card["compose"][team])
         with log_path.open("w") as log:
             proc = subprocess.Popen(
-                runner_argv(scenario.resolve(), team, speed, autopilot, home),
+                runner_argv(scenario.resolve(), team, speed, autopilot, home, desk_port),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -1,4 +1,4 @@
-"""`stormlab room up | status | play | hold | continue | end | debrief | inject | console | halt | down`: one
+"""`stormlab room up | status | play | hold | continue | end | debrief | inject | console | env | halt | down`: one
 lab per team on this host (stormlab/gameday/room.py)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,11 @@ import aiohttp
 from aiohttp import web
 
 from stormcore.errors import LabError, UsageError
-from stormcore.labstate import running
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import room, room_debrief, room_web
+from stormlab.gameday import room, room_compose, room_debrief, room_web
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.scenario import ANSWERS, TEAM
 
@@ -53,6 +53,13 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         type=Path,
         help="the scenario the room will play: the labs start with its settings (--set and --speed on top), "
         "and `room play` and the console's start button play it",
+    )
+    u.add_argument(
+        "--backend",
+        choices=room_compose.BACKENDS,
+        default="local",
+        help="where the labs run: local (processes on this host, default) or compose (a docker compose project per team, "
+        "with its Prometheus and Alertmanager, on ports 20000 + 20n; speed 1)",
     )
     lab_flags(u)
     u.set_defaults(func=lambda args: up(args, settings_from(args)))
@@ -108,6 +115,14 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         help="write the room's debrief again (room/debrief.html): every team's game beside the others' and the 2015 account "
         "(`room end` writes it)",
     ).set_defaults(func=debrief)
+    e = actions.add_parser(
+        "env",
+        help='the variables a team\'s commands act on its own lab with (`eval "$(stormlab room env team-1)"`)',
+        description="Print, as shell exports, what makes `stormlab status`, `chaos`, `ops` and `scenario run` act on one "
+        "team's lab: its state directory, and on compose its project, its ports and the docker backend.",
+    )
+    e.add_argument("team", help="the team (team-1, team-2, …)")
+    e.set_defaults(func=env)
     actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
     actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
 
@@ -126,13 +141,20 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
         settings = gameday_cli.read(args.scenario).settings.with_text(args.set)
         if args.seed is not None:
             settings = settings.replace(seed=args.seed)
-    sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed))
+    sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed), backend=args.backend)
     print(f"room: {sizing.words()}", flush=True)
     scenario_path = None if args.scenario is None else args.scenario.resolve()
-    card = room.up(settings.sped_up(sizing.speed), sizing, say=lambda line: print(line, flush=True), scenario=scenario_path)
-    print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
-    for team, where in card["teams"].items():
-        print(f"  {team}: STORMLAB_STATE_DIR={where}")
+    say = lambda line: print(line, flush=True)  # noqa: E731
+    card = room.up(settings.sped_up(sizing.speed), sizing, say=say, scenario=scenario_path, backend=args.backend)
+    if args.backend == "compose":
+        print("each team plays its own stack (status, chaos, ops, scenario run --backend docker) with its variables:")
+        for team, variables in card["compose"].items():
+            ports = " ".join(f"{k}={v}" for k, v in variables.items() if k.endswith("_PORT") or k == "COMPOSE_PROJECT_NAME")
+            print(f"  {team}: STORMLAB_STATE_DIR={card['teams'][team]} {ports}")
+    else:
+        print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
+        for team, where in card["teams"].items():
+            print(f"  {team}: STORMLAB_STATE_DIR={where}")
     print("`stormlab room status` reads every team's lab; `stormlab room down` stops them all")
     return 0
 
@@ -141,17 +163,20 @@ async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
     """Each team's snapshot (None: its lab is not up)."""
     async with aiohttp.ClientSession() as session:
 
-        async def one(where: str) -> dict[str, Any] | None:
-            state = running(Path(where))
+        async def one(team: str) -> dict[str, Any] | None:
+            state = await asyncio.to_thread(room.team_state, card, team)
             if not state:
                 return None
-            snap = await observe.snapshot(session, state)
+            if card.get("backend") == "compose":
+                snap = await room_compose.sample(card["compose"][team], Path(card["teams"][team]))
+            else:
+                snap = await observe.snapshot(session, state)
             snap.pop("racks", None)
             return snap | {"invalid": observe.now_invalid(snap)}
 
-        teams = list(card["teams"].items())
-        found = await asyncio.gather(*(one(where) for _, where in teams))
-        return {team: snap for (team, _), snap in zip(teams, found, strict=True)}
+        teams = list(card["teams"])
+        found = await asyncio.gather(*(one(team) for team in teams))
+        return dict(zip(teams, found, strict=True))
 
 
 def status(args: argparse.Namespace) -> int:
@@ -211,11 +236,15 @@ def checked_scenario(path: Path, card: dict[str, Any]) -> Path:
     """A scenario the room's labs can play: its file valid, its settings the labs'; else UsageError."""
     scenario = gameday_cli.read(path)
     speed = float(card["sizing"]["speed"])
-    for team, where in card["teams"].items():
-        state = running(Path(where))
+    for team in card["teams"]:
+        state = room.team_state(card, team)
         if state is None:
             continue  # room.play names the teams whose labs are down
-        unlike = gameday_cli.unlike_lab(scenario.settings.sped_up(speed), state)
+        if card.get("backend") == "compose":  # the stack runs the settings compose carries, as the room gave them
+            found = gameday_cli.differences(scenario.settings.sped_up(speed), card["settings"])
+            unlike = {k: v for k, v in found.items() if k in room_compose.carried() and k != "STORMLAB_SEED"}
+        else:
+            unlike = gameday_cli.unlike_lab(scenario.settings.sped_up(speed), state)
         if unlike:
             raise UsageError(
                 f"{path}: the room's labs do not have this scenario's settings ({team}'s lacks "
@@ -327,6 +356,19 @@ async def serve(served: web.Application, port: int) -> None:
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+
+
+def env(args: argparse.Namespace) -> int:
+    card = room.the_card()
+    if args.team not in card["teams"]:
+        raise UsageError(f"no team {args.team!r} in this room; teams: {', '.join(card['teams'])}")
+    found = {"STORMLAB_STATE_DIR": card["teams"][args.team]}
+    if card.get("backend") == "compose":
+        variables = card["compose"][args.team]
+        found |= {"STORMLAB_BACKEND": "docker", "STORMLAB_COMPOSE_PROJECT": variables["COMPOSE_PROJECT_NAME"]} | variables
+    for name, value in found.items():
+        print(f"export {name}={shlex.quote(value)}")
+    return 0
 
 
 def halt(args: argparse.Namespace) -> int:
