@@ -93,7 +93,7 @@ class Sizing:
         return (
             f"{self.teams} team{'s' if self.teams > 1 else ''} of {self.nodes:,} nodes at speed {self.speed:g}: "
             f"{self.cores:.2f} of the host's {self.host_cores} cores at the herd "
-            f"(up to {self.fit} team{'s' if self.fit != 1 else ''} fit here at this speed)"
+            f"(up to {self.fit} team{'s fit' if self.fit != 1 else ' fits'} here at this speed)"
         )
 
 
@@ -119,10 +119,15 @@ def size(teams: int, nodes: int, speed: float | None, cores: int | None = None, 
     if teams > fit:
         slower = next((s for s in ladder if teams_fit(nodes, s, cores, backend) >= teams), None)
         hint = f"; at --speed {slower:g} all {teams} fit" if slower is not None else ""
+        other = (
+            "a compose room runs at speed 1: fewer teams, or --backend local, whose labs ask less"
+            if backend == "compose"
+            else "or --speed auto"
+        )
         raise UsageError(
             f"{sizing.words()}: over the {COMPOSE_CPU_BUDGET if backend == 'compose' else LAB_CPU_BUDGET:.0%} "
             f"of the host's cores a valid {'compose room' if backend == 'compose' else 'run'} may use: "
-            f"at most {fit} team{'s' if fit != 1 else ''} here{hint} (or --speed auto)"
+            f"at most {fit} team{'s' if fit != 1 else ''} here{hint} ({other})"
         )
     return sizing
 

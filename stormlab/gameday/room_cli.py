@@ -149,8 +149,11 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
     if args.backend == "compose":
         print("each team plays its own stack (status, chaos, ops, scenario run --backend docker) with its variables:")
         for team, variables in card["compose"].items():
-            ports = " ".join(f"{k}={v}" for k, v in variables.items() if k.endswith("_PORT") or k == "COMPOSE_PROJECT_NAME")
-            print(f"  {team}: STORMLAB_STATE_DIR={card['teams'][team]} {ports}")
+            print(
+                f'  {team}: eval "$(stormlab room env {team})"  (project {variables["COMPOSE_PROJECT_NAME"]}; '
+                f"metadata on 127.0.0.1:{variables['METADATA_PORT']}, Prometheus on :{variables['PROMETHEUS_PORT']}, "
+                f"Grafana on :{variables['GRAFANA_PORT']})"
+            )
     else:
         print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
         for team, where in card["teams"].items():
@@ -383,5 +386,5 @@ def halt(args: argparse.Namespace) -> int:
 
 def down(args: argparse.Namespace) -> int:
     stopped = room.down()
-    print(f"stopped {len(stopped)} team labs ({', '.join(stopped)})" if stopped else "no room was up")
+    print(f"stopped {len(stopped)} team lab{'s' if len(stopped) != 1 else ''} ({', '.join(stopped)})" if stopped else "no room was up")
     return 0

@@ -134,7 +134,7 @@ def test_room_up_and_down_drive_one_compose_project_per_team(tmp_path, monkeypat
     sizing = room.size(2, 400, None, cores=8, backend="compose")
     card = room.up(LabSettings().replace(racks=10, nodes_per_rack=40), sizing, tmp_path, said.append, backend="compose")
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    ups = [c for c in calls if c["argv"][0] == "up"]
+    ups = sorted((c for c in calls if c["argv"][0] == "up"), key=lambda c: c["project"])  # started side by side
     assert [c["project"] for c in ups] == ["stormlab-team-1", "stormlab-team-2"]
     assert [c["metadata_port"] for c in ups] == ["20020", "20040"] and all(c["token"] is None for c in ups)
     assert "grafana" not in ups[0]["argv"] and "prometheus" in ups[0]["argv"] and any("Grafana's image" in s for s in said)
