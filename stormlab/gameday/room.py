@@ -198,10 +198,11 @@ def up(
                 say(f"  {team}: starting {settings.nodes_total:,} nodes (compose project {room_compose.project(team)}) …")
             started += teams
             room_compose.up_teams({t: (card["compose"][t], home / t) for t in teams}, say)
-        for team in teams if backend != "compose" else []:
-            say(f"  {team}: starting {settings.nodes_total:,} nodes …")
-            started.append(team)
-            launcher.up(settings, base_port=0, directory=home / team)
+        else:
+            for team in teams:
+                say(f"  {team}: starting {settings.nodes_total:,} nodes …")
+                started.append(team)
+                launcher.up(settings, base_port=0, directory=home / team)
     except BaseException:
         for team in started:
             stop_team(card, team)
@@ -239,12 +240,16 @@ def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
     """End every fault lease in every team's lab, each reverted: per team, how many and the holders
     that did not answer (a team whose lab is not up is left out)."""
     card = read_card(directory)
-    out: dict[str, tuple[int, list[str]]] = {}
-    for team, where in (card or {}).get("teams", {}).items():
-        state = team_state(card, team) if card else None
-        if state and card and card.get("backend") == "compose":
+    if card is None:
+        return {}
+    out = {}
+    for team, where in card["teams"].items():
+        state = team_state(card, team)
+        if state is None:
+            continue
+        if card.get("backend") == "compose":
             out[team] = room_compose.halt(card["compose"][team], Path(where))
-        elif state:
+        else:
             out[team] = client.halt_every_holder(state, ensure_token(Path(where)))
     return out
 

@@ -29,7 +29,7 @@ import yaml
 
 from stormcore import auth
 from stormcore.errors import LabError, UsageError
-from stormcore.settings import LabSettings
+from stormcore.settings import USER_POLICIES, LabSettings
 from stormlab.engine import compose
 from stormlab.engine.compose import DockerStack, docker_state
 from stormlab.gameday import roles
@@ -85,6 +85,11 @@ def variables(team: str, number: int, settings: LabSettings, team_dir: Path) -> 
         raise UsageError(
             f"docker-compose.yml does not pass {', '.join(lost)} to its services: a room on compose runs the "
             f"settings it carries ({', '.join(sorted(carried()))}); run this room with --backend local"
+        )
+    if settings.retry_policy.startswith(USER_POLICIES):
+        raise UsageError(
+            f"--retry-policy {settings.retry_policy.partition(':')[2]}: a policy of yours lives on this host, and a "
+            "compose stack's racks run the image's code: run this room with --backend local"
         )
     out = {k: v for k, v in wanted.items() if k in passed}
     out |= {k: str(v) for k, v in ports(number).items() if k != "DESK_PORT"}

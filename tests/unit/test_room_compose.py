@@ -189,3 +189,8 @@ def test_room_env_prints_what_makes_a_teams_commands_act_on_its_own_stack(tmp_pa
     assert exports["METADATA_PORT"] == "20040" and exports["PROMETHEUS_PORT"] == "20050"
     assert main(["room", "env", "team-3"]) == 2
     assert "no team 'team-3' in this room; teams: team-1, team-2" in capsys.readouterr().err
+
+
+def test_a_policy_of_the_users_is_refused_on_compose_its_racks_run_the_images_code(tmp_path):
+    with pytest.raises(UsageError, match=r"--retry-policy my_policy.py:Mine: a policy of yours lives on this host"):
+        room_compose.variables("team-1", 1, LabSettings().replace(retry_policy="python:my_policy.py:Mine"), tmp_path)
