@@ -205,7 +205,10 @@ def up(
                 launcher.up(settings, base_port=0, directory=home / team)
     except BaseException:
         for team in started:
-            stop_team(card, team)
+            try:
+                stop_team(card, team)
+            except LabError as exc:  # the first failure is the one to tell; this one is said
+                say(f"  {team}: not stopped: {exc}")
         (home / CARD).unlink(missing_ok=True)
         (home / FACILITATOR).unlink(missing_ok=True)
         raise

@@ -129,6 +129,8 @@ def run(team_env: Mapping[str, str], team_dir: Path, *args: str, timeout: float 
         )
     except subprocess.TimeoutExpired:
         raise LabError(f"{team_env['COMPOSE_PROJECT_NAME']}: `{' '.join(args)}` did not end within {timeout:g}s") from None
+    except FileNotFoundError:
+        raise LabError("a room on compose needs Docker: neither `docker compose` nor `docker-compose` is installed here") from None
 
 
 def check_ports(number: int) -> None:
@@ -146,7 +148,10 @@ def check_ports(number: int) -> None:
 
 
 def image_here(name: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", name], capture_output=True).returncode == 0
+    try:
+        return subprocess.run(["docker", "image", "inspect", name], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def grafana_image() -> str:

@@ -194,3 +194,12 @@ def test_room_env_prints_what_makes_a_teams_commands_act_on_its_own_stack(tmp_pa
 def test_a_policy_of_the_users_is_refused_on_compose_its_racks_run_the_images_code(tmp_path):
     with pytest.raises(UsageError, match=r"--retry-policy my_policy.py:Mine: a policy of yours lives on this host"):
         room_compose.variables("team-1", 1, LabSettings().replace(retry_policy="python:my_policy.py:Mine"), tmp_path)
+
+
+def test_without_docker_a_compose_room_says_so_and_leaves_no_card(tmp_path, monkeypatch):
+    monkeypatch.setattr(compose, "compose_cmd", lambda: [str(tmp_path / "no-such-docker-compose")])
+    monkeypatch.setattr(room_compose, "check_ports", lambda number: None)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker either
+    with pytest.raises(LabError, match="a room on compose needs Docker"):
+        room.up(LabSettings(), room.size(1, 400, None, cores=2, backend="compose"), tmp_path, lambda s: None, backend="compose")
+    assert room.read_card(tmp_path) is None
