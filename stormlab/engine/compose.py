@@ -30,6 +30,8 @@ from stormlab.engine import observe
 PUBLISHED = {p.name: p.published_port for p in roster.SINGLE if p.engines}
 
 ROOT = Path(__file__).resolve().parents[2]
+OBSERVERS = {"prometheus": 9090, "grafana": 3000}  # the stack's other published ports (compose's defaults)
+DASHBOARDS = ROOT / "grafana" / "dashboards"
 SIOCGIFADDR = 0x8915  # Linux: an interface's address
 
 
@@ -106,7 +108,7 @@ def published_url(name: str, env: Mapping[str, str] | None = None) -> str:
     or a port-forward to a cluster), else its port published on this host (``<NAME>_PORT``);
     ``env``: another stack's variables (a room's team) than this process's environment."""
     env = os.environ if env is None else env
-    default = PUBLISHED.get(name, 9090 if name == "prometheus" else 0)
+    default = PUBLISHED.get(name, OBSERVERS.get(name, 0))
     return env.get(f"STORMLAB_{name.upper()}_URL") or f"http://127.0.0.1:{env.get(f'{name.upper()}_PORT', default)}"
 
 
@@ -124,6 +126,24 @@ def docker_state(directory: Path, env: Mapping[str, str] | None = None) -> dict[
         "supervisor_url": None,
         "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10")},
     }
+
+
+def dashboard_links(prometheus: str, grafana: str) -> list[dict[str, str]]:
+    """What a player of the stack can open: each Grafana dashboard provisioned from grafana/dashboards
+    (if the stack's Grafana answers: it is left out where its image is not to be had) and
+    Prometheus's alerts (if it answers)."""
+    out = []
+    if _get(f"{grafana}/api/health") is not None:
+        for path in sorted(DASHBOARDS.glob("*.json")):
+            try:
+                board = json.loads(path.read_text())
+            except ValueError:
+                continue
+            if isinstance(board, dict) and board.get("uid"):
+                out.append({"title": str(board.get("title") or path.stem), "url": f"{grafana}/d/{board['uid']}"})
+    if _get(f"{prometheus}/api/v1/status/buildinfo") is not None:
+        out.append({"title": "Prometheus: the alerts firing and pending", "url": f"{prometheus}/alerts"})
+    return out
 
 
 def _get(url: str) -> Any:
@@ -230,6 +250,10 @@ class DockerStack:
 
     async def sample(self) -> dict[str, Any]:
         return await asyncio.to_thread(self._sample)
+
+    def dashboards(self) -> list[dict[str, str]]:
+        """The stack's dashboards and alerts, as links (those that answer now)."""
+        return dashboard_links(self.prometheus, published_url("grafana", self.env))
 
     def chaos(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         env = None if self.env is None else dict(self.env)

@@ -320,7 +320,8 @@ async def settle_then(
     async def seen() -> dict:
         return await shared.read() if shared is not None else monitoring.direct(runner.samples)
 
-    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on, seen)
+    links = tuple(await asyncio.to_thread(lab.dashboards))  # asked once: the stack is up and settled
+    game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on, seen, links)
     async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, game) as url:
         say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)

@@ -9,7 +9,8 @@
     GET  /game.json      the game so far, read-only: its title and team, the team's timeline (every
                          page, ack, move and status post, by role), the live score, each role's
                          card and the status page's score
-    GET  /me             the role a Bearer token is, its unacknowledged pages and its moves (forms)
+    GET  /me             the role a Bearer token is, its unacknowledged pages, its moves (forms) and
+                         the lab's dashboards it can open (a compose stack's Grafana and Prometheus)
     GET  /monitoring.json
                          what the players' monitoring shows: per watched probe its recent series,
                          read from the lab's own metrics service when the scenario's monitoring
@@ -57,14 +58,16 @@ class Game:
     """The runner behind the desk: the game so far as it scores it (``so_far()``: its journal's
     ``pages`` and ``player_actions`` on the game's timeline, ``score``, ``roles``, ``status_page``,
     ``injects``), an inject sent now (``inject(body)``: its record; ScenarioError if it is not one),
-    the facilitator's hold (``hold(on)``: what it did), whether the game is held (``held()``) and what
-    the players' monitoring shows (``monitoring()``: stormlab/gameday/monitoring.py's view)."""
+    the facilitator's hold (``hold(on)``: what it did), whether the game is held (``held()``), what
+    the players' monitoring shows (``monitoring()``: stormlab/gameday/monitoring.py's view) and the
+    lab's dashboards a player can open (``dashboards``: title and url each)."""
 
     so_far: Callable[[], dict[str, Any]]
     inject: Callable[[dict[str, Any]], dict[str, Any]]
     hold: Callable[[bool], dict[str, Any]]
     held: Callable[[], bool]
     monitoring: Callable[[], Awaitable[dict[str, Any]]]
+    dashboards: tuple[dict[str, str], ...] = ()
 
 
 def app(
@@ -149,8 +152,16 @@ def app(
         role = desk.role_of(request.headers.get("Authorization", ""))
         if role is None:
             return json_error(401, "unauthorized", "this is a role's page: open it with the role's token (/play#token=…)")
+        dashboards = list(game.dashboards) if game is not None else []
         return web.json_response(
-            {"role": role, "team": desk.team, "title": desk.title, "pages": desk.unacked(role), "moves": players.moves_for(role)}
+            {
+                "role": role,
+                "team": desk.team,
+                "title": desk.title,
+                "pages": desk.unacked(role),
+                "moves": players.moves_for(role),
+                "dashboards": dashboards,
+            }
         )
 
     async def play(request: web.Request) -> web.Response:

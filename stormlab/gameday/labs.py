@@ -84,6 +84,11 @@ class _Lab:
             lines = [line for line in lines if line.startswith("diagnosis:")] or lines[-1:]
         return {"ok": entry["ok"], "message": "\n".join(lines)}
 
+    def dashboards(self) -> list[dict[str, str]]:
+        """The lab's dashboards a player can open (title, url): a local lab has none (its players'
+        console charts what they watch); a compose stack its Grafana's and Prometheus's."""
+        return []
+
     def player_actions(self) -> list[dict[str, Any]]:
         """The moves made since the run started (the desk's journal in a game), on its timeline."""
         return journal.timeline(self.ops.journal.entries(self.started_mono), self.started_mono, self.started_at)
@@ -139,6 +144,9 @@ class DockerLab(_Lab):
         self.ops = Ops(self.stack.state, docker=self.stack)
         self.started_at, self.started_mono = time.time(), time.monotonic()
         self.promql = sorted(promql)  # the scenario's promql probes, asked of Prometheus each sample
+
+    def dashboards(self) -> list[dict[str, str]]:
+        return self.stack.dashboards()
 
     async def sample(self) -> dict[str, Any]:
         snap = await self.stack.sample()

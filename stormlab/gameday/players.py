@@ -97,7 +97,8 @@ acks, notes and status posts do not. The lab runs on.</p>
 <section><h2>Your monitoring</h2><p id="mon-mode"><small>loading</small></p><table id="monitoring"></table></section>
 <section><h2>The team's timeline</h2><table id="timeline"></table></section>
 <section><h2>Your moves</h2><div id="moves"></div></section>
-<section><h2>Links</h2><a href="/">the status page</a> · <a href="/game.json">the game, as JSON</a></section>
+<section><h2>Links</h2><a href="/">the status page</a> · <a href="/game.json">the game, as JSON</a>
+<p id="dashboards"></p></section>
 <script>
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 const auth = {"Authorization": "Bearer " + token};
@@ -190,7 +191,22 @@ async function refresh() {
   if (r.status !== 200) { document.getElementById("who").textContent = "this address's token is not a role's in this game"; return; }
   const first = me === null;
   me = await r.json();
-  if (first) { document.getElementById("who").textContent = me.team + " · " + me.role + " on-call · " + me.title; forms(me.moves); }
+  if (first) {
+    document.getElementById("who").textContent = me.team + " · " + me.role + " on-call · " + me.title;
+    forms(me.moves);
+    const boards = document.getElementById("dashboards");
+    if (me.dashboards.length) {
+      boards.textContent = "Your team's dashboards: ";
+      me.dashboards.forEach((d, i) => {
+        const a = document.createElement("a"); a.href = d.url; a.textContent = d.title; a.target = "_blank";
+        if (i) boards.appendChild(document.createTextNode(" · "));
+        boards.appendChild(a);
+      });
+    } else {
+      boards.innerHTML = "<small>No dashboards: this lab runs without Grafana (a compose room's stacks have them); " +
+                         "your monitoring above charts what you watch.</small>";
+    }
+  }
   const pages = document.getElementById("pages");
   pages.innerHTML = me.pages.length ? "" : "<p>none</p>";
   for (const p of me.pages) {

@@ -109,6 +109,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             until(lambda: "team-1 · database on-call" in d.find_element(By.ID, "who").text, 30, what="her console")
             assert len(d.find_elements(By.CSS_SELECTOR, "#moves form")) == len(players.moves_for("database"))
             until(lambda: len(d.find_elements(By.CSS_SELECTOR, "#monitoring tr")) == len(monitoring.WATCHED), 10, 0.5, "her monitoring")
+            assert "No dashboards" in d.find_element(By.ID, "dashboards").text  # a local lab has no Grafana: it says so
 
             def storming() -> bool:
                 seen = readings(card)

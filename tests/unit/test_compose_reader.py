@@ -2,6 +2,8 @@
 Docker says, else docker0's address as the kernel says, else a clear error."""
 
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -47,3 +49,41 @@ def test_the_stacks_own_ops_container_has_no_docker_cli_and_needs_none(monkeypat
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker here
     assert compose.compose_cmd() == ["docker-compose"]
+
+
+def stand_in(answers: dict[str, bytes]):
+    """A loopback server answering GET paths with JSON bodies (any other path: 404)."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = answers.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_players_links_are_the_dashboards_of_a_grafana_that_answers_and_prometheus_alerts():
+    grafana, grafana_url = stand_in({"/api/health": b'{"database": "ok"}'})
+    prometheus, prometheus_url = stand_in({"/api/v1/status/buildinfo": b'{"status": "success"}'})
+    try:
+        links = compose.dashboard_links(prometheus_url, grafana_url)
+        titles = {link["title"]: link["url"] for link in links}
+        assert titles["stormlab · Storm overview"] == f"{grafana_url}/d/stormlab-storm"
+        assert titles["stormlab · The cascade"] == f"{grafana_url}/d/stormlab-cascade"
+        assert len(links) == len(list(compose.DASHBOARDS.glob("*.json"))) + 1 and links[-1]["url"] == f"{prometheus_url}/alerts"
+        grafana.shutdown()
+        grafana.server_close()
+        # a stack whose Grafana is not running (its image not to be had): Prometheus's alerts only
+        assert [link["url"] for link in compose.dashboard_links(prometheus_url, grafana_url)] == [f"{prometheus_url}/alerts"]
+    finally:
+        prometheus.shutdown()
+        prometheus.server_close()
+    assert compose.dashboard_links(prometheus_url, grafana_url) == []
+    assert compose.published_url("grafana", {}) == "http://127.0.0.1:3000"

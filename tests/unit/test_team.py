@@ -406,7 +406,10 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
     async def seen():
         return monitoring.direct([{"t": 1.0, "customer_error_ratio": 0.55}, {"t": 2.0, "customer_error_ratio": 0.56}])
 
-    game = desk_web.Game(so_far=lambda: so_far, inject=lambda body: body, hold=lambda on: {}, held=lambda: False, monitoring=seen)
+    boards = ({"title": "stormlab · Storm overview", "url": "http://127.0.0.1:20035/d/stormlab-storm"},)
+    game = desk_web.Game(
+        so_far=lambda: so_far, inject=lambda body: body, hold=lambda on: {}, held=lambda: False, monitoring=seen, dashboards=boards
+    )
     client = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN, game=game))
     the_desk.page(page_body(), "alertmanager")
     for auth in ({}, as_role("nobody"), {"Authorization": "db-token"}):
@@ -415,6 +418,7 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
     me = await (await client.get("/me", headers=as_role("db-token"))).json()
     assert (me["role"], me["team"]) == ("database", "blue") and [p["alert"] for p in me["pages"]] == ["RetryStorm"]
     assert "pause-metadata" in [m["action"] for m in me["moves"]]
+    assert me["dashboards"] == list(boards)  # the lab's, for the page's links
     queues = await (await client.get("/me", headers=as_role("q-token"))).json()
     assert queues["role"] == "queues" and queues["pages"] == []  # the database's page is not the queues'
     game = await (await client.get("/game.json")).json()
