@@ -29,7 +29,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -239,22 +241,32 @@ def facilitator_token(directory: Path | None = None) -> str | None:
         return None
 
 
+def each_team(card: dict[str, Any], act: Callable[[str], Any]) -> dict[str, Any]:
+    """``act`` done for every team of the room: side by side on compose (each a `docker compose`
+    run of seconds), one after the other for local labs."""
+    teams = list(card["teams"])
+    if card.get("backend") != "compose":
+        return {team: act(team) for team in teams}
+    with ThreadPoolExecutor(max_workers=len(teams)) as pool:
+        return dict(zip(teams, pool.map(act, teams), strict=True))
+
+
 def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
     """End every fault lease in every team's lab, each reverted: per team, how many and the holders
     that did not answer (a team whose lab is not up is left out)."""
     card = read_card(directory)
     if card is None:
         return {}
-    out = {}
-    for team, where in card["teams"].items():
-        state = team_state(card, team)
+
+    def one(team: str) -> tuple[int, list[str]] | None:
+        where, state = Path(card["teams"][team]), team_state(card, team)
         if state is None:
-            continue
+            return None
         if card.get("backend") == "compose":
-            out[team] = room_compose.halt(card["compose"][team], Path(where))
-        else:
-            out[team] = client.halt_every_holder(state, ensure_token(Path(where)))
-    return out
+            return room_compose.halt(card["compose"][team], where)
+        return client.halt_every_holder(state, ensure_token(where))
+
+    return {team: done for team, done in each_team(card, one).items() if done is not None}
 
 
 def down(directory: Path | None = None) -> list[str]:
@@ -265,7 +277,7 @@ def down(directory: Path | None = None) -> list[str]:
         return []
     end(directory)  # a game on: its runners roll back first, their labs still up
     (home / GAME).unlink(missing_ok=True)
-    stopped = [team for team in card["teams"] if stop_team(card, team)]
+    stopped = [team for team, was_up in each_team(card, partial(stop_team, card)).items() if was_up]
     (home / CARD).unlink(missing_ok=True)
     (home / FACILITATOR).unlink(missing_ok=True)
     return stopped
