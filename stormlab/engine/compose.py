@@ -141,9 +141,19 @@ def dashboard_links(prometheus: str, grafana: str) -> list[dict[str, str]]:
                 continue
             if isinstance(board, dict) and board.get("uid"):
                 out.append({"title": str(board.get("title") or path.stem), "url": f"{grafana}/d/{board['uid']}"})
-    if _get(f"{prometheus}/api/v1/status/buildinfo") is not None:
-        out.append({"title": "Prometheus: the alerts firing and pending", "url": f"{prometheus}/alerts"})
+    # its alerts page: the web UI's, or the classic one's (Debian's Prometheus has only that)
+    page = next((f"{prometheus}{path}" for path in ("/alerts", "/classic/alerts") if _answers(f"{prometheus}{path}")), None)
+    if page is not None:
+        out.append({"title": "Prometheus: the alerts firing and pending", "url": page})
     return out
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
 
 
 def _get(url: str) -> Any:

@@ -71,17 +71,17 @@ def stand_in(answers: dict[str, bytes]):
 
 def test_a_players_links_are_the_dashboards_of_a_grafana_that_answers_and_prometheus_alerts():
     grafana, grafana_url = stand_in({"/api/health": b'{"database": "ok"}'})
-    prometheus, prometheus_url = stand_in({"/api/v1/status/buildinfo": b'{"status": "success"}'})
+    prometheus, prometheus_url = stand_in({"/classic/alerts": b"<html>"})  # Debian's Prometheus: no /alerts, the classic page
     try:
         links = compose.dashboard_links(prometheus_url, grafana_url)
         titles = {link["title"]: link["url"] for link in links}
         assert titles["stormlab · Storm overview"] == f"{grafana_url}/d/stormlab-storm"
         assert titles["stormlab · The cascade"] == f"{grafana_url}/d/stormlab-cascade"
-        assert len(links) == len(list(compose.DASHBOARDS.glob("*.json"))) + 1 and links[-1]["url"] == f"{prometheus_url}/alerts"
+        assert len(links) == len(list(compose.DASHBOARDS.glob("*.json"))) + 1 and links[-1]["url"] == f"{prometheus_url}/classic/alerts"
         grafana.shutdown()
         grafana.server_close()
         # a stack whose Grafana is not running (its image not to be had): Prometheus's alerts only
-        assert [link["url"] for link in compose.dashboard_links(prometheus_url, grafana_url)] == [f"{prometheus_url}/alerts"]
+        assert [link["url"] for link in compose.dashboard_links(prometheus_url, grafana_url)] == [f"{prometheus_url}/classic/alerts"]
     finally:
         prometheus.shutdown()
         prometheus.server_close()
