@@ -133,7 +133,7 @@ def dashboard_links(prometheus: str, grafana: str) -> list[dict[str, str]]:
     (if the stack's Grafana answers: it is left out where its image is not to be had) and
     Prometheus's alerts (if it answers)."""
     out = []
-    if _get(f"{grafana}/api/health") is not None:
+    if get_json(f"{grafana}/api/health") is not None:
         for path in sorted(DASHBOARDS.glob("*.json")):
             try:
                 board = json.loads(path.read_text())
@@ -156,7 +156,8 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _get(url: str) -> Any:
+def get_json(url: str) -> Any:
+    """A JSON document from ``url``, or None (no answer, not JSON)."""
     try:
         with urllib.request.urlopen(url, timeout=3) as resp:
             return json.loads(resp.read())
@@ -182,13 +183,13 @@ class DockerStack:
         return compose_cmd()
 
     def _prom(self, expr: str) -> dict[tuple[str, ...], float]:
-        reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        reply = get_json(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
         rows = reply["data"]["result"] if reply else []
         return {tuple(r["metric"].get(k, "") for k in ("rack", "state", "attempt")): float(r["value"][1]) for r in rows}
 
     def scalar(self, expr: str) -> float | None:
         """A PromQL expression's value now: its first series (None: no data, or Prometheus down)."""
-        reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        reply = get_json(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
         data = reply.get("data", {}) if isinstance(reply, dict) else {}
         if data.get("resultType") == "scalar":
             return _finite(float(data["result"][1]))
@@ -208,7 +209,7 @@ class DockerStack:
         }
         out: dict[str, dict[str, float]] = {}
         for field, expr in exprs.items():
-            reply = _get(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+            reply = get_json(f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
             for row in reply["data"]["result"] if reply else []:
                 value = _finite(float(row["value"][1]))
                 if value is not None:
@@ -246,7 +247,7 @@ class DockerStack:
         return out
 
     def _sample(self) -> dict[str, Any]:
-        raw = {name: _get(f"{url}/status") for name, url in self.published.items()}
+        raw = {name: get_json(f"{url}/status") for name, url in self.published.items()}
         racks = self.racks()
         return observe.summarize(
             endpoints={**self.published, "prometheus": self.prometheus},

@@ -13,13 +13,11 @@ that team's desk: the room writes the team's copy of alertmanager/ with the desk
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +29,7 @@ from stormcore import auth
 from stormcore.errors import LabError, UsageError
 from stormcore.settings import USER_POLICIES, LabSettings
 from stormlab.engine import compose
-from stormlab.engine.compose import DockerStack, docker_state
+from stormlab.engine.compose import DockerStack, docker_state, get_json
 from stormlab.gameday import roles
 
 BACKENDS = ("local", "compose")  # where a room's labs run: processes on this host, or a compose project each
@@ -206,25 +204,17 @@ def read_stack_token(team_env: Mapping[str, str], team_dir: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def get(url: str) -> Any:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as resp:
-            return json.loads(resp.read())
-    except (OSError, ValueError):
-        return None
-
-
 def serving(team_env: Mapping[str, str]) -> bool:
     """Whether the team's customers are served: its loadgen answers, and under 1% of its requests
     of the last 10 s failed (a stack just up fails some while its racks learn their tables)."""
-    status = get(f"http://127.0.0.1:{team_env['LOADGEN_PORT']}/status")
+    status = get_json(f"http://127.0.0.1:{team_env['LOADGEN_PORT']}/status")
     ratio = status.get("customer_error_ratio") if isinstance(status, dict) else None
     return isinstance(ratio, int | float) and ratio < SETTLED
 
 
 def state(team_env: Mapping[str, str], team_dir: Path) -> dict[str, Any] | None:
     """The team's stack as `ops` and the observers see it, or None if its metadata service does not answer."""
-    if get(f"http://127.0.0.1:{team_env['METADATA_PORT']}/status") is None:
+    if get_json(f"http://127.0.0.1:{team_env['METADATA_PORT']}/status") is None:
         return None
     return docker_state(team_dir, environment(team_env, team_dir))
 
