@@ -150,7 +150,8 @@ def test_room_up_and_down_drive_one_compose_project_per_team(tmp_path, monkeypat
     monkeypatch.setattr(room_compose, "state", lambda team_env, team_dir: {"settings": {}})
     log.write_text("")
     assert room.down(tmp_path) == ["team-1", "team-2"]
-    downs = [json.loads(line) for line in log.read_text().splitlines() if '"down"' in line]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    downs = sorted((c for c in lines if c["argv"][0] == "down"), key=lambda c: c["project"])  # the stacks stop side by side
     assert [(c["project"], c["argv"]) for c in downs] == [
         (f"stormlab-{t}", ["down", "-v", "--remove-orphans"]) for t in ("team-1", "team-2")
     ]
