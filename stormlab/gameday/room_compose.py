@@ -82,7 +82,7 @@ def variables(team: str, number: int, settings: LabSettings, team_dir: Path) -> 
     if lost:
         raise UsageError(
             f"docker-compose.yml does not pass {', '.join(lost)} to its services: a room on compose runs the "
-            f"settings it carries ({', '.join(sorted(carried()))}); run this room with --backend local"
+            f"settings it carries ({', '.join(sorted(passed))}); run this room with --backend local"
         )
     if settings.retry_policy.startswith(USER_POLICIES):
         raise UsageError(
@@ -153,10 +153,11 @@ def image_here(name: str) -> bool:
 
 
 def grafana_image() -> str:
-    for line in (compose.ROOT / ".env").read_text().splitlines() if (compose.ROOT / ".env").exists() else []:
-        if line.startswith("GRAFANA_IMAGE="):
-            return os.environ.get("GRAFANA_IMAGE") or line.split("=", 1)[1].strip()
-    return os.environ.get("GRAFANA_IMAGE", "grafana/grafana")
+    """The image compose starts Grafana from: ``GRAFANA_IMAGE``, else .env's, else Grafana's own."""
+    env_file = compose.ROOT / ".env"
+    lines = env_file.read_text().splitlines() if env_file.exists() else []
+    pinned = [line.split("=", 1)[1].strip() for line in lines if line.startswith("GRAFANA_IMAGE=")]
+    return os.environ.get("GRAFANA_IMAGE") or (pinned[0] if pinned else "grafana/grafana")
 
 
 def up_team(team: str, team_env: Mapping[str, str], team_dir: Path, say: Callable[[str], None]) -> None:
@@ -168,21 +169,19 @@ def up_team(team: str, team_env: Mapping[str, str], team_dir: Path, say: Callabl
     config.chmod(0o755)  # Alertmanager runs as nobody
     (config / "alertmanager.yml").write_text(alertmanager_config((ALERTMANAGER_DIR / "alertmanager.yml").read_text(), desk_port(team_env)))
     (config / "alertmanager.yml").chmod(0o644)
-    services = list(LAB_SERVICES)
-    if image_here(grafana_image()):
+    services, grafana = list(LAB_SERVICES), grafana_image()
+    if image_here(grafana):
         services.append("grafana")
     else:
-        say(f"  {team}: Grafana's image ({grafana_image()}) is not on this host: no dashboards (`docker pull` it first to have them)")
+        say(f"  {team}: Grafana's image ({grafana}) is not on this host: no dashboards (`docker pull` it first to have them)")
     done = run(team_env, team_dir, "up", "-d", *services, timeout=UP_TIMEOUT_S)
     if done.returncode != 0:
         raise LabError(f"{project(team)}: `up` exited {done.returncode}: {(done.stderr or done.stdout).strip()[-800:]}")
-    token = ""
     deadline = time.monotonic() + UP_TIMEOUT_S
-    while not token:
-        token = read_stack_token(team_env, team_dir)
-        if not token and time.monotonic() > deadline:
+    while not (token := read_stack_token(team_env, team_dir)):
+        if time.monotonic() > deadline:
             raise LabError(f"{project(team)}: its metadata service did not give its token within {UP_TIMEOUT_S:g}s")
-        time.sleep(0 if token else 2.0)
+        time.sleep(2.0)
     roles.write_private(team_dir / ".env", f"{auth.ENV}={token}\n")
     while not serving(team_env):
         if time.monotonic() > deadline:
@@ -200,8 +199,9 @@ def up_teams(teams: Mapping[str, tuple[Mapping[str, str], Path]], say: Callable[
 
 
 def read_stack_token(team_env: Mapping[str, str], team_dir: Path) -> str:
-    done = run(team_env, team_dir, "exec", "-T", "metadata", "cat", "/run/stormlab/token", timeout=30)
-    return done.stdout.strip() if done.returncode == 0 else ""
+    """The token the team's stack generated ("" until its metadata service answers)."""
+    asked = {k: v for k, v in environment(team_env, team_dir).items() if k != auth.ENV}  # the stack's, not one written before
+    return compose.compose_token(asked)
 
 
 def serving(team_env: Mapping[str, str]) -> bool:
