@@ -3,6 +3,8 @@
 Each fault is built, by a pure function, as the exact fault shells (``chaos/fault_shell.py``) to
 run inside the target containers; the revert goes in with the fault, armed in the target's own
 namespaces, so killing the chaos command (or its container) does not leave the fault behind.
+On a swarm of several nodes, the chaos tool asks the manager where each task runs and acts
+through that node's engine (``SdkRunner``).
 
 Only containers carrying the lab's compose project label are touched; anything else is refused
 before a command runs. Listing and halting go container by container: one that fails to answer
@@ -164,34 +166,129 @@ def halt(runner: Runner, containers: Iterable[str]) -> tuple[int, list[str]]:
     return halted, failed
 
 
-class SdkRunner:
-    """The Docker SDK behind the Runner interface (imported only when the docker backend is used)."""
+ENGINE_LABEL = "stormlab.engine"  # a swarm node's label: where its Docker engine answers (tcp://host:2375)
 
-    def __init__(self, project: str = DEFAULT_PROJECT, client_factory: Callable | None = None) -> None:
+
+class EngineUnknown(NotOurs):
+    """A target's task runs on a swarm node whose engine this tool cannot reach (exit 2)."""
+
+
+def engine_of(node: dict[str, Any]) -> str | None:
+    """Where a swarm node's engine answers, from its ``stormlab.engine`` label (docker/swarm-engines.sh
+    sets it on the engines it makes; on a cluster of your own: ``docker node update --label-add
+    stormlab.engine=tcp://HOST:2375 NODE``)."""
+    return ((node.get("Spec") or {}).get("Labels") or {}).get(ENGINE_LABEL) or None
+
+
+def no_engine(node: dict[str, Any]) -> str:
+    name = (node.get("Description") or {}).get("Hostname") or node.get("ID", "?")
+    return (
+        f"a task of the lab runs on swarm node {name}, whose engine this tool cannot reach: label the node with its "
+        f"engine's address (docker node update --label-add {ENGINE_LABEL}=tcp://HOST:2375 {name}) or run chaos there"
+    )
+
+
+def running_on(tasks: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (node, container) of each task that runs now: the ones a fault can go into."""
+    placed = []
+    for task in tasks:
+        status = task.get("Status") or {}
+        container = (status.get("ContainerStatus") or {}).get("ContainerID")
+        if status.get("State") == "running" and task.get("DesiredState") == "running" and container and task.get("NodeID"):
+            placed.append((task["NodeID"], container))
+    return placed
+
+
+def address(networks: dict[str, dict[str, Any]], project: str) -> str:
+    """A container's address on the lab's network (``<project>_default``), else on its first."""
+    chosen = networks.get(f"{project}_default") or next(iter(networks.values()))
+    return chosen["IPAddress"]
+
+
+class SdkRunner:
+    """The Docker SDK behind the Runner interface (imported only when the docker backend is used).
+
+    On a compose project, and on a swarm node that is not a manager, the lab's containers are the
+    ones this engine runs. On a swarm manager they are the stack's running tasks on every node:
+    each container is asked, and its faults run, through the engine of the node that runs it
+    (named by the node's ``stormlab.engine`` label; the manager's own through this client)."""
+
+    def __init__(
+        self,
+        project: str = DEFAULT_PROJECT,
+        client_factory: Callable | None = None,
+        engine_factory: Callable[[str], Any] | None = None,
+    ) -> None:
         if docker is None and client_factory is None:
             raise ImportError("the docker backend needs the Docker SDK: pip install 'stormlab[docker]'")
         self.project = project
         self.client = client_factory() if client_factory else docker.from_env()  # type: ignore[attr-defined]
+        self._connect = engine_factory or (lambda url: docker.DockerClient(base_url=url))  # type: ignore[attr-defined]
+        self._engines: dict[str, Any] = {}  # swarm node id -> the client of its engine
+        self._where: dict[str, Any] = {}  # container name -> the client of the engine that runs it
+        self._node: dict[str, Any] | None = None  # this engine's swarm state, asked once
+
+    def _engine_of(self, container: str) -> Any:
+        return self._where.get(container, self.client)
 
     def labels(self, container: str) -> dict[str, str]:
         try:
-            return self.client.containers.get(container).labels or {}
+            return self._engine_of(container).containers.get(container).labels or {}
         except NOT_FOUND:  # not a container at all
             return {}
 
     def exec(self, command: Exec) -> str:
         # As root: the services run unprivileged, the fault needs the container's NET_ADMIN.
-        result = self.client.containers.get(command.container).exec_run(list(command.argv), detach=command.detach, user="root")
+        found = self._engine_of(command.container).containers.get(command.container)
+        result = found.exec_run(list(command.argv), detach=command.detach, user="root")
         return "" if command.detach else result.output.decode(errors="replace")
 
     def _ours(self, service: str | None = None) -> list:
         """The project's running containers (of one service): compose's, else a swarm stack's."""
         compose = [f"{PROJECT_LABEL}={self.project}"] + ([f"com.docker.compose.service={service}"] if service else [])
         found = self.client.containers.list(filters={"label": compose})
-        if not found:
+        if not found and self._manager():
+            found = self._tasks(service)
+        elif not found:
             stack = [f"{STACK_LABEL}={self.project}"] + ([f"com.docker.swarm.service.name={self.project}_{service}"] if service else [])
             found = self.client.containers.list(filters={"label": stack})
         return found
+
+    def _swarm(self) -> dict[str, Any]:
+        if self._node is None:
+            self._node = self.client.info().get("Swarm") or {}
+        return self._node
+
+    def _manager(self) -> bool:
+        return bool(self._swarm().get("ControlAvailable"))
+
+    def _tasks(self, service: str | None) -> list:
+        """The stack's running tasks' containers, each asked through its node's engine."""
+        found = []
+        for s in self.client.services.list(filters={"label": f"{STACK_LABEL}={self.project}"}):
+            if service is not None and s.name != f"{self.project}_{service}":
+                continue
+            for node, container in running_on(s.tasks(filters={"desired-state": "running"})):
+                engine = self._engine(node)
+                try:
+                    c = engine.containers.get(container)
+                except NOT_FOUND:  # ended between the listing and the asking
+                    continue
+                self._where[c.name] = engine
+                found.append(c)
+        return found
+
+    def _engine(self, node: str) -> Any:
+        if node not in self._engines:
+            if node == self._swarm().get("NodeID"):
+                self._engines[node] = self.client
+            else:
+                attrs = self.client.nodes.get(node).attrs
+                url = engine_of(attrs)
+                if url is None:
+                    raise EngineUnknown(no_engine(attrs))
+                self._engines[node] = self._connect(url)
+        return self._engines[node]
 
     def containers(self, service: str) -> list[str]:
         return sorted(c.name for c in self._ours(service))
@@ -205,5 +302,4 @@ class SdkRunner:
         return found
 
     def ip(self, container: str) -> str:
-        networks = self.client.containers.get(container).attrs["NetworkSettings"]["Networks"]
-        return next(iter(networks.values()))["IPAddress"]
+        return address(self._engine_of(container).containers.get(container).attrs["NetworkSettings"]["Networks"], self.project)

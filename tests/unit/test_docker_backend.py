@@ -2,6 +2,7 @@
 
 import re
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -289,3 +290,109 @@ def test_a_listing_with_nothing_in_force_says_so_and_then_warns_of_a_fault_that_
     lines = out.splitlines()
     assert lines[0] == "no active faults"
     assert re.match(r"stormlab_rack-2_1 \(pid 77\) blip ended (29|30|31)s ago: NO EFFECT", lines[1]), lines
+
+
+# A swarm of three engines, faked: the manager knows where every task runs; each node's engine
+# knows only its own containers. The runner must ask each container through the engine that runs it.
+class FakeContainer:
+    def __init__(self, name, labels, ip, engine):
+        self.name, self.labels, self.engine = name, labels, engine
+        self.attrs = {"NetworkSettings": {"Networks": {"ingress": {"IPAddress": "10.0.0.9"}, "stormlab_default": {"IPAddress": ip}}}}
+
+    def exec_run(self, argv, detach, user):
+        self.engine.ran.append((self.name, argv[0], user))
+        return type("Result", (), {"output": b""})()
+
+
+class FakeEngine:
+    def __init__(self, node, swarm):
+        self.node, self.swarm, self.by_id, self.ran = node, swarm, {}, []
+        self.containers = SimpleNamespace(list=lambda filters: [], get=self.get)  # no compose project here
+        self.services = SimpleNamespace(list=lambda filters: swarm["services"] if self.is_manager() else [])
+        self.nodes = SimpleNamespace(get=lambda node: SimpleNamespace(attrs=swarm["nodes"][node]))
+
+    def add(self, name, cid, labels, ip):
+        self.by_id[cid] = self.by_id[name] = FakeContainer(name, labels, ip, self)
+
+    def get(self, key):
+        if key not in self.by_id:
+            raise db.NOT_FOUND(key)
+        return self.by_id[key]
+
+    def is_manager(self):
+        return self is self.swarm["manager"]
+
+    def info(self):
+        return {"Swarm": {"ControlAvailable": self.is_manager(), "NodeID": self.node}}
+
+
+class FakeService:
+    def __init__(self, name, tasks):
+        self.name, self._tasks = name, tasks
+
+    def tasks(self, filters):
+        assert filters == {"desired-state": "running"}
+        return self._tasks
+
+
+def task(node, cid, state="running"):
+    return {"NodeID": node, "DesiredState": "running", "Status": {"State": state, "ContainerStatus": {"ContainerID": cid}}}
+
+
+def three_engines(labelled=True):
+    swarm: dict = {}
+    manager, w1, w2 = FakeEngine("n1", swarm), FakeEngine("n2", swarm), FakeEngine("n3", swarm)
+    engines = {"tcp://10.9.0.3:2375": w1, "tcp://10.9.0.4:2375": w2}
+    swarm["manager"] = manager
+    swarm["nodes"] = {
+        node: {"ID": node, "Description": {"Hostname": host}, "Spec": {"Labels": {db.ENGINE_LABEL: url} if labelled else {}}}
+        for node, host, url in (("n2", "engine-2", "tcp://10.9.0.3:2375"), ("n3", "engine-3", "tcp://10.9.0.4:2375"))
+    }
+    racks = []
+    for slot, (engine, node) in enumerate([(manager, "n1"), (w1, "n2"), (w2, "n3"), (w1, "n2")], start=1):
+        name = f"stormlab_rack.{slot}.t{slot}"
+        labels = {db.STACK_LABEL: "stormlab", "com.docker.swarm.service.name": "stormlab_rack", "com.docker.swarm.task.name": name}
+        engine.add(name, f"c{slot}", labels, f"10.0.1.{10 + slot}")
+        racks.append(task(node, f"c{slot}"))
+    racks.append(task("n3", "gone", state="shutdown"))  # an old task: not a target
+    manager.add("stormlab_metadata.1.m", "cm", {db.STACK_LABEL: "stormlab"}, "10.0.1.2")
+    swarm["services"] = [FakeService("stormlab_rack", racks), FakeService("stormlab_metadata", [task("n1", "cm")])]
+    connected = []
+
+    def connect(url):
+        connected.append(url)
+        return engines[url]
+
+    return db.SdkRunner("stormlab", client_factory=lambda: manager, engine_factory=connect), (manager, w1, w2), connected
+
+
+def test_on_a_swarm_each_rack_is_found_and_blipped_through_the_engine_of_its_node():
+    runner, (manager, w1, w2), connected = three_engines()
+    assert runner.racks() == {0: "stormlab_rack.1.t1", 1: "stormlab_rack.2.t2", 2: "stormlab_rack.3.t3", 3: "stormlab_rack.4.t4"}
+    assert sorted(connected) == ["tcp://10.9.0.3:2375", "tcp://10.9.0.4:2375"]  # each worker's engine once
+    commands = db.build({"fault": "blip", "duration_s": 5.0, "racks": [1, 2], "direction": "both"}, runner)
+    db.run(runner, commands, "stormlab")
+    assert [c.container for c in commands] == ["stormlab_rack.2.t2", "stormlab_rack.3.t3"]
+    assert "-d 10.0.1.2 " in commands[0].argv[2]  # the metadata task's address on the lab's network
+    assert w1.ran == [("stormlab_rack.2.t2", "sh", "root")] and w2.ran == [("stormlab_rack.3.t3", "sh", "root")]
+    assert manager.ran == []
+
+
+def test_a_node_whose_engine_is_not_labelled_is_refused_with_how_to_label_it():
+    runner, _, connected = three_engines(labelled=False)
+    with pytest.raises(db.EngineUnknown, match=r"swarm node engine-2.*--label-add stormlab.engine=tcp://HOST:2375 engine-2"):
+        runner.racks()
+    assert connected == []
+
+
+@pytest.mark.parametrize(
+    ("tasks", "placed"),
+    [
+        ([task("n1", "a")], [("n1", "a")]),
+        ([task("n1", "a", state="starting"), task("n2", "b", state="failed")], []),
+        ([{**task("n1", "a"), "DesiredState": "shutdown"}], []),  # being stopped
+        ([{"NodeID": "n1", "DesiredState": "running", "Status": {"State": "running"}}], []),  # no container yet
+    ],
+)
+def test_only_running_tasks_with_a_container_are_targets(tasks, placed):
+    assert db.running_on(tasks) == placed
