@@ -243,3 +243,38 @@ def test_the_swarm_stack_runs_the_same_lab_with_the_rack_from_the_task_slot():
     assert settings <= set(services["metadata"]["environment"])  # the same settings, switches and fixes
     for source in stack["configs"].values():  # Prometheus and Grafana get this repository's files
         assert (ROOT / "deploy/swarm" / source["file"]).resolve().is_file(), source
+
+
+def test_on_a_swarm_the_token_is_a_docker_secret_and_a_volume_keeps_its_service_on_its_node():
+    stack = yaml.safe_load((ROOT / "deploy/swarm/stormlab-stack.yml").read_text())
+    services = stack["services"]
+    assert "secrets" not in services  # no service writes the token into a node-local volume any more
+    assert set(stack["secrets"]) == {"token", "grafana-password"}
+    assert all(s["file"].startswith("${STORMLAB_SECRETS_DIR:-./secrets}/") for s in stack["secrets"].values())
+    assert "secrets" not in stack["volumes"]
+    for name in roster.ENGINE_SERVICES:
+        assert services[name]["secrets"] == ["token"], name  # on every node, from the manager
+        assert services[name]["environment"]["STORMLAB_TOKEN_FILE"] == "/run/secrets/token", name
+    assert services["grafana"]["secrets"] == ["grafana-password"]
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "/run/secrets/grafana-password"
+    for name, service in services.items():
+        volumes = [v for v in service.get("volumes", []) if v.split(":")[0] in stack["volumes"]]
+        constraints = service.get("deploy", {}).get("placement", {}).get("constraints", [])
+        assert (constraints == ["node.role == manager"]) == bool(volumes), name  # only the stateful are pinned
+    assert "placement" not in services["rack"]["deploy"]  # the racks spread over every node
+
+
+def engines_made() -> tuple[bool, bool]:
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout if shutil.which("ip") else ""
+    return Path("/run/stormlab-engines").exists(), "stormlab-br" in links
+
+
+@pytest.mark.parametrize("argv", [["up", "0"], ["up", "10"], ["up", "three"], ["sideways"], []])
+def test_swarm_engines_refuses_what_it_cannot_do_before_touching_anything(argv):
+    script = ROOT / "docker/swarm-engines.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0  # it parses
+    before = engines_made()
+    out = subprocess.run(["bash", str(script), *argv], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert "usage: docker/swarm-engines.sh up [N] | down" in out.stderr or "N must be" in out.stderr
+    assert engines_made() == before  # no namespace, bridge or directory made
