@@ -171,7 +171,8 @@ token:
 grafana-password:
 	@$(COMPOSE) exec -T metadata cat /run/stormlab/grafana-password
 
-# End to end on compose (needs Docker): stack up, blip, storm in Prometheus, panels, down -v.
+# End to end (needs Docker, and root for the swarm's engines): compose (stack up, blip, storm in
+# Prometheus, panels, down -v), a training room on compose, a swarm of three engines.
 e2e: $(TOOLS)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,charts,docker]'
 	$(BIN)/pytest -p no:cacheprovider --tb=long --durations=10 tests/e2e -s

@@ -1,38 +1,56 @@
-"""End to end on a single-node Docker Swarm: `docker stack deploy` runs the lab from
-deploy/swarm/stormlab-stack.yml, each rack replica takes its rack from its task slot, the chaos
-tool blips racks 0-2 through the Docker API, and the 2015 storm holds at its plateau; `docker
-stack rm` leaves nothing behind, and a swarm this test made is left again.
+"""End to end on a swarm of three Docker engines on this host (docker/swarm-engines.sh: Debian's
+dockerd in three network namespaces, joined into one swarm, each given the lab's images):
+`docker stack deploy` runs the lab from deploy/swarm/stormlab-stack.yml with the racks spread over
+the nodes, each rack replica taking its rack from its task slot; the chaos CLI, pointed at the
+manager alone, finds the node that runs each target rack and blips racks on the workers through
+their own engines; the 2015 storm holds at its plateau; `docker stack rm` leaves nothing on any
+engine and the engines' removal leaves nothing on this host.
 
 Run with `make e2e` after the compose test (it builds the image); on a machine without a
 registry, docker/local-images.sh gives the Prometheus image (STORMLAB_BASE_IMAGE, PROMETHEUS_IMAGE).
+STORMLAB_E2E_ENGINES=1 runs the same test on a single-node swarm.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from chaos import docker_backend as db
+from chaos.fault_shell import Exec
+
+try:
+    import docker as sdk
+except ImportError:  # pragma: no cover - make e2e installs stormlab[docker]
+    sdk = None
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = os.environ.get("STORMLAB_E2E_STACK", "stormlabswarm")
+ENGINES = int(os.environ.get("STORMLAB_E2E_ENGINES", "3"))
 RACKS = 10
 IMAGE = os.environ.get("STORMLAB_IMAGE", "stormlab:0.1.0")
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = pytest.mark.timeout(1500)
 
 
-def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+def docker(*args: str, host: str | None = None, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["docker", *(["-H", host] if host else []), *args]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if check and out.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
+        raise AssertionError(f"{' '.join(argv)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
     return out
+
+
+def engines(action: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "docker/swarm-engines.sh", action, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
 def wait_for(what: str, check, limit_s: float, every_s: float = 2.0):
@@ -45,64 +63,134 @@ def wait_for(what: str, check, limit_s: float, every_s: float = 2.0):
     raise AssertionError(f"{what}: not within {limit_s:g}s")
 
 
-def ours(kind: str) -> list[str]:
-    label = f"label={db.STACK_LABEL}={STACK}"
-    cmd = {"containers": ["ps", "-a", "-q"], "networks": ["network", "ls", "-q"], "services": ["service", "ls", "-q"]}[kind]
-    return docker(*cmd, "--filter", label).stdout.split()
+def cmdline(process: Path) -> str:
+    try:
+        return (process / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:  # ended while we looked
+        return ""
 
 
-def task(service: str) -> str | None:
-    found = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={STACK}_{service}").stdout.split()
-    return found[0] if found else None
-
-
-def loadgen_status() -> dict | None:
-    container = task("loadgen")
-    if not container:
-        return None
-    read = "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8702/status', timeout=5).read().decode())"
-    out = docker("exec", container, "python", "-c", read, check=False, timeout=30)
-    return json.loads(out.stdout) if out.returncode == 0 else None
+def left_on_this_host() -> dict[str, list[str]]:
+    """What docker/swarm-engines.sh makes on this host and must take away again."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    rules = subprocess.run(["iptables", "-w", "-S", "FORWARD"], capture_output=True, text=True).stdout
+    mounts = Path("/proc/mounts").read_text()
+    processes = [p.name for p in Path("/proc").glob("[0-9]*") if "stormlab-engines" in cmdline(p)]
+    return {
+        "namespaces": [line for line in netns.splitlines() if line.startswith("stormlab-engine-")],
+        "links": [line.split(": ")[1] for line in links.splitlines() if "stormlab-br" in line],
+        "rules": [line for line in rules.splitlines() if "stormlab-engines" in line],
+        "mounts": [line for line in mounts.splitlines() if "stormlab-engines" in line],
+        "processes": processes,
+        "directories": [str(d) for d in (Path("/run/stormlab-engines"), Path("/var/lib/stormlab-engines")) if d.exists()],
+    }
 
 
 @pytest.fixture(scope="module")
-def stack():
+def swarm():
+    """The manager's engine address, and every engine's (node id -> tcp URL)."""
     if docker("image", "inspect", IMAGE, check=False).returncode != 0:
         pytest.fail(f"no {IMAGE} image: the compose test builds it (make e2e runs both)")
-    made_swarm = docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip() != "active"
-    if made_swarm:
-        docker("swarm", "init", "--advertise-addr", "127.0.0.1")
-    env = {**os.environ, "GRAFANA_REPLICAS": "0", "STORMLAB_RACKS": str(RACKS)}  # Grafana: no registry to pull it from here
+    if sdk is None:
+        pytest.fail("the Docker SDK is missing: make e2e installs stormlab[docker]")
     try:
-        subprocess.run(
-            ["docker", "stack", "deploy", "-c", "deploy/swarm/stormlab-stack.yml", STACK],
-            cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        yield
+        up = engines("up", str(ENGINES))
+        assert up.returncode == 0, f"swarm-engines.sh up exited {up.returncode}:\n{up.stderr}"
+        manager = re.search(r"export DOCKER_HOST=(\S+)", up.stdout).group(1)  # type: ignore[union-attr]
+        print(up.stderr, end="")
+        ids = docker("node", "ls", "-q", host=manager).stdout.split()
+        described = json.loads(docker("node", "inspect", *ids, host=manager).stdout)
+        urls = {node["ID"]: db.engine_of(node) for node in described}
+        assert len(urls) == ENGINES and all(urls.values()), urls
+        yield manager, urls
     finally:
-        docker("stack", "rm", STACK, check=False)
-        wait_for("the stack's containers gone", lambda: not ours("containers"), 120)
-        wait_for("the stack's network gone", lambda: not ours("networks"), 60)
-        volumes = docker("volume", "ls", "-q", "--filter", f"label={db.STACK_LABEL}={STACK}").stdout.split()
-        if volumes:
-            docker("volume", "rm", *volumes, check=False)
-        if made_swarm:
-            docker("swarm", "leave", "--force", check=False)
+        engines("down")
 
 
-def test_the_2015_storm_on_a_single_node_swarm(stack):
+@pytest.fixture(scope="module")
+def stack(swarm, tmp_path_factory):
+    manager, _ = swarm
+    secrets = tmp_path_factory.mktemp("swarm-secrets")
+    subprocess.run([sys.executable, "-m", "stormcore.auth", "init", str(secrets)], check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "DOCKER_HOST": manager,
+        "STORMLAB_SECRETS_DIR": str(secrets),
+        "GRAFANA_REPLICAS": "0",  # Grafana: no registry to pull it from here
+        "STORMLAB_RACKS": str(RACKS),
+    }
+    deploy = subprocess.run(
+        # no registry to ask each image's digest of: asked, every service waits out a timeout (200 s in all)
+        ["docker", "stack", "deploy", "--resolve-image", "never", "-c", "deploy/swarm/stormlab-stack.yml", STACK],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    yield manager
+    docker("stack", "rm", STACK, host=manager, check=False)
+
+
+def runner_on(manager: str) -> db.SdkRunner:
+    return db.SdkRunner(STACK, client_factory=lambda: sdk.DockerClient(base_url=manager))
+
+
+def loadgen_status(manager: str) -> dict | None:
+    runner = runner_on(manager)
+    found = runner.containers("loadgen")
+    if not found:
+        return None
+    read = "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8702/status', timeout=5).read().decode())"
+    try:
+        return json.loads(runner.exec(Exec(found[0], ("python", "-c", read), detach=False)))
+    except (ValueError, OSError, sdk.errors.APIError):
+        return None
+
+
+def rack_nodes(manager: str) -> dict[int, str]:
+    """Each running rack task's rack (its slot - 1) and the node that runs it, as the manager says."""
+    service = sdk.DockerClient(base_url=manager).services.get(f"{STACK}_rack")
+    return {
+        task["Slot"] - 1: task["NodeID"]
+        for task in service.tasks(filters={"desired-state": "running"})
+        if task["Status"]["State"] == "running"
+    }
+
+
+def spread_over_workers(nodes: dict[int, str], manager_node: str, count: int = 3) -> list[int]:
+    """``count`` racks, taken from each worker in turn (the manager's last): a blip across nodes."""
+    by_node: dict[str, list[int]] = {}
+    for rack, node in sorted(nodes.items()):
+        by_node.setdefault(node, []).append(rack)
+    order = sorted(by_node, key=lambda n: (n == manager_node, n))
+    chosen: list[int] = []
+    while len(chosen) < count and any(by_node.values()):
+        for node in order:
+            if by_node[node] and len(chosen) < count:
+                chosen.append(by_node[node].pop(0))
+    return chosen
+
+
+def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
+    manager, urls = swarm
+    manager_node = next(node for node, url in urls.items() if url == manager)
+
     def racks_up():
-        runner = db.SdkRunner(STACK)
-        found = runner.racks()
+        found = runner_on(manager).racks()
         return found if sorted(found) == list(range(RACKS)) else None
 
-    racks = wait_for("a task for every rack, each its own rack (0-9) from its slot", racks_up, 240)
+    started = time.monotonic()
+    racks = wait_for("a task for every rack, each its own rack (0-9) from its slot", racks_up, 300)
+    print(f"every rack running after {time.monotonic() - started:.0f} s")
     assert len(set(racks.values())) == RACKS
+    nodes = rack_nodes(manager)
+    print("racks per node:", dict(Counter(nodes.values())))
+    if ENGINES > 1:
+        assert len(set(nodes.values())) >= 2, f"the racks are not spread over the nodes: {nodes}"
 
     seen: list = []
 
     def steady():
-        status = loadgen_status()
+        status = loadgen_status(manager)
         seen[:] = [status]
         ok = status and status["requests_last_10s"] > 100 and status["customer_error_ratio"] is not None
         return status if ok and status["customer_error_ratio"] < 0.01 else None
@@ -110,22 +198,30 @@ def test_the_2015_storm_on_a_single_node_swarm(stack):
     try:
         wait_for("customers served with under 1% errors (every node serving)", steady, 300, every_s=5)
     except AssertionError:
-        print("loadgen's last status:", seen, docker("service", "ps", f"{STACK}_loadgen", "--no-trunc", check=False).stdout)
+        print("loadgen's last status:", seen, docker("service", "ps", f"{STACK}_loadgen", "--no-trunc", host=manager, check=False).stdout)
         raise
+    print(f"customers served after {time.monotonic() - started:.0f} s")
     time.sleep(15)  # a clean 10 s window before the blip
     assert steady(), "the steady state held"
 
-    env = {**os.environ, "STORMLAB_COMPOSE_PROJECT": STACK}
+    chosen = spread_over_workers(nodes, manager_node)
+    if ENGINES > 1:
+        assert any(nodes[r] != manager_node for r in chosen), (chosen, nodes)
+    print("blipping racks", chosen, "on", sorted({nodes[r] for r in chosen}))
+    env = {**os.environ, "STORMLAB_COMPOSE_PROJECT": STACK, "DOCKER_HOST": manager}  # the manager's engine, and no other
+    which = ",".join(map(str, chosen))
     blip = subprocess.run(
-        [sys.executable, "-m", "stormlab.cli", "chaos", "--backend", "docker", "blip", "--racks", "3", "--duration", "5s"],
+        [sys.executable, "-m", "stormlab.cli", "chaos", "--backend", "docker", "blip", "--racks", which, "--duration", "5s"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert blip.returncode == 0, blip.stdout + blip.stderr
     blipped = time.monotonic()
+    for rack in chosen:
+        assert racks[rack] in blip.stdout, (racks[rack], blip.stdout)  # the fault went into each chosen rack
 
     samples = []
     while time.monotonic() - blipped < 150:
-        status = loadgen_status()
+        status = loadgen_status(manager)
         if status and status["customer_error_ratio"] is not None:
             samples.append((time.monotonic() - blipped, status["customer_error_ratio"]))
         time.sleep(5)
@@ -135,7 +231,37 @@ def test_the_2015_storm_on_a_single_node_swarm(stack):
     mean = sum(plateau) / len(plateau)
     assert 0.45 <= mean <= 0.65, f"plateau {mean:.1%} (2015: ~55%); samples {samples}"
     assert min(plateau) > 0.40, f"the storm did not hold: {samples}"  # long after the 5 s blip
-    # the blip's rules are gone from the racks: the storm holds by itself
-    for rack in (racks[0], racks[1], racks[2]):
-        rules = docker("exec", "-u", "root", rack, "iptables", "-S").stdout
-        assert "-j DROP" not in rules, rules
+    # the blip's rules are gone from the racks, on whichever node each runs: the storm holds by itself
+    runner = runner_on(manager)
+    runner.racks()
+    for rack in chosen:
+        rules = runner.exec(Exec(racks[rack], ("iptables", "-S"), detach=False))
+        assert "-P INPUT" in rules and "-j DROP" not in rules, rules
+
+
+def test_stack_rm_leaves_nothing_on_any_engine(swarm, stack):
+    manager, urls = swarm
+    docker("stack", "rm", STACK, host=manager)
+    label = f"label={db.STACK_LABEL}={STACK}"
+    for node, url in urls.items():
+
+        def gone(url=url):
+            return (
+                not docker("ps", "-a", "-q", "--filter", label, host=url).stdout.split()
+                and not docker("network", "ls", "-q", "--filter", label, host=url).stdout.split()
+            )
+
+        wait_for(f"the stack's containers and network gone from node {node}", gone, 120)
+        volumes = docker("volume", "ls", "-q", "--filter", label, host=url).stdout.split()
+        if volumes:  # a stack's volumes outlive `stack rm`, as compose's outlive `down` without -v
+            docker("volume", "rm", *volumes, host=url)
+        assert not docker("volume", "ls", "-q", "--filter", label, host=url).stdout.split(), node
+    assert not docker("secret", "ls", "-q", "--filter", label, host=manager).stdout.split()
+    assert not docker("service", "ls", "-q", "--filter", label, host=manager).stdout.split()
+
+
+def test_the_engines_removal_leaves_nothing_on_this_host(swarm):
+    down = engines("down")
+    assert down.returncode == 0, down.stderr
+    left = left_on_this_host()
+    assert not any(left.values()), left
