@@ -105,10 +105,9 @@ up() {
   for image in "${images[@]}"; do
     docker image inspect "$image" >/dev/null 2>&1 || { say "no $image image on this host: build it first (docker/local-images.sh, make e2e)"; exit 2; }
   done
-  if [ -n "$(ip -o route show to match "$PREFIX.0/24")" ] && ip -o route show to match "$PREFIX.0/24" | grep -qv '^default'; then
-    say "$PREFIX.0/24 is routed on this host already ($(ip -o route show to match "$PREFIX.0/24" | grep -v '^default' | head -1)): set STORMLAB_ENGINES_PREFIX"
-    exit 2
-  fi
+  local taken
+  taken=$(ip -o route show to match "$PREFIX.0/24" | grep -v '^default' | head -1 || true)
+  if [ -n "$taken" ]; then say "$PREFIX.0/24 is routed on this host already ($taken): set STORMLAB_ENGINES_PREFIX"; exit 2; fi
   mkdir -p "$RUN"
   ip link add "$BRIDGE" type bridge
   ip addr add "$PREFIX.1/24" dev "$BRIDGE"
