@@ -3,6 +3,7 @@
 import asyncio
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,6 @@ def frozen_port():
 
 
 async def test_a_service_frozen_inside_a_freeze_lease_stays_healthy_and_unhealthy_after(fault_files, holder, frozen_port):
-    import time
-
     port = frozen_port
     assert await healthz(port) == 1  # frozen with no lease: unhealthy
     Path(fault_files + str(holder)).write_text(f"freeze {int(time.time()) + 60}\n:\nkill -CONT $p\n")
@@ -83,8 +82,6 @@ async def test_a_service_frozen_inside_a_freeze_lease_stays_healthy_and_unhealth
 
 
 async def test_only_a_live_freeze_holder_counts(fault_files, holder, frozen_port):
-    import time
-
     port, later = frozen_port, int(time.time()) + 60
     Path(fault_files + str(holder)).write_text(f"blip {later}\n")  # another fault: no excuse
     assert await healthz(port) == 1
