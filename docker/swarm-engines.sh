@@ -87,8 +87,11 @@ start_engine() {
   ip -n "$ns" link set lo up
   ip -n "$ns" route add default via "$PREFIX.1"
   echo '{}' >"$dir/daemon.json"  # not the host's /etc/docker/daemon.json
-  # nsenter, not `ip netns exec`: the engine keeps the host's /sys (its cgroups) and mounts
-  setsid nsenter --net="/run/netns/$ns" dockerd --config-file "$dir/daemon.json" \
+  # nsenter, not `ip netns exec`: the engine keeps the host's /sys (its cgroups) and mounts.
+  # DOCKER_SERVICE_PREFER_OFFLINE_IMAGE: a swarm task pulls its image before it starts, even one
+  # the engine holds; with no registry each pull waited out a DNS timeout (~20 s each, 55 s
+  # before the first rack ran). The images are loaded below: the engine uses what it has.
+  DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 setsid nsenter --net="/run/netns/$ns" dockerd --config-file "$dir/daemon.json" \
     --data-root "$DATA/engine-$i" --exec-root "$dir/exec" --pidfile "$dir/dockerd.pid" \
     --host "unix://$dir/docker.sock" --host "$(url "$i")" --tls=false \
     --cgroup-parent "stormlab-engine-$i" >"$dir/dockerd.log" 2>&1 </dev/null &
