@@ -160,8 +160,9 @@ steps:
   # the storm builds for a few readings (0.122, 0.089, 0.135 seen) before it settles on the 150 large nodes
   - name: the storm settles
     expect: {probe: promql, expr: "stormlab:nodes_disqualified:ratio", above: 0.14, within: 60s}
+  # RetryStorm fires a minute after the onset and its page goes 5 s later (seen 88.7 and 90.7 s in)
   - name: the storm holds while the page goes out
-    expect: {probe: promql, expr: "stormlab:nodes_disqualified:ratio", above: 0.1, for: 100s, within: 110s}
+    expect: {probe: promql, expr: "stormlab:nodes_disqualified:ratio", above: 0.1, for: 80s, within: 90s}
 """
 
 GAMEDAY = """\
@@ -258,7 +259,7 @@ def test_the_storm_on_compose(stack):
 
     wait_for("the storm alert fires", lambda: "RetryStorm" in stack.firing(), 240)
     samples = []
-    for _ in range(6):  # the storm holds: 30 s more, well after the 5 s blip
+    for _ in range(3):  # and still holds after the game day's 80 s of it: 15 s more, well after the 5 s blip
         samples.append((stack.value("stormlab:nodes_disqualified:ratio"), stack.value("stormlab:customer_errors:ratio_rate1m")))
         time.sleep(5)
     print(f"after the blip (disqualified, customer error ratio): {samples}")

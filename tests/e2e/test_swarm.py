@@ -201,7 +201,7 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
         print("loadgen's last status:", seen, docker("service", "ps", f"{STACK}_loadgen", "--no-trunc", host=manager, check=False).stdout)
         raise
     print(f"customers served after {time.monotonic() - started:.0f} s")
-    time.sleep(15)  # a clean 10 s window before the blip
+    time.sleep(10)  # loadgen's window is its last 10 s: a whole clean one before the blip
     assert steady(), "the steady state held"
 
     chosen = spread_over_workers(nodes, manager_node)
@@ -220,14 +220,14 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
         assert racks[rack] in blip.stdout, (racks[rack], blip.stdout)  # the fault went into each chosen rack
 
     samples = []
-    while time.monotonic() - blipped < 125:  # the plateau read from 60 s to 125 s: a minute of it, long after the blip
+    while time.monotonic() - blipped < 110:  # the plateau read from 50 s to 110 s: a minute of it, long after the blip
         status = loadgen_status(manager)
         if status and status["customer_error_ratio"] is not None:
             samples.append((time.monotonic() - blipped, status["customer_error_ratio"]))
         time.sleep(5)
     print("customer error ratio after the blip:", [(round(t), round(e, 3)) for t, e in samples])
-    plateau = [e for t, e in samples if t >= 60]
-    assert len(plateau) >= 10, samples
+    plateau = [e for t, e in samples if t >= 50]
+    assert len(plateau) >= 9, samples
     mean = sum(plateau) / len(plateau)
     assert 0.45 <= mean <= 0.65, f"plateau {mean:.1%} (2015: ~55%); samples {samples}"
     assert min(plateau) > 0.40, f"the storm did not hold: {samples}"  # long after the 5 s blip
