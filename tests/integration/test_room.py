@@ -18,6 +18,7 @@ def room_status(capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.lab
 @pytest.mark.timeout(150)
 def test_a_blip_in_one_teams_lab_leaves_the_other_untouched(tmp_path, monkeypatch, capsys):
     home = (tmp_path / "state").resolve()
