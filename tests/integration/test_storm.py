@@ -93,7 +93,7 @@ def test_four_cells_keep_the_2015_storm_inside_the_blipped_cell(lab):
     blip of racks 0-2 is cell 0's whole fleet. Cell 0 is stuck; the customers of the other cells
     never see 1% errors (the one-cell storm of the same blip is the test above: ~55%).
     The link proxy carries the links here and the blip is its own, as on any host without root
-    (the test above cuts them in the kernel where the lab may): both carriers meet the 2015 blip."""
+    (the first test cuts them in the kernel where the lab may): both carriers meet the 2015 blip."""
     r = run_story(lab, scaled(cells=4, link_cut="proxy"))
     assert_host_stayed_out_of_the_way(r)
     assert r["blipped_cells"] == [0]
