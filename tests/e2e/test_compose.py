@@ -9,6 +9,9 @@ PROMETHEUS_IMAGE to use local images (docker/local-images.sh prints them).
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import shutil
@@ -26,6 +29,7 @@ import pytest
 
 from stormcore import roster
 from stormlab.artefacts.dashboard_png import draw, every_value
+from stormlab.cli import main
 from stormlab.engine import compose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,11 +77,38 @@ class Stack:
         return out
 
     def chaos(self, *args: str) -> str:
-        return self.compose("run", "--rm", "chaos", *args, timeout=120).stdout
+        started = time.monotonic()
+        out = self.compose("run", "--rm", "chaos", *args, timeout=120).stdout
+        print(f"chaos {' '.join(args)}: {time.monotonic() - started:.1f} s")
+        return out
+
+    @functools.cached_property
+    def token(self) -> str:
+        """The stack's token, generated at its first start."""
+        return self.compose("exec", "-T", "metadata", "cat", "/run/stormlab/token").stdout.strip()
+
+    def here(self, *argv: str) -> str:
+        """A `stormlab` command run in this process on the stack (``--backend docker``, as from the
+        host): what the chaos and ops containers run, without a container's start-up (6-9 s each
+        under the storm, seen here). The containers' own path is taken too, once each below."""
+        started, said = time.monotonic(), io.StringIO()
+        with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(said):
+            for name, value in self.env.items():  # the stack's project and published ports (ops reads <NAME>_PORT)
+                env.setenv(name, value)
+            # what the chaos container's environment names: each fault holder's address and the token
+            for name in ("metadata", *CASCADE):
+                env.setenv(f"STORMLAB_{name.upper()}_URL", f"http://127.0.0.1:{self.env[f'{name.upper()}_PORT']}")
+            env.setenv("STORMLAB_TOKEN", self.token)
+            env.setenv("STORMLAB_COMPOSE_PROJECT", PROJECT)
+            env.setenv("STORMLAB_STATE_DIR", tempfile.mkdtemp(prefix="stormlab-e2e-here-"))
+            code = main(list(argv))
+        print(f"{' '.join(argv)}: {time.monotonic() - started:.1f} s")
+        assert code == 0, f"{' '.join(argv)} exited {code}: {said.getvalue()}"
+        return said.getvalue()
 
     def scenario(self, text: str) -> dict:
         """`stormlab scenario run --backend docker` on this stack; returns its journal."""
-        work = Path(tempfile.mkdtemp(prefix="stormlab-e2e-"))
+        work, started = Path(tempfile.mkdtemp(prefix="stormlab-e2e-")), time.monotonic()
         (work / "scenario.yaml").write_text(text)
         env = {**self.env, "STORMLAB_STATE_DIR": str(work / "state")}
         out = subprocess.run(
@@ -99,7 +130,7 @@ class Stack:
             text=True,
             timeout=600,
         )
-        print(out.stdout, out.stderr)
+        print(out.stdout, out.stderr, f"the scenario took {time.monotonic() - started:.1f} s", sep="\n")
         journals = list((work / "runs").glob("*/journal.json"))
         # a runner that died wrote no journal: say how it ended, with all it said
         assert len(journals) == 1, f"the scenario run exited {out.returncode} with {len(journals)} journals:\n{out.stdout}\n{out.stderr}"
@@ -182,13 +213,15 @@ def one(found: list[str], what: str) -> str:
 
 
 def wait_for(what: str, check, within_s: float, every_s: float = 5.0):
-    deadline = time.monotonic() + within_s
+    started = time.monotonic()
+    deadline = started + within_s
     while True:
         try:
             got = check()
         except OSError:
             got = None
         if got:
+            print(f"{what}: after {time.monotonic() - started:.1f} s")
             return got
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {within_s:g}s: {what}")
@@ -221,7 +254,7 @@ def test_the_storm_on_compose(stack):
     assert sorted(int(r["metric"]["rack"]) for r in racks) == list(range(RACKS)), racks
 
     # The token was generated at the first start: long, not a published default, enforced.
-    token = stack.compose("exec", "-T", "metadata", "cat", "/run/stormlab/token").stdout.strip()
+    token = stack.token
     assert len(token) >= 16 and token != "stormlab-training-token"
     admin = f"http://127.0.0.1:{stack.env['METADATA_PORT']}/faults"
     for given in ("", "stormlab-training-token"):
@@ -292,41 +325,33 @@ def test_the_storm_on_compose(stack):
         )
 
     # A fix switched on in the running queues as their on-call, held by the service, halted like any fault.
-    ops = subprocess.run(
-        [sys.executable, "-m", "stormlab.cli", "ops", "--backend", "docker", "--as", "queues", "enable", "stale-cache", "--duration", "5m"],
-        cwd=ROOT,
-        env={**stack.env, "STORMLAB_STATE_DIR": tempfile.mkdtemp(prefix="stormlab-e2e-ops-")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert ops.returncode == 0 and "stale-cache" in ops.stdout, ops.stdout + ops.stderr
-    assert "stale-cache" in stack.chaos("list")
-    assert "halted 1 fault(s)" in stack.chaos("halt")
+    assert "stale-cache" in stack.here("ops", "--backend", "docker", "--as", "queues", "enable", "stale-cache", "--duration", "5m")
+    assert "stale-cache" in stack.here("chaos", "--backend", "docker", "list")
+    assert "halted 1 fault(s)" in stack.here("chaos", "--backend", "docker", "halt")
 
-    # The operator's moves from the stack's own ops container: the storm as a responder sees it,
-    # and a pause held by the metadata service, listed and halted like any lease.
+    # The operator's moves, from the stack's own ops container (the storm as a responder sees it) and
+    # from the host: a pause held by the metadata service, listed and halted like any lease.
     look = stack.compose("run", "--rm", "ops", "status", timeout=120).stdout
     assert "diagnosis:  STORM" in look, look
-    assert "pause-metadata #" in stack.compose("run", "--rm", "ops", "pause-metadata", "--duration", "5m", timeout=120).stdout
-    assert "pause-metadata" in stack.chaos("list")
-    assert "halted 1 fault(s)" in stack.chaos("halt")
+    assert "pause-metadata #" in stack.here("ops", "--backend", "docker", "pause-metadata", "--duration", "5m")
+    assert "pause-metadata" in stack.here("chaos", "--backend", "docker", "list")
+    assert "halted 1 fault(s)" in stack.here("chaos", "--backend", "docker", "halt")
 
-    # A long fault, listed, then halted: its rules go at once.
+    # A long fault from the chaos container, listed, then halted: its rules go at once.
     stack.chaos("partition", "--between", "racks:9", "metadata", "--duration", "5m")
-    assert "partition" in stack.chaos("list")
-    assert "halted 1 fault(s)" in stack.chaos("halt")
-    assert "no active faults" in stack.chaos("list")
+    assert "partition" in stack.here("chaos", "--backend", "docker", "list")
+    assert "halted 1 fault(s)" in stack.here("chaos", "--backend", "docker", "halt")
+    assert "no active faults" in stack.here("chaos", "--backend", "docker", "list")
     rack_9 = one(stack.container("rack", 10), "replica 10 of rack (rack 9)")
     rules = subprocess.run(["docker", "exec", "-u", "root", rack_9, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 
     # A service cut off from the racks: iptables in its own namespace, gone with the lease.
     queues = one(stack.compose("ps", "-q", "queues").stdout.split(), "the queues container")
-    assert "isolate on" in stack.chaos("isolate", "--target", "queues", "--duration", "5m")
+    assert "isolate on" in stack.here("chaos", "--backend", "docker", "isolate", "--target", "queues", "--duration", "5m")
     rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
     assert rules.count("-j DROP") == 20, rules  # 10 racks, both ways
-    assert "halted 1 fault(s)" in stack.chaos("halt")
+    assert "halted 1 fault(s)" in stack.here("chaos", "--backend", "docker", "halt")
     rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 
