@@ -9,9 +9,7 @@ PROMETHEUS_IMAGE to use local images (docker/local-images.sh prints them).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import json
 import os
 import shutil
@@ -29,8 +27,8 @@ import pytest
 
 from stormcore import roster
 from stormlab.artefacts.dashboard_png import draw, every_value
-from stormlab.cli import main
 from stormlab.engine import compose
+from tests import inprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = os.environ.get("STORMLAB_E2E_PROJECT", "stormlabe2e")
@@ -89,22 +87,14 @@ class Stack:
 
     def here(self, *argv: str) -> str:
         """A `stormlab` command run in this process on the stack (``--backend docker``, as from the
-        host): what the chaos and ops containers run, without a container's start-up (6-9 s each
+        host, with what the chaos container's environment names: each fault holder's address and the
+        token): what the chaos and ops containers run, without a container's start-up (6-9 s each
         under the storm, seen here). The containers' own path is taken too, once each below."""
-        started, said = time.monotonic(), io.StringIO()
-        with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(said):
-            for name, value in self.env.items():  # the stack's project and published ports (ops reads <NAME>_PORT)
-                env.setenv(name, value)
-            # what the chaos container's environment names: each fault holder's address and the token
-            for name in ("metadata", *CASCADE):
-                env.setenv(f"STORMLAB_{name.upper()}_URL", f"http://127.0.0.1:{self.env[f'{name.upper()}_PORT']}")
-            env.setenv("STORMLAB_TOKEN", self.token)
-            env.setenv("STORMLAB_COMPOSE_PROJECT", PROJECT)
-            env.setenv("STORMLAB_STATE_DIR", tempfile.mkdtemp(prefix="stormlab-e2e-here-"))
-            code = main(list(argv))
-        print(f"{' '.join(argv)}: {time.monotonic() - started:.1f} s")
-        assert code == 0, f"{' '.join(argv)} exited {code}: {said.getvalue()}"
-        return said.getvalue()
+        addresses = {f"STORMLAB_{n.upper()}_URL": f"http://127.0.0.1:{self.env[f'{n.upper()}_PORT']}" for n in ("metadata", *CASCADE)}
+        env = self.env | addresses | {"STORMLAB_TOKEN": self.token, "STORMLAB_COMPOSE_PROJECT": PROJECT}
+        done = inprocess.stormlab(list(argv), env | {"STORMLAB_STATE_DIR": tempfile.mkdtemp(prefix="stormlab-e2e-here-")})
+        assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}: {done.stdout}{done.stderr}"
+        return done.stdout
 
     def scenario(self, text: str) -> dict:
         """`stormlab scenario run --backend docker` on this stack; returns its journal."""

@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -25,17 +24,17 @@ import pytest
 
 from stormcore.settings import LabSettings
 from stormlab.gameday import room, room_cli, room_compose
+from tests import inprocess
 
-ROOT = Path(__file__).resolve().parents[2]
 TEAMS = ("team-1", "team-2")
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def stormlab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "stormlab.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    print(f"$ stormlab {' '.join(args)} -> {done.returncode} in {time.monotonic() - started:.1f} s\n{done.stdout}{done.stderr}")
+    """`stormlab ARGS` in a shell with ``env``: a player's after `eval "$(stormlab room env TEAM)"`, or the organiser's."""
+    done = inprocess.stormlab(list(args), env)
+    print(f"{done.stdout}{done.stderr}")
     return done
 
 
