@@ -1,6 +1,6 @@
 """End to end: a training room on docker compose, a project per team. Two teams' stacks come up on
 their own blocks of ports, each with its own token and an Alertmanager that posts to its own desk;
-a blip through team 1's chaos container fails team 1's customers while team 2's stay under 1%; a
+a blip through team 1's chaos (its `room env`) fails team 1's customers while team 2's stay under 1%; a
 fault left in each stack ends with `room halt`; `room down` leaves no container, network or volume
 of either project.
 
