@@ -209,13 +209,23 @@ def run_live(
     speed: float,
     say: Callable[[str], None],
     judge: Callable[..., Verdict] = judge_live,
+    retries: int = 1,
 ) -> dict[str, Verdict]:
+    """Each point of ``sample`` not in ``path`` yet, live, one after another; a run the host shaped
+    (INVALID: a loop late, a core stolen) is run again up to ``retries`` times, and the last run is
+    the one kept (an INVALID one is then left out of the agreement, as before)."""
     done = read_results(path)
     todo = [p for p in sample if p.key not in done]
     say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
     for n, point in enumerate(todo, 1):
         say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.settings(base).nodes_total} nodes at speed {speed:g} …")
-        verdict = dataclasses.replace(judge(base, point, watch_periods, speed), commit=commit(path.parent))
+        verdict = judge(base, point, watch_periods, speed)
+        for attempt in range(retries):
+            if verdict.valid:
+                break
+            say(f"  live {n}/{len(todo)}  {point.key}: INVALID (the host shaped it), run again ({attempt + 1} of {retries}) …")
+            verdict = judge(base, point, watch_periods, speed)
+        verdict = dataclasses.replace(verdict, commit=commit(path.parent))
         append_result(path, point, verdict)
         done[point.key] = verdict
         say(
@@ -256,6 +266,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"and on top of those, this many blip moments of the 2015 point live in each panel where the moment matters "
         f"({', '.join(PHASE_PANELS)}), the blip placed at the model's moment of the renewal schedule (default {PHASES_LIVE})",
     )
+    p.add_argument(
+        "--live-retries",
+        type=int,
+        default=1,
+        help="a live point the host shaped (an INVALID run) runs again up to this many times before it is left out (default 1)",
+    )
     p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
@@ -280,8 +296,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--blip: between 0 and 10m")
     if any(not 0 <= g <= 20 for g in grid.gsis):
         raise UsageError("--gsis: between 0 and 20")
-    if not 1 <= args.watch <= 360 or args.jobs < 1 or args.live < 0 or not 0 <= args.live_phases < PHASES:
-        raise UsageError(f"--watch between 1 and 360 periods, --jobs at least 1, --live at least 0, --live-phases 0 to {PHASES - 1}")
+    if (
+        not 1 <= args.watch <= 360
+        or args.jobs < 1
+        or args.live < 0
+        or not 0 <= args.live_phases < PHASES
+        or not 0 <= args.live_retries <= 5
+    ):
+        raise UsageError(
+            f"--watch between 1 and 360 periods, --jobs at least 1, --live at least 0, --live-phases 0 to {PHASES - 1}, "
+            "--live-retries 0 to 5"
+        )
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
     out = Path(args.out)
@@ -294,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     sample = live_sample(base, points, args.live, args.seed, args.live_phases)
     speed = parse_speed(args.speed)
     live_speed = speed if speed is not None else first_guess(base.nodes_total)
-    live = run_live(base, sample, out / "live.csv", args.watch, live_speed, say) if sample else {}
+    live = run_live(base, sample, out / "live.csv", args.watch, live_speed, say, retries=args.live_retries) if sample else {}
     agreed = agreement(sample, model, live) if sample else None
     summary = summarize(grid, base, model, agreed, estimate_check(base, points, model))
     summary["live_sample"] = [{**asdict(p), "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live]

@@ -195,6 +195,24 @@ def test_live_points_run_one_after_another_and_resume(tmp_path):
     assert ran == [p.key for p in points]
 
 
+def test_a_live_point_the_host_shaped_runs_again_and_the_last_run_is_kept(tmp_path):
+    points = [next(p for p in Grid(("2015",), (1, 3), (5.0,), (2,)).points() if p.blip_racks == racks and not p.phase) for racks in (1, 3)]
+    ran = []
+
+    def judge(base, point, watch, speed):  # 3 racks: INVALID the first time; 1 rack: INVALID every time
+        ran.append(point.key)
+        return _verdict(point, point.blip_racks == 3, valid=point.blip_racks == 3 and ran.count(point.key) > 1)
+
+    said: list[str] = []
+    live = run_live(QUICK, points, tmp_path / "live.csv", 12, 2.0, said.append, judge, retries=2)
+    one, three = (p.key for p in points)
+    assert ran == [one, one, one, three, three]  # 1 rack: its run and two more, all INVALID; 3 racks: valid the second time
+    assert not live[one].valid and live[three].valid and live[three].stuck
+    assert read_results(tmp_path / "live.csv") == live  # only the kept run is on disk
+    assert sum("INVALID (the host shaped it), run again" in line for line in said) == 3
+    assert run_live(QUICK, points, tmp_path / "live.csv", 12, 2.0, said.append, judge, retries=0) == live and len(ran) == 5
+
+
 def test_the_summary_table_goes_into_the_readme_block(tmp_path):
     grid = Grid(("2015", "allowance 2s"), (3,), (5.0,), (2,))
     model = {p.key: _verdict(p, p.panel == "2015") for p in grid.points()}
