@@ -219,12 +219,12 @@ def run_live(
     say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
     for n, point in enumerate(todo, 1):
         say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.settings(base).nodes_total} nodes at speed {speed:g} …")
-        verdict = judge(base, point, watch_periods, speed)
-        for attempt in range(retries):
+        for attempt in range(retries + 1):
+            if attempt:
+                say(f"  live {n}/{len(todo)}  {point.key}: INVALID (the host shaped it), run again ({attempt} of {retries}) …")
+            verdict = judge(base, point, watch_periods, speed)
             if verdict.valid:
                 break
-            say(f"  live {n}/{len(todo)}  {point.key}: INVALID (the host shaped it), run again ({attempt + 1} of {retries}) …")
-            verdict = judge(base, point, watch_periods, speed)
         verdict = dataclasses.replace(verdict, commit=commit(path.parent))
         append_result(path, point, verdict)
         done[point.key] = verdict

@@ -4,8 +4,9 @@ test leaving a process of ours behind."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,12 @@ def no_process_left_behind():
     yield
     leaked = _children() - before
     assert not leaked, f"processes left running: {sorted(leaked)}"
+
+
+def side_by_side(stories: dict[str, Coroutine[Any, Any, Any]]) -> dict[str, Any]:
+    """Each named story told at once in one loop (two labs' outages, say); their results by name."""
+
+    async def told() -> dict[str, Any]:
+        return dict(zip(stories, await asyncio.gather(*stories.values()), strict=True))
+
+    return asyncio.run(told())

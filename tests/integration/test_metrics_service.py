@@ -7,6 +7,8 @@ import asyncio
 import aiohttp
 import pytest
 
+from tests.integration.conftest import side_by_side
+
 QUIET = {"customer_rate": 0, "cascade_rate": 0, "metric_cache_ttl_s": 1.0}  # only the test's own datapoints
 
 
@@ -52,21 +54,14 @@ async def story(started) -> dict:
     return out
 
 
-def side_by_side(lab, **labs: dict) -> dict[str, dict]:
-    """Each lab's story, the labs told at once (each its own metrics service, store and leases; the
-    story's timings are the cache's TTL and the leases', seconds apart, not the host's)."""
-    started = {name: lab(cascade=("metrics",), **QUIET | changes) for name, changes in labs.items()}
-
-    async def told() -> dict[str, dict]:
-        return dict(zip(started, await asyncio.gather(*(story(s) for s in started.values())), strict=True))
-
-    return asyncio.run(told())
-
-
 @pytest.mark.lab
 @pytest.mark.timeout(180)
 def test_gaps_when_the_scaling_table_refuses_errors_when_every_node_does_and_the_fix_keeps_both_going(lab):
-    told = side_by_side(lab, plain={}, fixed={"fix_write_through": True})
+    # the labs told at once (each its own metrics service, store and leases; the story's timings are
+    # the cache's TTL and the leases', seconds apart, not the host's)
+    fixes = {"plain": {}, "fixed": {"fix_write_through": True}}
+    started = {name: lab(cascade=("metrics",), **QUIET | changes) for name, changes in fixes.items()}
+    told = side_by_side({name: story(s) for name, s in started.items()})
     plain, fixed = told["plain"], told["fixed"]
     print({"2015": plain, "fixed": fixed})
     assert all(code == 201 for code, _ in plain["stuck"]) and all(enriched is False for _, enriched in plain["stuck"])

@@ -8,6 +8,7 @@ import aiohttp
 import pytest
 
 from tests.conftest import eventually
+from tests.integration.conftest import side_by_side
 
 BUSY = {"customer_rate": 0, "cascade_rate": 5, "activity_rate": 5, "activity_work_s": 0.15}  # the scheduler queues 5 a second
 
@@ -72,12 +73,7 @@ def test_the_backlog_grows_while_writes_fail_and_drains_faster_with_the_fixes(la
     # Both labs at once, side by side: a drain is timed, but it goes at the scheduler's workers' pace
     # (one worker against four, with pruning: 27 s against 1.6 s seen here), far from the host's.
     labs = {name: start(lab, **fixes) for name, fixes in (("2015", {}), ("fixed", {"scaling_workers": 4, "fix_prune_activities": True}))}
-
-    async def both() -> dict[str, dict]:
-        drains = await asyncio.gather(*(outage_then_drain(started, 8.0) for started in labs.values()))
-        return dict(zip(labs, drains, strict=True))
-
-    results = asyncio.run(both())
+    results = side_by_side({name: outage_then_drain(started, 8.0) for name, started in labs.items()})
     print({k: {m: v[m] for m in ("peak_backlog", "drain_s", "activities_pruned")} for k, v in results.items()})
     assert results["2015"]["peak_backlog"] >= 20  # ~5 activities a second arrived with nowhere to go
     assert results["2015"]["api_failures_total"] > 0
