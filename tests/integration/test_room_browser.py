@@ -200,8 +200,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
                 return room.game_state()["team-1"]["outcome"] == "passed"
 
             until(recovered, 150, 2.0, "team 1's game won")
-            # team 2 storms on, never paused (a collapse to 0 serving has been seen only on a loaded host: say whether it was)
-            assert all(error > 0.3 and serving >= 300 for error, serving, _ in b_through), (host_shaped(b_through), b_through)
+            assert all(error > 0.3 for error, _, _ in b_through), (host_shaped(b_through), b_through)  # team 2 storms on
 
             # the facilitator's page: both curves, and the leaderboard with team 1 first
             d.get(url)
@@ -238,6 +237,10 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
         played_b = json.loads(run_b.read_text())
         assert played_b["player_actions"] == [] and played_b["score"]["injects_answered"] == 0
+        # and its fleet stayed up through team 1's moves, unless the host shaped team 2's run (its game's own verdict, or a
+        # reading's): two labs of 400 nodes and a browser on 2 cores have once starved team 2's into 0/400 serving
+        shaped = not played_b["validity"]["valid"] or any(invalid for _, _, invalid in b_through)
+        assert all(serving >= 300 or shaped for _, serving, _ in b_through), (host_shaped(b_through), played_b["validity"], b_through)
         assert len(played_b["holds"]) == 1  # the hold was the room's: every team's game stood still
         assert [(i["name"], i["to"], i["answered"]) for i in played_b["injects"]] == [
             ("exec-asks", "database", False),
