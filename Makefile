@@ -145,8 +145,10 @@ local-down: $(STAMP)
 
 # The whole lab on docker compose, with Prometheus and Grafana.
 # SERVICES limits what starts (e.g. SERVICES="loadgen prometheus" where Grafana cannot be pulled).
+# CELLS=4: the metadata service in four cells (STORMLAB_CELLS, and STORMLAB_MORE_CELLS replicas of
+# metadata-cell: compose cannot count); put both in .env for `docker compose run` to see them too.
 up:
-	$(COMPOSE) up -d --build $(SERVICES)
+	$(if $(CELLS),STORMLAB_CELLS=$(CELLS) STORMLAB_MORE_CELLS=$$(($(CELLS) - 1))) $(COMPOSE) up -d --build $(SERVICES)
 	@echo
 	@echo "stormlab is up. Give it a minute to settle, then:"
 	@echo "  storm dashboard   http://localhost:$(GRAFANA_PORT)/d/stormlab-storm"

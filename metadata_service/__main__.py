@@ -1,11 +1,18 @@
 import os
+import sys
 
 from metadata_service.app import SERVICE, create_app
 from metadata_service.front import front_door
+from stormcore.racks import RackSpecError, cell_from_env
 from stormcore.settings import LabSettings
 from stormcore.web import serve
 
-app = create_app(LabSettings.from_env(), cell=int(os.environ.get("STORMLAB_CELL", "0")))
+settings = LabSettings.from_env()
+try:
+    cell = cell_from_env(settings.cells)
+except RackSpecError as exc:
+    sys.exit(f"metadata_service: {exc}")
+app = create_app(settings, cell=cell)
 serve(
     app,
     os.environ.get("STORMLAB_HOST", "127.0.0.1"),

@@ -12,11 +12,19 @@ The services that call racks (loadgen, the cascade) find them with ``STORMLAB_RA
 fixed list, rack N at position N) or ``STORMLAB_RACKS_DNS=racks:8800``: every address the name
 resolves to is asked which rack it serves (its ``/status``), again every few seconds, so a
 rack restarted at a new address is found again.
+
+Cells on an engine: the metadata service of cell 0 is the ``metadata`` service, the others are
+the replicas of a second service (``metadata-cell``, STORMLAB_CELLS - 1 of them), each learning
+its cell from ``STORMLAB_CELL`` as a rack does from ``STORMLAB_RACK`` but counted from cell 1
+(``replica``: ``stormlab_metadata-cell_1`` is cell 1; ``slot:1`` is cell 1). A rack finds its
+cell's service with ``STORMLAB_CELLS_DNS=cells:8700``: it asks every address behind the name
+which cell it serves (``/status``) and links to its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -25,14 +33,18 @@ import socket
 import struct
 import time
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+
+from stormcore.fleet import cell_name
 
 log = logging.getLogger(__name__)
 
 REFRESH_S = 5.0
+MORE_CELLS_ENV = "STORMLAB_MORE_CELLS"  # the metadata-cell replicas on compose and a swarm: STORMLAB_CELLS - 1
 SCHEDULE_ORIGIN_ENV = "STORMLAB_SCHEDULE_ORIGIN"  # unix seconds every rack counts its nodes' renewal slots from
 _TRAILING = re.compile(r"[-_](\d+)$")
 
@@ -41,8 +53,9 @@ class RackSpecError(ValueError):
     """STORMLAB_RACK says nothing this module can turn into a rack index."""
 
 
-def rack_index(spec: str, hostname: str = "", dns_names: Iterable[str] = ()) -> int:
-    """The rack index ``spec`` names (see the module's description); pure."""
+def rack_index(spec: str, hostname: str = "", dns_names: Iterable[str] = (), name: str = "STORMLAB_RACK") -> int:
+    """The rack index ``spec`` names (see the module's description; ``name``: the variable that
+    said it, for the errors); pure."""
     spec = spec.strip()
     if spec.isdigit():
         return int(spec)
@@ -51,15 +64,24 @@ def rack_index(spec: str, hostname: str = "", dns_names: Iterable[str] = ()) -> 
     if spec == "ordinal":
         match = _TRAILING.search(hostname)
         if not match:
-            raise RackSpecError(f"STORMLAB_RACK=ordinal: hostname {hostname!r} does not end in -N (a StatefulSet pod does)")
+            raise RackSpecError(f"{name}=ordinal: hostname {hostname!r} does not end in -N (a StatefulSet pod does)")
         return int(match.group(1))
     if spec == "replica":
-        for name in dns_names:
-            match = _TRAILING.search(name.split(".")[0])
+        for dns_name in dns_names:
+            match = _TRAILING.search(dns_name.split(".")[0])
             if match and int(match.group(1)) >= 1:
                 return int(match.group(1)) - 1
-        raise RackSpecError(f"STORMLAB_RACK=replica: no name ending in _N or -N among {sorted(dns_names)} (compose names its replicas so)")
-    raise RackSpecError(f"STORMLAB_RACK={spec!r}: give a number, 'replica', 'slot:N' or 'ordinal'")
+        raise RackSpecError(f"{name}=replica: no name ending in _N or -N among {sorted(dns_names)} (compose names its replicas so)")
+    raise RackSpecError(f"{name}={spec!r}: give a number, 'replica', 'slot:N' or 'ordinal'")
+
+
+def cell_index(spec: str, hostname: str = "", dns_names: Iterable[str] = ()) -> int:
+    """The cell ``STORMLAB_CELL`` names (pure): a number (none: 0), or a replica, slot or ordinal
+    of the ``metadata-cell`` service, whose first is cell 1 (cell 0 is the ``metadata`` service)."""
+    spec = spec.strip()
+    if not spec or spec.isdigit():
+        return int(spec or 0)
+    return rack_index(spec, hostname, dns_names, "STORMLAB_CELL") + 1
 
 
 def ptr_query(address: str, qid: int) -> bytes:
@@ -122,6 +144,96 @@ def rack_from_env(racks: int, environ: dict[str, str] | None = None) -> int:
     spec = env.get("STORMLAB_RACK", "")
     index = rack_index(spec, socket.gethostname(), own_dns_names() if spec.strip() == "replica" else ())
     return checked(index, racks)
+
+
+def cell_from_env(cells: int, environ: dict[str, str] | None = None) -> int:
+    """This metadata service's cell, which must be one of the lab's ``cells``; and the number of
+    ``metadata-cell`` replicas, where the environment says it (STORMLAB_MORE_CELLS: compose and a
+    swarm scale by a variable and cannot count), must be STORMLAB_CELLS - 1."""
+    env = os.environ if environ is None else environ
+    more = env.get(MORE_CELLS_ENV, "").strip()
+    if more and (not more.isdigit() or int(more) != cells - 1):
+        raise RackSpecError(f"{MORE_CELLS_ENV}={more!r} with STORMLAB_CELLS={cells}: the metadata-cell replicas serve cells 1 to "
+                            f"{cells - 1}, so give {MORE_CELLS_ENV}={cells - 1} (or `make up CELLS={cells}`)")  # fmt: skip
+    spec = env.get("STORMLAB_CELL", "")
+    index = cell_index(spec, socket.gethostname(), own_dns_names() if spec.strip() == "replica" else ())
+    if index >= cells:
+        raise RackSpecError(f"this is cell {index}, but the lab has {cells} cells (STORMLAB_CELLS): give {MORE_CELLS_ENV}={cells - 1}")
+    return index
+
+
+def cell_address(answers: dict[str, int | None], cell: int) -> str | None:
+    """The address that said it serves ``cell`` (answers: address -> the cell it said, None: no
+    answer), the lowest if several did (pure)."""
+    return min((a for a, c in answers.items() if c == cell), default=None)
+
+
+def find_cell(dns: str, cell: int, limit_s: float = 600.0, every_s: float = 1.0, resolve: Callable = socket.getaddrinfo) -> str:
+    """The URL of ``cell``'s metadata service: every address behind ``dns`` (NAME:PORT) is asked
+    which cell it serves until one says ``cell`` (blocking, at most ``limit_s``: the services of
+    an engine start in no order). Raises RackSpecError if none did."""
+    deadline, said = time.monotonic() + limit_s, time.monotonic()
+    while True:
+        answers = ask_cells(dns, resolve)
+        found = cell_address(answers, cell)
+        if found is not None:
+            return cell_url(dns, found)
+        if time.monotonic() >= deadline:
+            raise RackSpecError(f"no metadata service behind {dns} serves cell {cell} (asked: {answers}): is {MORE_CELLS_ENV} "
+                                "STORMLAB_CELLS - 1?")  # fmt: skip
+        if time.monotonic() - said >= 10.0:
+            log.warning("waiting for cell %d's metadata service behind %s (asked: %s)", cell, dns, answers)
+            said = time.monotonic()
+        time.sleep(every_s)
+
+
+def cell_urls(dns: str, resolve: Callable = socket.getaddrinfo) -> dict[int, str]:
+    """Each cell's metadata service that answers now behind ``dns`` (NAME:PORT), asked once."""
+    answers = ask_cells(dns, resolve)
+    return {c: cell_url(dns, a) for c in sorted({c for c in answers.values() if c is not None}) if (a := cell_address(answers, c))}
+
+
+def cell_holders(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """On an engine with cells, the other cells' metadata services (``metadata-1``, …) as fault
+    holders: ``STORMLAB_METADATA_<N>_URL`` (a port-forward), else those that answer behind
+    ``STORMLAB_CELLS_DNS`` (inside the stack's network: the chaos and ops containers; their admin
+    APIs are not published on the host)."""
+    cells = cells_in(env)
+    given = {c: env[f"STORMLAB_METADATA_{c}_URL"] for c in range(1, cells) if env.get(f"STORMLAB_METADATA_{c}_URL")}
+    found = cell_urls(env["STORMLAB_CELLS_DNS"]) if cells > 1 and len(given) < cells - 1 and env.get("STORMLAB_CELLS_DNS") else {}
+    return {cell_name(c): {"url": url} for c, url in sorted((found | given).items()) if 0 < c < cells}
+
+
+def cells_in(env: Mapping[str, Any]) -> int:
+    """STORMLAB_CELLS in an environment or a lab's settings (1 if not a number)."""
+    said = str(env.get("STORMLAB_CELLS", "")).strip()
+    return int(said) if said.isdigit() and int(said) >= 1 else 1
+
+
+def ask_cells(dns: str, resolve: Callable = socket.getaddrinfo) -> dict[str, int | None]:
+    """Every address behind ``dns`` (NAME:PORT) and the cell it says it serves (None: no answer)."""
+    host, _, port = dns.rpartition(":")
+    if not host or not port.isdigit():
+        raise RackSpecError(f"STORMLAB_CELLS_DNS={dns!r}: give NAME:PORT, e.g. cells:8700")
+    try:
+        addresses = sorted({str(info[4][0]) for info in resolve(host, int(port), type=socket.SOCK_STREAM)})
+    except OSError:
+        addresses = []
+    return {a: _which_cell(f"http://{_host(a)}:{port}/status") for a in addresses}
+
+
+def cell_url(dns: str, address: str) -> str:
+    return f"http://{_host(address)}:{dns.rpartition(':')[2]}"
+
+
+def _which_cell(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            body = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    cell = body.get("cell") if isinstance(body, dict) else None
+    return cell if isinstance(cell, int) and cell >= 0 else None
 
 
 def checked(index: int, racks: int) -> int:

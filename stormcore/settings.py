@@ -47,6 +47,9 @@ class SettingsError(UsageError):
     """A setting has a value the lab cannot run with (exit code 2)."""
 
 
+MAX_CELLS = 16  # metadata-service instances a lab may run
+
+
 @dataclass(frozen=True)
 class Pace:
     """Profile time against the wall clock at a run's speed: the one conversion between them.
@@ -106,7 +109,7 @@ class LabSettings:
     renewal_jitter: float = setting(0.05, "+/- fraction of the period each renewal slot moves (does not accumulate)", 0, 0.5)
     allowance_s: float = setting(1.0, "renewal timeout: a node without its membership by then disqualifies itself", 0.01, 600)
     capacity_cores: float = setting(40.0, "metadata virtual cores (processor sharing), shared out among the cells", CORES[0], CORES[1])
-    cells: int = setting(1, "metadata-service instances, each serving a contiguous share of the racks (AWS's long-term fix)", 1, 16)
+    cells: int = setting(1, "metadata-service instances, each serving a contiguous share of the racks (AWS's long-term fix)", 1, MAX_CELLS)
     cost_base_s: float = setting(0.005, "core-seconds per membership request", 0, 60)
     cost_per_entry_s: float = setting(0.0045, "core-seconds per membership entry", 0, 60)
     admin_cost_s: float = setting(0.5, "core-seconds per admin request on the shared path", 0, 600)

@@ -74,22 +74,25 @@ def big_fleet(plan: dict[str, Any], plan_from: int) -> list[str]:
         f"## What {plan['nodes']:,} nodes need on a cluster",
         "",
         f"Worked out from the {plan_from:,}-node fleet measured above, {plan['nodes_per_rack']:,} nodes per rack "
-        "(the `fleet-100k` overlay in deploy/k8s):",
+        "(the `fleet-100k` overlay in deploy/k8s runs it in cells at speed 1):",
         "",
         "| what | how much |",
         "| --- | --- |",
         f"| rack pods (StatefulSet replicas, `racks` setting) | {plan['racks']} |",
-        f"| speed (`STORMLAB_SPEED`) | {plan['speed']:g}: the metadata service is one process on one core, and at speed 1 "
-        f"its baseline alone would be {plan['metadata_cpu_cores_speed_1']} cores |",
-        f"| the metadata service's real CPU, baseline | {plan['metadata_cpu_cores']} cores of its one (the rest is for the herd) |",
-        f"| CPU per rack pod, baseline | {plan['rack_cpu_cores']} cores (request 2× that for the herd) |",
+        f"| cells at speed 1 (`STORMLAB_CELLS`) | {plan['cells_speed_1']}: the metadata service's baseline at speed 1 is "
+        f"{plan['metadata_cpu_cores_speed_1']} cores, so each cell's service takes {plan['cell_cpu_cores_speed_1']} cores of a core "
+        f"of its own (the rest is for its herd); the racks then {plan['racks_cpu_cores_speed_1']} cores |",
+        f"| or one cell, in slow motion (`STORMLAB_SPEED`) | {plan['speed']:g}: the one metadata service takes "
+        f"{plan['metadata_cpu_cores']} cores of its one core (the rest is for the herd) |",
+        f"| CPU per rack pod, baseline, in slow motion | {plan['rack_cpu_cores']} cores (request 2× that for the herd) |",
         f"| memory per rack pod | {plan['rack_mib']} MiB |",
-        f"| all racks | {plan['racks_cpu_cores']} cores, {plan['racks_gib']} GiB |",
+        f"| all racks, in slow motion | {plan['racks_cpu_cores']} cores, {plan['racks_gib']} GiB |",
         f"| Prometheus series (the racks', metadata's, loadgen's and the cascade's) | {plan['series']:,} (every 5 s: "
         f"{plan['series'] / 5:,.0f} samples/s) |",
         "",
         "Caveats, said plainly: the figures for the target are arithmetic on per-node costs measured here, not a run of that "
-        "many nodes (one host here holds 5,000 at speed 1, and 10,000 at the edge). At full speed a fleet this size needs more than one "
-        "metadata process: cells (the `cells` setting) split it, but the Kubernetes and compose files run one cell today.",
+        "many nodes (one host here holds 5,000 at speed 1, and 10,000 at the edge). Cells split the metadata service, not the "
+        "fleet's storm: a blip inside one cell storms that cell alone (docs/fixes.md); compose, the swarm stack and Kubernetes run "
+        "them (`STORMLAB_CELLS`, with `STORMLAB_MORE_CELLS` one fewer: the `metadata-cell` replicas).",
         "",
     ]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stormcore import auth, roster
+from stormcore import auth, racks, roster
 from stormcore.errors import LabError
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
@@ -120,11 +120,12 @@ def docker_state(directory: Path, env: Mapping[str, str] | None = None) -> dict[
         os.environ[auth.ENV] = compose_token()
     env = os.environ if env is None else env
     services = {name: {"url": published_url(name, env)} for name in PUBLISHED}
+    cells = env.get("STORMLAB_CELLS", "1")
     return {
         "directory": str(directory),
-        "components": {k: v for k, v in services.items() if k in roster.CASCADE or k == "metadata"},
+        "components": {k: v for k, v in services.items() if k in roster.CASCADE or k == "metadata"} | racks.cell_holders(env),
         "supervisor_url": None,
-        "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10")},
+        "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10"), "STORMLAB_CELLS": cells},
     }
 
 

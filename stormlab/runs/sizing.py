@@ -31,7 +31,7 @@ import aiohttp
 from stormcore import roster
 from stormcore.errors import UsageError
 from stormcore.fleet import FLEETS_HELP, parse_fleets
-from stormcore.settings import LabSettings, Pace
+from stormcore.settings import MAX_CELLS, LabSettings, Pace
 from stormlab.artefacts import sizing_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess
@@ -116,6 +116,8 @@ def plan_for(measured: dict[str, Any], target_nodes: int, nodes_per_rack: int) -
     meta_cpu = measured_at.per_profile(measured["kinds"]["metadata"]["cpu_cores"]) * target_nodes / measured["nodes"]
     # the metadata service is one process on one core: the fastest speed that leaves it half idle
     speed = next((v for v in SPEEDS if meta_cpu * v <= METADATA_BUSY), SPEEDS[-1])
+    # or, at speed 1, that many cells: each cell's service on a core of its own, as half idle
+    cells = min(max(1, math.ceil(meta_cpu / METADATA_BUSY)), racks, MAX_CELLS)
     series = sum(n for kind, n in measured["series"].items() if kind not in ("rack", "linkproxy"))
     return {
         "nodes": target_nodes,
@@ -129,6 +131,9 @@ def plan_for(measured: dict[str, Any], target_nodes: int, nodes_per_rack: int) -
         "metadata_cpu_cores_speed_1": round(meta_cpu, 2),
         "metadata_cpu_cores": round(Pace(speed).per_wall(meta_cpu), 2),
         "series": measured["series"]["rack"] * racks + series,
+        "cells_speed_1": cells,
+        "cell_cpu_cores_speed_1": round(meta_cpu / cells, 2),
+        "racks_cpu_cores_speed_1": round(rack_cpu * racks, 1),
     }
 
 

@@ -5,6 +5,7 @@ the lab's own needs hold (a rack per pod, one fleet size, non-root pods, compose
 from __future__ import annotations
 
 import functools
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,8 @@ OVERLAYS = sorted(p.name for p in (ROOT / "deploy/k8s/overlays").iterdir() if p.
 ROOM_TEAMS = ("stormlab-team-1", "stormlab-team-2")
 K8S_VERSION = "1.30.0"
 LAB_IMAGE = "stormlab:0.1.0"
+# the cells docs/sizing.md works out for 100,000 nodes at speed 1 (`make sizing` writes it)
+FLEET_100K_CELLS = int(re.search(r"\| cells at speed 1 \(`STORMLAB_CELLS`\) \| (\d+):", (ROOT / "docs/sizing.md").read_text()).group(1))
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl not installed (CI installs Debian's kubernetes-client)")
@@ -54,8 +57,8 @@ def test_every_process_of_the_roster_is_a_workload_running_its_module():
             assert container["command"][-2:] == ["-m", process.module], process.name
 
 
-def test_there_are_overlays_for_a_classroom_the_2015_profile_100k_nodes_and_a_training_room():
-    assert OVERLAYS == ["dynamodb-2015", "fleet-100k", "room", "small"]
+def test_there_are_overlays_for_a_classroom_the_2015_profile_in_one_cell_and_four_100k_nodes_and_a_training_room():
+    assert OVERLAYS == ["cells", "dynamodb-2015", "fleet-100k", "room", "small"]
 
 
 def test_the_room_gives_each_team_the_classroom_lab_in_a_namespace_of_its_own():
@@ -92,7 +95,10 @@ def test_validation_would_catch_a_broken_object(overlay):
         kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize(("overlay", "racks", "per_rack"), [("small", 4, 100), ("dynamodb-2015", 10, 100), ("fleet-100k", 100, 1000)])
+@pytest.mark.parametrize(
+    ("overlay", "racks", "per_rack"),
+    [("small", 4, 100), ("dynamodb-2015", 10, 100), ("cells", 10, 100), ("fleet-100k", 100, 1000)],
+)
 def test_each_overlay_runs_one_rack_pod_per_rack_of_its_fleet(overlay, racks, per_rack):
     [settings] = [d for name, d in objects(overlay, "ConfigMap").items() if name.startswith("stormlab-settings-")]
     assert settings["data"]["STORMLAB_RACKS"] == str(racks) and settings["data"]["STORMLAB_NODES_PER_RACK"] == str(per_rack)
@@ -107,6 +113,32 @@ def test_each_overlay_runs_one_rack_pod_per_rack_of_its_fleet(overlay, racks, pe
             if container["image"] == LAB_IMAGE:
                 assert container["envFrom"] == [{"configMapRef": {"name": settings["metadata"]["name"]}}], name
     assert {d["metadata"].get("namespace") for d in render(overlay)} == {"stormlab"}  # the room's teams: their own test above
+
+
+@pytest.mark.parametrize(("overlay", "cells"), [("small", 1), ("dynamodb-2015", 1), ("cells", 4), ("fleet-100k", FLEET_100K_CELLS)])
+def test_each_overlay_runs_a_metadata_service_per_cell_behind_cells(overlay, cells):
+    [settings] = [d for name, d in objects(overlay, "ConfigMap").items() if name.startswith("stormlab-settings-")]
+    data = settings["data"]
+    assert (data["STORMLAB_CELLS"], data["STORMLAB_MORE_CELLS"], data["STORMLAB_CELLS_DNS"]) == (str(cells), str(cells - 1), "cells:8700")
+    more = objects(overlay, "StatefulSet")["metadata-cell"]
+    assert more["spec"]["replicas"] == cells - 1 and more["spec"]["serviceName"] == "cells"  # metadata-cell-0 is cell 1
+    env = {e["name"]: e["value"] for e in more["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["STORMLAB_CELL"] == "ordinal"
+    first = objects(overlay, "Deployment")["metadata"]["spec"]["template"]
+    assert {e["name"]: e["value"] for e in first["spec"]["containers"][0]["env"]}["STORMLAB_CELL"] == "0"
+    service = objects(overlay, "Service")["cells"]["spec"]
+    assert service["clusterIP"] == "None"  # DNS gives each cell's pod: a rack asks them which cell they serve
+    for template in (first, more["spec"]["template"]):  # every cell's pods, and nothing else, answer to `cells`
+        assert service["selector"].items() <= template["metadata"]["labels"].items()
+    workloads = [d for kind in ("Deployment", "StatefulSet") for d in objects(overlay, kind).values()]
+    picks = service["selector"].items()
+    selected = [d["metadata"]["name"] for d in workloads if picks <= d["spec"]["template"]["metadata"]["labels"].items()]
+    assert sorted(selected) == ["metadata", "metadata-cell"], selected
+
+
+def test_the_100k_overlay_runs_the_cells_the_sizing_page_works_out_at_speed_1():
+    [settings] = [d for name, d in objects("fleet-100k", "ConfigMap").items() if name.startswith("stormlab-settings-")]
+    assert settings["data"]["STORMLAB_SPEED"] == "1" and settings["data"]["STORMLAB_CELLS"] == str(FLEET_100K_CELLS)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -9,7 +9,21 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from stormcore.racks import RackSpecError, RackUrls, checked, ptr_answers, ptr_query, rack_from_env, rack_index, wait_until_up
+from stormcore.racks import (
+    RackSpecError,
+    RackUrls,
+    cell_address,
+    cell_from_env,
+    cell_index,
+    cell_urls,
+    checked,
+    find_cell,
+    ptr_answers,
+    ptr_query,
+    rack_from_env,
+    rack_index,
+    wait_until_up,
+)
 
 
 @pytest.mark.parametrize(
@@ -152,3 +166,76 @@ def test_a_replica_scaled_past_the_labs_racks_is_refused_with_what_to_do():
     assert rack_from_env(4, {"STORMLAB_RACK": "slot:4"}) == 3
     with pytest.raises(RackSpecError, match="this is rack 4, but the lab has 4 racks"):
         rack_from_env(4, {"STORMLAB_RACK": "slot:5"})
+
+
+@pytest.mark.parametrize(
+    ("spec", "hostname", "names", "cell"),
+    [
+        ("", "h", (), 0),  # the `metadata` service, and the local lab's first
+        ("2", "h", (), 2),  # the local launcher's
+        ("replica", "x", ["stormlab_metadata-cell_1.stormlab_default"], 1),  # compose: metadata-cell's first replica is cell 1
+        ("replica", "x", ["stormlab-metadata-cell-3.stormlab_default"], 3),
+        ("slot:1", "h", (), 1),  # a swarm's task slot
+        ("ordinal", "metadata-cell-0", (), 1),  # a StatefulSet's first pod
+    ],
+)
+def test_a_cell_is_named_as_a_rack_is_but_counted_from_the_metadata_services_own(spec, hostname, names, cell):
+    assert cell_index(spec, hostname, names) == cell
+
+
+def test_a_cell_past_the_labs_or_a_miscounted_second_service_is_refused_with_what_to_give():
+    assert cell_from_env(4, {"STORMLAB_CELL": "slot:3", "STORMLAB_MORE_CELLS": "3"}) == 3
+    assert cell_from_env(1, {"STORMLAB_MORE_CELLS": "0"}) == 0
+    with pytest.raises(RackSpecError, match="this is cell 4, but the lab has 4 cells"):
+        cell_from_env(4, {"STORMLAB_CELL": "slot:4"})
+    with pytest.raises(RackSpecError, match="give STORMLAB_MORE_CELLS=3"):
+        cell_from_env(4, {"STORMLAB_MORE_CELLS": "2"})  # compose cannot count: the two must agree
+    with pytest.raises(RackSpecError, match="give STORMLAB_MORE_CELLS=0"):
+        cell_from_env(1, {"STORMLAB_MORE_CELLS": "x"})
+    with pytest.raises(RackSpecError, match="STORMLAB_CELL='cell-1': give a number"):
+        cell_from_env(4, {"STORMLAB_CELL": "cell-1"})
+
+
+def test_the_address_that_says_it_serves_the_cell_is_the_racks():
+    assert cell_address({"10.0.0.9": 1, "10.0.0.3": 0, "10.0.0.4": None}, 1) == "10.0.0.9"
+    assert cell_address({"10.0.0.9": 1, "10.0.0.8": 1}, 1) == "10.0.0.8"  # the same answer each time
+    assert cell_address({"10.0.0.3": 0, "10.0.0.4": None}, 2) is None
+
+
+async def test_a_rack_asks_every_metadata_service_behind_the_name_for_its_cell_and_waits_for_it():
+    """Cells 0 and 2 on two loopback addresses behind `cells`; cell 2's rack links to the second,
+    once it answers (it says 503 first); a rack of a cell no one serves gives up saying so."""
+    cells, asked = {"127.0.0.2": 0, "127.0.0.3": 2}, {"127.0.0.2": 0, "127.0.0.3": 0}
+
+    def service(address: str):
+        async def status(request: web.Request) -> web.Response:
+            asked[address] += 1
+            if address == "127.0.0.3" and asked[address] == 1:
+                return web.json_response({"error": "starting"}, status=503)
+            return web.json_response({"cell": cells[address]})
+
+        app = web.Application()
+        app.router.add_get("/status", status)
+        return app
+
+    port = _free_port("127.0.0.2")
+    servers = [TestServer(service(a), host=a, port=port) for a in cells]
+    for s in servers:
+        await s.start_server()
+
+    def resolve(host, port_, type):
+        assert host == "cells"
+        return [(socket.AF_INET, type, 6, "", (a, port_)) for a in cells]
+
+    try:
+        found = await asyncio.to_thread(find_cell, f"cells:{port}", 2, 10.0, 0.01, resolve)
+        assert found == f"http://127.0.0.3:{port}" and asked == {"127.0.0.2": 2, "127.0.0.3": 2}
+        every = await asyncio.to_thread(cell_urls, f"cells:{port}", resolve)  # the chaos container's view: asked once
+        assert every == {0: f"http://127.0.0.2:{port}", 2: f"http://127.0.0.3:{port}"}
+        with pytest.raises(RackSpecError, match=f"no metadata service behind cells:{port} serves cell 3"):
+            await asyncio.to_thread(find_cell, f"cells:{port}", 3, 0.05, 0.01, resolve)
+        with pytest.raises(RackSpecError, match="give NAME:PORT"):
+            find_cell("cells", 1)
+    finally:
+        for s in servers:
+            await s.close()

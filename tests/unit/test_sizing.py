@@ -56,6 +56,9 @@ def test_the_target_is_sized_per_node_at_the_speed_one_metadata_core_allows():
     assert plan["rack_mib"] == 90  # 40 empty + 50 for 1,000 nodes
     assert plan["racks_cpu_cores"] == pytest.approx(2.0) and plan["racks_gib"] == pytest.approx(8.8)
     assert plan["series"] == 150 * 100 + 300 + 500  # the link proxy is the local lab's alone
+    # or in cells at speed 1: 0.8 cores of metadata baseline, each cell's service at most half of its core
+    assert plan["cells_speed_1"] == 2 and plan["cell_cpu_cores_speed_1"] == pytest.approx(0.4)
+    assert plan["racks_cpu_cores_speed_1"] == pytest.approx(4.0)  # 0.04 cores at speed 1, 100 racks
     smaller = sizing.plan_for(FLEET, target_nodes=100_000, nodes_per_rack=250)
     assert smaller["racks"] == 400 and smaller["rack_mib"] == round(40 + 50 / 4)
     assert sizing.plan_for(FLEET, target_nodes=10_000, nodes_per_rack=1_000)["speed"] == 1.0
@@ -72,7 +75,8 @@ def test_the_page_gives_every_measured_figure_and_the_plan():
     page = sizing_page.markdown(figures)
     assert "| 10,000 | 1,000 | 0.25 | rack | 10 | 0.040 | 90 MiB | 150 |" in page
     assert "## What 100,000 nodes need on a cluster" in page and "| rack pods (StatefulSet replicas, `racks` setting) | 100 |" in page
-    assert "| speed (`STORMLAB_SPEED`) | 0.5: the metadata service is one process on one core" in page
+    assert "| cells at speed 1 (`STORMLAB_CELLS`) | 2: the metadata service's baseline at speed 1 is 0.8 cores" in page
+    assert "| or one cell, in slow motion (`STORMLAB_SPEED`) | 0.5: the one metadata service takes 0.4 cores" in page
     assert "not a run of that many nodes" in page  # the extrapolation says what it is
 
 
