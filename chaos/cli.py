@@ -26,7 +26,9 @@ from chaos.lease import describe_effect
 from stormcore import roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
+from stormcore.fleet import racks_of_cell
 from stormcore.labstate import backend, running, state_dir
+from stormcore.racks import cell_holders, cells_in
 
 FORMATTER = HelpFormatter
 
@@ -81,12 +83,20 @@ def parse_between(a: str, b: str, racks_total: int, one_way: bool) -> tuple[list
     return racks, "to-metadata" if a == rack_group else "from-metadata"
 
 
-def values_from(args: argparse.Namespace, racks_total: int) -> dict[str, Any]:
-    """The fault's arguments as the catalog takes them, from the command line."""
+def values_from(args: argparse.Namespace, racks_total: int, cells: int = 1) -> dict[str, Any]:
+    """The fault's arguments as the catalog takes them, from the command line (``--cell`` of a
+    fault of racks: every rack of that cell, of ``cells``)."""
     fault = catalog.FAULTS[args.fault]
     values = {a.key: getattr(args, a.key) for a in fault.args}
-    if getattr(args, "cell", None) is not None:
-        values["cell"] = args.cell
+    cell = getattr(args, "cell", None)
+    if cell is not None and "racks" in values:
+        if values["racks"] is not None or getattr(args, "fraction", None) is not None or getattr(args, "between", None):
+            raise ChaosError("--cell picks every rack of a cell: give it or the racks, not both")
+        if cell >= cells:
+            raise ChaosError(f"this lab has no cell {cell} (cells: {cells})")
+        values["racks"] = racks_of_cell(cell, cells, racks_total)
+    elif cell is not None:
+        values["cell"] = cell
     if getattr(args, "fraction", None) is not None:
         if not 0 < args.fraction <= 1:
             raise ChaosError("--fraction must be more than 0 and at most 1")
@@ -109,8 +119,8 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
                 "`kubectl port-forward` the service and set it to that address)"
             )
         return {
-            "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10")},
-            "components": {name: {"url": url} for name, url in urls.items() if url},
+            "settings": {"STORMLAB_RACKS": os.environ.get("STORMLAB_RACKS", "10"), "STORMLAB_CELLS": os.environ.get("STORMLAB_CELLS", "1")},
+            "components": {name: {"url": url} for name, url in urls.items() if url} | cell_holders(os.environ),
         }
     state = running()
     if not state:
@@ -131,10 +141,10 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     if engine and catalog.FAULTS[args.fault].holder not in ENGINE_HOLDERS:
         runner = engine.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
-        req = catalog.request(args.fault, values_from(args, racks_total), racks_total)
+        req = catalog.request(args.fault, values_from(args, racks_total, cells_in(os.environ)), racks_total)
         return engine.apply(req.body, runner, args.dry_run, args.wait)
     state = lab_state(docker, args.fault)
-    values = values_from(args, client.racks_total(state))
+    values = values_from(args, client.racks_total(state), cells_in(state["settings"]))
     if args.dry_run:
         url, req = client.build(state, args.fault, values)
         print(f"POST {url}/faults {json.dumps(req.body)}")

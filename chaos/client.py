@@ -21,6 +21,7 @@ from stormcore import roster
 from stormcore.auth import headers
 from stormcore.errors import LabError
 from stormcore.fleet import cell_name
+from stormcore.racks import cells_in
 
 
 class ServerFailed(LabError):
@@ -95,8 +96,15 @@ def build(state: Mapping[str, Any], fault: str, values: Mapping[str, Any]) -> tu
         holder = cell_name(cell)
     url = holders(state).get(holder)
     if url is None:
+        cells = cells_in(state.get("settings", {}))
+        if cell is not None and cell < cells:  # an engine's cell, whose admin API is not published on this host
+            raise ChaosError(
+                f"cell {cell}'s metadata service does not answer from here (its admin API is not published on the host): on "
+                f"compose, send {fault} from the stack's own chaos or ops container (`docker compose run --rm ops|chaos {fault} "
+                f"--cell {cell} ...`), which finds it behind `cells`; on Kubernetes, port-forward it (STORMLAB_METADATA_{cell}_URL)"
+            )
         if cell is not None:
-            raise ChaosError(f"this lab has no cell {cell} (cells: {int(state.get('settings', {}).get('STORMLAB_CELLS', 1))})")
+            raise ChaosError(f"this lab has no cell {cell} (cells: {cells})")
         if holder == "supervisor":  # a live deploy: only the local lab runs a supervisor
             raise ChaosError(f"{fault} is held by the local lab's supervisor, which this lab does not run: use `stormlab up` for it")
         raise ChaosError(f"{fault} is held by the {holder}, which this lab does not have")

@@ -69,6 +69,7 @@ def project_of(labels: dict[str, str]) -> str | None:
 
 
 SERVICES = roster.NAMED_TARGETS  # compose services named as their targets (the racks: one scaled service)
+CELLS = ("metadata", "metadata-cell")  # every cell's metadata service: cell 0's, then the others' (none without cells)
 ENGINE_FAULTS = ("blip", "partition", "latency", "loss", "freeze", "kill", "isolate")  # what an engine's backend holds
 
 
@@ -110,7 +111,7 @@ def build(body: dict[str, Any], runner: Runner) -> list[Exec]:
     if f == "isolate":  # the service's side: its packets to and from those racks are dropped
         return partition(names[0], [runner.ip(c) for c in chosen], duration, "both", f)
     if f in ("blip", "partition"):
-        meta_ips = [runner.ip(c) for c in runner.containers("metadata")]
+        meta_ips = [runner.ip(c) for service in CELLS for c in runner.containers(service)]
         direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[body.get("direction", "both")]
         return [cmd for c in chosen for cmd in partition(c, meta_ips, duration, direction, f)]
     if f == "latency":

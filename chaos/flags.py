@@ -11,6 +11,7 @@ from chaos.catalog import FLAG, Arg, Fault
 from stormcore.labstate import BACKENDS
 
 CELL_HELP = "with --cells: which cell's metadata service (default 0, the first)"
+CELL_RACKS_HELP = "with --cells: every rack of this cell (instead of --racks; 10 racks in 4 cells: 0-2, 3-4, 5-7, 8-9)"
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -87,10 +88,12 @@ def add_fault_args(
     required: bool = True,
 ) -> None:
     """A fault's arguments (``keys``: only these, in this order; ``cell``: the metadata service's
-    cell, for a fault it holds) as flags, ``positional`` ones as positionals."""
+    cell, for a fault it holds, or a cell's racks, for a fault of racks) as flags, ``positional``
+    ones as positionals."""
     by_key = {a.key: a for a in fault.args}
-    for key in keys if keys is not None else [*by_key, *(["cell"] if fault.holder == "metadata" else [])]:
+    celled = fault.holder == "metadata" or "racks" in by_key
+    for key in keys if keys is not None else [*by_key, *(["cell"] if celled else [])]:
         if key == "cell":
-            parser.add_argument("--cell", type=cell_number, help=CELL_HELP)
+            parser.add_argument("--cell", type=cell_number, help=CELL_RACKS_HELP if "racks" in by_key else CELL_HELP)
         elif key in by_key:
             add_arg(parser, by_key[key], required, positional=key in positional)

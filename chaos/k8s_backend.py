@@ -231,7 +231,7 @@ def _in_pods(f: str, body: dict[str, Any], chosen: list[Pod], service: Pod | Non
     if service is not None:  # isolate: the service's side drops its packets to and from those racks
         execs = fs.partition(service.name, [_address(p) for p in chosen], duration, "both", f)
     elif f in ("blip", "partition"):
-        meta = [_address(p) for p in pods if p.component == "metadata"]
+        meta = [_address(p) for p in pods if p.component in db.CELLS]  # every cell's: a rack talks to its own
         if not meta:
             raise db.NotOurs("the lab has no metadata pod to cut the racks off from")
         direction = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[body.get("direction", "both")]
@@ -263,7 +263,7 @@ def _as_policy(
         selected, peers, cut, targets = {"matchLabels": {NAME: service.component}}, _not_in(POD_NAME, rack_pods), "both", [service.name]
     else:
         cut = {"both": "both", "to-metadata": "out", "from-metadata": "in"}[direction]
-        selected, peers, targets = _in(POD_NAME, rack_pods), _not_in(NAME, ["metadata"]), rack_pods
+        selected, peers, targets = _in(POD_NAME, rack_pods), _not_in(NAME, list(db.CELLS)), rack_pods
     image = (service or chosen[0]).image
     policy = cut_off(f"stormlab-chaos-{f}-{int(now * 1000)}", namespace, lab, f, selected, peers, cut)
     return Plan(f, targets, lease=lease_job(f, namespace, lab, targets, duration, image, now), policies=[policy])

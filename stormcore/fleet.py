@@ -44,7 +44,12 @@ def cell_of(rack: int, s: LabSettings) -> int:
 
 
 def cell_racks(cell: int, s: LabSettings) -> list[int]:
-    return [r for r in range(s.racks) if cell_of(r, s) == cell]
+    return racks_of_cell(cell, s.cells, s.racks)
+
+
+def racks_of_cell(cell: int, cells: int, racks: int) -> list[int]:
+    """The racks ``cell`` serves among ``racks`` in ``cells`` (the rule of ``cell_of``)."""
+    return [r for r in range(racks) if r * cells // racks == cell]
 
 
 def cell_cores(cell: int, s: LabSettings) -> float:

@@ -10,6 +10,7 @@ from chaos import client
 from chaos import docker_backend as db
 from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
+from stormcore.racks import cell_holders
 
 
 class FakeRunner:
@@ -228,6 +229,31 @@ def test_a_lease_only_the_local_supervisor_holds_is_refused_on_compose():
     with pytest.raises(ChaosError, match="held by the local lab's supervisor.*stormlab up"):
         client.build(compose, "deploy", {"retry_policy": "full-jitter", "duration": "5m"})  # `ops deploy` on compose
     assert runner.ran == []
+
+
+def test_a_blip_of_one_cell_on_compose_is_its_racks_cut_off_from_every_cells_service(capsys, monkeypatch):
+    """Two cells (4 racks: cell 1 has racks 2 and 3): `blip --cell 1` runs in those two racks,
+    each cut off from `metadata` and `metadata-cell`'s replicas (it talks to its own)."""
+    runner = FakeCompose()
+    runner._labels["stormlab_metadata-cell_1"] = OURS
+    monkeypatch.setenv("STORMLAB_CELLS", "2")
+    code, _ = chaos(["blip", "--cell", "1", "--duration", "5s"], runner, capsys)
+    assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack-2_1", "stormlab_rack-3_1"]
+    assert runner.ran[0] == fs.partition("stormlab_rack-2_1", ["172.30.0.2", "172.30.0.2"], 5.0, fault="blip")[0]  # both cells' addresses
+
+
+def test_a_cells_metadata_service_is_a_holder_where_it_answers_and_said_unreachable_where_not():
+    engine = {"settings": {"STORMLAB_RACKS": "10", "STORMLAB_CELLS": "4"}, "components": {"metadata": {"url": "http://127.0.0.1:1"}}}
+    unreachable = r"cell 2's metadata service does not answer from here.*run --rm ops\|chaos pause-metadata --cell 2"
+    with pytest.raises(ChaosError, match=unreachable):
+        client.build(engine, "pause-metadata", {"duration": "1m", "cell": 2})  # from the host: not published
+    with pytest.raises(ChaosError, match=r"this lab has no cell 4 \(cells: 4\)"):
+        client.build(engine, "pause-metadata", {"duration": "1m", "cell": 4})
+    # a port-forward (or the stack's network) names it: the fault goes there
+    engine["components"] |= cell_holders({"STORMLAB_CELLS": "4", "STORMLAB_METADATA_2_URL": "http://127.0.0.1:9702"})
+    url, req = client.build(engine, "pause-metadata", {"duration": "1m", "cell": 2})
+    assert url == "http://127.0.0.1:9702" and req.fault.name == "pause-metadata"
+    assert cell_holders({"STORMLAB_CELLS": "1", "STORMLAB_METADATA_2_URL": "http://x"}) == {}  # no cells, no cell 2
 
 
 def test_the_listing_says_what_each_fault_shell_did_and_warns_of_one_that_did_nothing():

@@ -27,9 +27,11 @@ k8s = pytest.importorskip("kubernetes.client")  # stormlab[k8s]; installed with 
 NS = "stormlab"
 SELECTOR = "app.kubernetes.io/part-of=stormlab,stormlab.dev/lab=stormlab,stormlab.dev/chaos-lease=true"
 IMAGE = "stormlab:0.1.0"
-PODS = [("metadata-7d9f-abcde", "metadata", "10.1.0.2"), ("queues-0", "queues", "10.1.0.9")] + [
-    (f"rack-{n}", "rack", f"10.1.1.{n}") for n in range(4)
-]
+PODS = [
+    ("metadata-7d9f-abcde", "metadata", "10.1.0.2"),
+    ("metadata-cell-0", "metadata-cell", "10.1.0.3"),
+    ("queues-0", "queues", "10.1.0.9"),
+] + [(f"rack-{n}", "rack", f"10.1.1.{n}") for n in range(4)]
 
 
 class FakeApiServer:
@@ -41,7 +43,7 @@ class FakeApiServer:
         self.jobs: dict[str, dict] = {}
         self.policies: dict[str, dict] = {}
         self.paused: dict[str, int] = {}  # pod -> the pid of the shell holding its pause
-        self.pods = {name: component for name, component, _ in PODS}
+        self.pods = {name: component for name, component, _ in PODS if component != "metadata-cell"}  # with cells: add it
         self.ephemeral: dict[str, dict[str, dict]] = {}  # pod -> container name -> its status
         self.logs: dict[tuple[str, str], str] = {}
         self.failing_pods: set[str] = set()  # pods whose exec fails (a node away)
@@ -241,6 +243,26 @@ def test_a_blip_runs_the_fault_shell_in_an_ephemeral_container_of_each_rack_pod(
     assert fake.jobs == {} and fake.policies == {}  # no NetworkPolicy unless asked for
 
 
+def test_a_blip_of_one_cell_cuts_that_cells_racks_off_from_every_cells_metadata_pod(api, capsys, monkeypatch):
+    """Two cells on the cluster (4 racks: cell 0 has racks 0-1, cell 1 racks 2-3): `blip --cell 1`
+    is racks 2 and 3, each cut off from both cells' metadata pods (it talks to its own)."""
+    fake, runner = api
+    fake.pods["metadata-cell-0"] = "metadata-cell"
+    monkeypatch.setenv("STORMLAB_CELLS", "2")
+    code, out = chaos(["blip", "--cell", "1", "--duration", "5s"], runner, capsys)
+    assert code == 0 and "blip on rack-2, rack-3 for 5s: it reverts by itself" in out
+    added = patched(fake)
+    assert [pod for pod, _ in added] == ["rack-2", "rack-3"]
+    for pod, spec in added:
+        assert tuple(spec["command"]) == fs.partition(pod, ["10.1.0.2", "10.1.0.3"], 5.0, "both", "blip")[0].argv
+    before = len(fake.requests)
+    with pytest.raises(ChaosError, match=r"this lab has no cell 2 \(cells: 2\)"):
+        chaos(["blip", "--cell", "2", "--duration", "5s"], runner, capsys)
+    with pytest.raises(ChaosError, match="give it or the racks, not both"):
+        chaos(["blip", "--cell", "1", "--racks", "0,", "--duration", "5s"], runner, capsys)
+    assert not [r for r in fake.requests[before:] if r[0] != "GET"]  # refused: nothing asked of the cluster but its pods
+
+
 def test_a_one_way_partition_drops_only_the_racks_egress_in_the_pod(api, capsys):
     fake, runner = api
     code, _ = chaos(["partition", "--between", "racks:3", "metadata", "--one-way", "--duration", "1m"], runner, capsys)
@@ -300,7 +322,9 @@ def test_asked_for_a_blip_is_a_lease_job_owning_a_policy_that_names_the_lab(api,
     assert spec["podSelector"] == {"matchExpressions": [{"key": kb.POD_NAME, "operator": "In", "values": ["rack-0", "rack-2"]}]}
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     allowed = [
-        {"podSelector": {"matchExpressions": [{"key": kb.NAME, "operator": "NotIn", "values": ["metadata"]}]}},
+        {
+            "podSelector": {"matchExpressions": [{"key": kb.NAME, "operator": "NotIn", "values": ["metadata", "metadata-cell"]}]}
+        },  # every cell's
         {"namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NS]}]}},
     ]
     assert spec["egress"] == [{"to": allowed}] and spec["ingress"] == [{"from": allowed}]
