@@ -108,34 +108,39 @@ def swarm():
         engines("down")
 
 
-@pytest.fixture(scope="module")
-def stack(swarm, tmp_path_factory):
-    manager, _ = swarm
-    secrets = tmp_path_factory.mktemp("swarm-secrets")
+def deploy(manager: str, name: str, secrets: Path, **env: str) -> None:
+    """`docker stack deploy` of the lab as ``name`` (``env``: more of its variables, e.g. STORMLAB_CELLS)."""
     subprocess.run([sys.executable, "-m", "stormcore.auth", "init", str(secrets)], check=True, capture_output=True)
-    env = {
+    variables = {
         **os.environ,
         "DOCKER_HOST": manager,
         "STORMLAB_SECRETS_DIR": str(secrets),
         "GRAFANA_REPLICAS": "0",  # Grafana: no registry to pull it from here
         "STORMLAB_RACKS": str(RACKS),
+        **env,
     }
-    deploy = subprocess.run(
+    done = subprocess.run(
         # no registry to ask each image's digest of: asked, every service waits out a timeout (200 s in all)
-        ["docker", "stack", "deploy", "--resolve-image", "never", "-c", "deploy/swarm/stormlab-stack.yml", STACK],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        ["docker", "stack", "deploy", "--resolve-image", "never", "-c", "deploy/swarm/stormlab-stack.yml", name],
+        cwd=ROOT, env=variables, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert deploy.returncode == 0, deploy.stdout + deploy.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def stack(swarm, tmp_path_factory):
+    manager, _ = swarm
+    deploy(manager, STACK, tmp_path_factory.mktemp("swarm-secrets"))
     yield manager
     docker("stack", "rm", STACK, host=manager, check=False)
 
 
-def runner_on(manager: str) -> db.SdkRunner:
-    return db.SdkRunner(STACK, client_factory=lambda: sdk.DockerClient(base_url=manager))
+def runner_on(manager: str, name: str = STACK) -> db.SdkRunner:
+    return db.SdkRunner(name, client_factory=lambda: sdk.DockerClient(base_url=manager))
 
 
-def loadgen_status(manager: str) -> dict | None:
-    runner = runner_on(manager)
+def loadgen_status(manager: str, name: str = STACK) -> dict | None:
+    runner = runner_on(manager, name)
     found = runner.containers("loadgen")
     if not found:
         return None
@@ -146,9 +151,9 @@ def loadgen_status(manager: str) -> dict | None:
         return None
 
 
-def rack_nodes(manager: str) -> dict[int, str]:
+def rack_nodes(manager: str, name: str = STACK) -> dict[int, str]:
     """Each running rack task's rack (its slot - 1) and the node that runs it, as the manager says."""
-    service = sdk.DockerClient(base_url=manager).services.get(f"{STACK}_rack")
+    service = sdk.DockerClient(base_url=manager).services.get(f"{name}_rack")
     return {
         task["Slot"] - 1: task["NodeID"]
         for task in service.tasks(filters={"desired-state": "running"})
@@ -241,8 +246,13 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
 
 def test_stack_rm_leaves_nothing_on_any_engine(swarm, stack):
     manager, urls = swarm
-    docker("stack", "rm", STACK, host=manager)
-    label = f"label={db.STACK_LABEL}={STACK}"
+    removed(STACK, manager, urls)
+
+
+def removed(name: str, manager: str, urls: dict[str, str]) -> None:
+    """`docker stack rm` of ``name``, and nothing of it left on any engine."""
+    docker("stack", "rm", name, host=manager)
+    label = f"label={db.STACK_LABEL}={name}"
     for node, url in urls.items():
 
         def gone(url=url):
@@ -258,6 +268,44 @@ def test_stack_rm_leaves_nothing_on_any_engine(swarm, stack):
         assert not docker("volume", "ls", "-q", "--filter", label, host=url).stdout.split(), node
     assert not docker("secret", "ls", "-q", "--filter", label, host=manager).stdout.split()
     assert not docker("service", "ls", "-q", "--filter", label, host=manager).stdout.split()
+
+
+def test_four_cells_on_the_swarm_keep_the_2015_blip_inside_its_cell(swarm, tmp_path_factory):
+    """STORMLAB_CELLS=4 on the same engines: `metadata` (cell 0) and three metadata-cell tasks, each
+    rack renewing with its own cell's (racks 0-2, 3-4, 5-7, 8-9); `blip --cell 0`, through the
+    engines of the nodes that run racks 0-2, storms cell 0 while the other cells' customers stay
+    under 1%; the stack goes with nothing left on any engine."""
+    manager, urls = swarm
+    name = f"{STACK}cells"
+    deploy(manager, name, tmp_path_factory.mktemp("swarm-cells-secrets"), STORMLAB_CELLS="4", STORMLAB_MORE_CELLS="3")
+    started = time.monotonic()
+    try:
+
+        def per_cell() -> dict[str, float] | None:
+            status = loadgen_status(manager, name)
+            cells = status and status["cell_error_ratio"]
+            return {c: 1.0 if r is None else r for c, r in cells.items()} if cells and len(cells) == 4 else None
+
+        wait_for("every cell's customers served", lambda: (seen := per_cell()) and max(seen.values()) < 0.01, 300, 5)
+        print(f"every cell's customers served after {time.monotonic() - started:.0f} s")
+        nodes = rack_nodes(manager, name)
+        print("racks per node:", dict(Counter(nodes.values())), "cell 0's racks on", sorted({nodes[r] for r in (0, 1, 2)}))
+        env = {**os.environ, "STORMLAB_COMPOSE_PROJECT": name, "DOCKER_HOST": manager, "STORMLAB_CELLS": "4"}
+        blip = subprocess.run(
+            [sys.executable, "-m", "stormlab.cli", "chaos", "--backend", "docker", "blip", "--cell", "0", "--duration", "5s"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert blip.returncode == 0, blip.stdout + blip.stderr
+        wait_for("cell 0 storms", lambda: (seen := per_cell()) and seen["0"] > 0.3, 120, 2)
+        readings = []
+        for _ in range(5):  # 20 s of cell 0's storm
+            readings.append(per_cell())
+            time.sleep(5)
+        print(f"customers' error by cell through cell 0's storm: {readings}")
+        assert all(r and r["0"] > 0.3 for r in readings), readings  # cell 0 storms on, long after the 5 s blip
+        assert all(r and max(r[c] for c in ("1", "2", "3")) < 0.01 for r in readings), readings  # the blast radius: one cell
+    finally:
+        removed(name, manager, urls)
 
 
 def test_the_engines_removal_leaves_nothing_on_this_host(swarm):
