@@ -200,7 +200,7 @@ def test_a_short_soak_on_compose_leaves_no_fault_behind(stack):
         "STORMLAB_METADATA_URL": f"http://127.0.0.1:{stack.env['METADATA_PORT']}",
     }
     out = subprocess.run(
-        [sys.executable, "-m", "stormlab.cli", "soak", "--backend", "docker", "--leases", "60", "--seed", "5", "--holder-kills", "0.15"],
+        [sys.executable, "-m", "stormlab.cli", "soak", "--backend", "docker", "--leases", "40", "--seed", "5", "--holder-kills", "0.15"],
         cwd=ROOT,
         env=env,
         capture_output=True,

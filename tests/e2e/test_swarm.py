@@ -225,14 +225,14 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
         assert racks[rack] in blip.stdout, (racks[rack], blip.stdout)  # the fault went into each chosen rack
 
     samples = []
-    while time.monotonic() - blipped < 95:  # the plateau read from 45 s to 95 s: 50 s of it, long after the 5 s blip
+    while time.monotonic() - blipped < 82:  # the plateau read from 45 s to 82 s: 37 s of it, long after the 5 s blip
         status = loadgen_status(manager)
         if status and status["customer_error_ratio"] is not None:
             samples.append((time.monotonic() - blipped, status["customer_error_ratio"]))
         time.sleep(5)
     print("customer error ratio after the blip:", [(round(t), round(e, 3)) for t, e in samples])
     plateau = [e for t, e in samples if t >= 45]
-    assert len(plateau) >= 8, samples
+    assert len(plateau) >= 6, samples
     mean = sum(plateau) / len(plateau)
     assert 0.45 <= mean <= 0.65, f"plateau {mean:.1%} (2015: ~55%); samples {samples}"
     assert min(plateau) > 0.40, f"the storm did not hold: {samples}"  # long after the 5 s blip

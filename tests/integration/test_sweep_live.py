@@ -15,7 +15,7 @@ def test_a_small_sweep_runs_two_points_live_and_they_agree_with_the_model(tmp_pa
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))  # its labs, apart from any other
     out = tmp_path / "sweep"
     argv = ["sweep", "--quick", "--out", str(out), "--panels", "2015,allowance 2s", "--blip-racks", "1,3", "--blip", "5s",
-            "--gsis", "2", "--live", "2", "--live-phases", "0", "--speed", "2", "--watch", "9"]  # fmt: skip
+            "--gsis", "2", "--live", "2", "--live-phases", "0", "--speed", "2", "--watch", "9", "--live-retries", "2"]  # fmt: skip
     assert cli.main(argv) == 0  # exit 1 would mean live and model agree on under 90%
     summary = json.loads((out / "summary.json").read_text())
     print(json.dumps(summary, indent=1))
