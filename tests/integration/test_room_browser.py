@@ -34,13 +34,14 @@ RUNBOOK = {"pause-metadata", "capacity", "resume-metadata"}  # the leases the da
 
 
 def readings(card: dict) -> dict:
-    """Each team's customers' error, nodes serving, and what the host broke of its validity budgets
-    in the last 10 s (loop lag, CPU steal: [] when the reading is valid), now."""
+    """Each team's customers' error (None: loadgen counted no request in its last 10 s), nodes
+    serving, and what the host broke of its validity budgets in the last 10 s (loop lag, CPU
+    steal: [] when the reading is valid), now."""
     seen = asyncio.run(room_cli.readings(card))
-    return {team: (snap["customer_error_ratio"] or 0.0, snap["nodes_serving"], snap["invalid"]) for team, snap in seen.items() if snap}
+    return {team: (snap["customer_error_ratio"], snap["nodes_serving"], snap["invalid"]) for team, snap in seen.items() if snap}
 
 
-def host_shaped(through: list[tuple[float, int, list[str]]]) -> str:
+def host_shaped(through: list[tuple[float | None, int, list[str]]]) -> str:
     """What a failed reading of team 2 says of the host: did it shape the run (INVALID) or not."""
     shaped = sorted({reason for _, _, invalid in through for reason in invalid})
     return f"INVALID, the host shaped team 2's run: {shaped}" if shaped else "valid: the host did not shape team 2's run"
@@ -105,7 +106,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             assert console.stdout is not None
             url = console.stdout.readline().split()[3]  # "the room's console: http://127.0.0.1:PORT/ (…)"
             # the facilitator waits for the room to settle (every team's customers served) before the game
-            settled = lambda: (seen := readings(card)) and len(seen) == 2 and all(e < 0.01 for e, _, _ in seen.values())  # noqa: E731
+            settled = lambda: (seen := readings(card)) and len(seen) == 2 and all((e or 0.0) < 0.01 for e, _, _ in seen.values())  # noqa: E731
             until(settled, 60, 2, "the room settled")
             # the facilitator starts the game in both labs from the console, with her token
             d.get(f"{url}#token={room.facilitator_token()}")
@@ -125,7 +126,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
 
             def storming() -> bool:
                 seen = readings(card)
-                return all(seen[t][0] > 0.3 for t in ("team-1", "team-2"))
+                return all((seen[t][0] or 0.0) > 0.3 for t in ("team-1", "team-2"))
 
             until(storming, 120, 2.0, "both teams' customers failing")  # both met the blip, both storm
             said = ack(d, "RetryStorm", before=lambda: shot(d, "players-console.png", tmp_path))
@@ -186,7 +187,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             out = capsys.readouterr().out
             assert "team-1: on at" in out and "team-2: on at" in out, out
             until(lambda: not d.find_element(By.ID, "held").is_displayed(), 10, 0.5, "ON HOLD gone")
-            b_through: list[tuple[float, int, list[str]]] = []  # team 2's readings through team 1's moves
+            b_through: list[tuple[float | None, int, list[str]]] = []  # team 2's readings through team 1's moves
             said = submit(d, "pause-metadata", duration="2m")
             assert said.startswith("done: pause-metadata"), said
             b_through += [readings(card)["team-2"] for _ in range(3)]
@@ -200,7 +201,6 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
                 return room.game_state()["team-1"]["outcome"] == "passed"
 
             until(recovered, 150, 2.0, "team 1's game won")
-            assert all(error > 0.3 for error, _, _ in b_through), (host_shaped(b_through), b_through)  # team 2 storms on
 
             # the facilitator's page: both curves, and the leaderboard with team 1 first
             d.get(url)
@@ -237,8 +237,13 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         [run_b] = (home / "room" / "games" / "team-2").glob("*/journal.json")
         played_b = json.loads(run_b.read_text())
         assert played_b["player_actions"] == [] and played_b["score"]["injects_answered"] == 0
-        # and its fleet stayed up through team 1's moves, unless the host shaped team 2's run (its game's own verdict, or a
-        # reading's): two labs of 400 nodes and a browser on 2 cores have once starved team 2's into 0/400 serving
+        # and its customers stormed on through team 1's moves wherever the host did not shape the reading (a starved
+        # loadgen counts next to nothing: seen here, 584 ms late), some reading saying so unless the host shaped the whole
+        # run; its fleet stayed up, unless the host shaped team 2's run (its game's own verdict, or a reading's): two labs
+        # of 400 nodes and a browser on 2 cores have starved team 2's into 0/400 serving
+        judged = [error for error, _, invalid in b_through if not invalid and error is not None]
+        assert all(error > 0.3 for error in judged), (host_shaped(b_through), b_through)
+        assert judged or not played_b["validity"]["valid"], (host_shaped(b_through), played_b["validity"], b_through)
         shaped = not played_b["validity"]["valid"] or any(invalid for _, _, invalid in b_through)
         assert all(serving >= 300 or shaped for _, serving, _ in b_through), (host_shaped(b_through), played_b["validity"], b_through)
         assert len(played_b["holds"]) == 1  # the hold was the room's: every team's game stood still
