@@ -40,7 +40,11 @@ def holds_gsi_heavy(rack: int, index: int, s: LabSettings) -> bool:
 def cell_of(rack: int, s: LabSettings) -> int:
     """The cell whose metadata service serves this rack: the racks are dealt out in contiguous
     runs, as even as they can be (10 racks in 4 cells: 3, 2, 3, 2)."""
-    return rack * s.cells // s.racks
+    return _cell(rack, s.cells, s.racks)
+
+
+def _cell(rack: int, cells: int, racks: int) -> int:
+    return rack * cells // racks
 
 
 def cell_racks(cell: int, s: LabSettings) -> list[int]:
@@ -49,7 +53,7 @@ def cell_racks(cell: int, s: LabSettings) -> list[int]:
 
 def racks_of_cell(cell: int, cells: int, racks: int) -> list[int]:
     """The racks ``cell`` serves among ``racks`` in ``cells`` (the rule of ``cell_of``)."""
-    return [r for r in range(racks) if r * cells // racks == cell]
+    return [r for r in range(racks) if _cell(r, cells, racks) == cell]
 
 
 def cell_cores(cell: int, s: LabSettings) -> float:

@@ -120,12 +120,11 @@ def docker_state(directory: Path, env: Mapping[str, str] | None = None) -> dict[
         os.environ[auth.ENV] = compose_token()
     env = os.environ if env is None else env
     services = {name: {"url": published_url(name, env)} for name in PUBLISHED}
-    cells = env.get("STORMLAB_CELLS", "1")
     return {
         "directory": str(directory),
         "components": {k: v for k, v in services.items() if k in roster.CASCADE or k == "metadata"} | racks.cell_holders(env),
         "supervisor_url": None,
-        "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10"), "STORMLAB_CELLS": cells},
+        "settings": {"STORMLAB_RACKS": env.get("STORMLAB_RACKS", "10"), "STORMLAB_CELLS": env.get("STORMLAB_CELLS", "1")},
     }
 
 
