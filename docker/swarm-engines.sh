@@ -17,8 +17,10 @@
 # which the chaos tool reads to act through the engine that runs each target task.
 # Why not Docker-in-Docker: a privileged container needs every capability, and a host (or a VM)
 # that withholds one (CAP_SYS_RESOURCE here) refuses it; a namespace needs none of that.
-# The images given to the engines: $STORMLAB_IMAGE (stormlab:0.1.0) and $PROMETHEUS_IMAGE (from
-# docker/local-images.sh on a host without a registry); $STORMLAB_ENGINE_IMAGES adds more.
+# The images given to the engines: $STORMLAB_IMAGE (stormlab:0.1.0), $PROMETHEUS_IMAGE and
+# $ALERTMANAGER_IMAGE (from docker/local-images.sh on a host without a registry);
+# $STORMLAB_ENGINE_IMAGES adds more. The engines reach this host at the bridge's address, .1
+# (`export STORMLAB_DESK_ADDR=...` printed by `up`: where the stack's Alertmanager finds the desk).
 # Needs root, iproute2, nsenter and the host's dockerd running (its images are copied).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,7 +104,7 @@ up() {
   case "$n" in '' | *[!0-9]*) say "N must be a number of engines, got '$n'"; exit 2 ;; esac
   if [ "$n" -lt 1 ] || [ "$n" -gt 9 ]; then say "N must be 1 to 9, got $n"; exit 2; fi
   if [ -d "$RUN" ] || ip link show "$BRIDGE" >/dev/null 2>&1; then say "engines are already up: docker/swarm-engines.sh down first"; exit 2; fi
-  local images=("${STORMLAB_IMAGE:-stormlab:0.1.0}" "${PROMETHEUS_IMAGE:-prom/prometheus:v2.42.0}")
+  local images=("${STORMLAB_IMAGE:-stormlab:0.1.0}" "${PROMETHEUS_IMAGE:-prom/prometheus:v2.42.0}" "${ALERTMANAGER_IMAGE:-prom/alertmanager:v0.25.0}")
   # shellcheck disable=SC2206
   images+=(${STORMLAB_ENGINE_IMAGES:-})
   for image in "${images[@]}"; do
@@ -142,6 +144,7 @@ up() {
   done
   say "a swarm of $n engines: manager $manager"
   echo "export DOCKER_HOST=$manager"
+  echo "export STORMLAB_DESK_ADDR=$PREFIX.1"
 }
 
 case "${1:-}" in

@@ -3,29 +3,39 @@ dockerd in three network namespaces, joined into one swarm, each given the lab's
 `docker stack deploy` runs the lab from deploy/swarm/stormlab-stack.yml with the racks spread over
 the nodes, each rack replica taking its rack from its task slot; the chaos CLI, pointed at the
 manager alone, finds the node that runs each target rack and blips racks on the workers through
-their own engines; the 2015 storm holds at its plateau; `docker stack rm` leaves nothing on any
-engine and the engines' removal leaves nothing on this host.
+their own engines; the 2015 storm holds at its plateau, and the stack's Alertmanager pages the
+database on-call at the runner's desk on this host (the desk's own web side, at the engines' bridge
+address); `docker stack rm` leaves nothing on any engine and the engines' removal leaves nothing
+on this host.
 
 Run with `make e2e` after the compose test (it builds the image); on a machine without a
-registry, docker/local-images.sh gives the Prometheus image (STORMLAB_BASE_IMAGE, PROMETHEUS_IMAGE).
+registry, docker/local-images.sh gives the Prometheus and Alertmanager images (PROMETHEUS_IMAGE,
+ALERTMANAGER_IMAGE).
 STORMLAB_E2E_ENGINES=1 runs the same test on a single-node swarm.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from chaos import docker_backend as db
 from chaos.fault_shell import Exec
+from stormlab.gameday import desk, desk_web
+from stormlab.gameday.ops import Ops
 
 try:
     import docker as sdk
@@ -87,9 +97,14 @@ def left_on_this_host() -> dict[str, list[str]]:
     }
 
 
+class Swarm(NamedTuple):
+    manager: str  # the manager's engine address
+    urls: dict[str, str]  # every engine's: node id -> tcp URL
+    desk_addr: str  # where the engines reach this host (the runner's desk)
+
+
 @pytest.fixture(scope="module")
 def swarm():
-    """The manager's engine address, and every engine's (node id -> tcp URL)."""
     if docker("image", "inspect", IMAGE, check=False).returncode != 0:
         pytest.fail(f"no {IMAGE} image: the compose test builds it (make e2e runs both)")
     if sdk is None:
@@ -98,22 +113,24 @@ def swarm():
         up = engines("up", str(ENGINES))
         assert up.returncode == 0, f"swarm-engines.sh up exited {up.returncode}:\n{up.stderr}"
         manager = re.search(r"export DOCKER_HOST=(\S+)", up.stdout).group(1)  # type: ignore[union-attr]
+        desk_addr = re.search(r"export STORMLAB_DESK_ADDR=(\S+)", up.stdout).group(1)  # type: ignore[union-attr]
         print(up.stderr, end="")
         ids = docker("node", "ls", "-q", host=manager).stdout.split()
         described = json.loads(docker("node", "inspect", *ids, host=manager).stdout)
         urls = {node["ID"]: db.engine_of(node) for node in described}
         assert len(urls) == ENGINES and all(urls.values()), urls
-        yield manager, urls
+        yield Swarm(manager, urls, desk_addr)
     finally:
         engines("down")
 
 
-def deploy(manager: str, name: str, secrets: Path, **env: str) -> None:
+def deploy(swarm: Swarm, name: str, secrets: Path, **env: str) -> None:
     """`docker stack deploy` of the lab as ``name`` (``env``: more of its variables, e.g. STORMLAB_CELLS)."""
     subprocess.run([sys.executable, "-m", "stormcore.auth", "init", str(secrets)], check=True, capture_output=True)
     variables = {
         **os.environ,
-        "DOCKER_HOST": manager,
+        "DOCKER_HOST": swarm.manager,
+        "STORMLAB_DESK_ADDR": swarm.desk_addr,
         "STORMLAB_SECRETS_DIR": str(secrets),
         "GRAFANA_REPLICAS": "0",  # Grafana: no registry to pull it from here
         "STORMLAB_RACKS": str(RACKS),
@@ -129,10 +146,30 @@ def deploy(manager: str, name: str, secrets: Path, **env: str) -> None:
 
 @pytest.fixture(scope="module")
 def stack(swarm, tmp_path_factory):
-    manager, _ = swarm
-    deploy(manager, STACK, tmp_path_factory.mktemp("swarm-secrets"))
-    yield manager
-    docker("stack", "rm", STACK, host=manager, check=False)
+    """The lab deployed; the directory of its secrets (its token)."""
+    secrets = tmp_path_factory.mktemp("swarm-secrets")
+    deploy(swarm, STACK, secrets)
+    yield secrets
+    docker("stack", "rm", STACK, host=swarm.manager, check=False)
+
+
+@contextmanager
+def desk_on(address: str, directory: Path, token: str) -> Iterator[desk.Desk]:
+    """The game-day runner's desk, its own web side, on this host at ``address``:8709 (where the
+    stack's Alertmanager posts), served from a thread of its own while the block runs."""
+    the_desk = desk.Desk(directory, "the storm on a swarm")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    serving = desk_web.serving(the_desk, Ops({"directory": str(directory)}), address, desk.DEFAULT_PORT, token)
+    asyncio.run_coroutine_threadsafe(serving.__aenter__(), loop).result(30)
+    try:
+        yield the_desk
+    finally:
+        asyncio.run_coroutine_threadsafe(serving.__aexit__(None, None, None), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def runner_on(manager: str, name: str = STACK) -> db.SdkRunner:
@@ -175,8 +212,15 @@ def spread_over_workers(nodes: dict[int, str], manager_node: str, count: int = 3
     return chosen
 
 
-def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
-    manager, urls = swarm
+@pytest.fixture
+def runners_desk(swarm, stack, tmp_path):
+    """The desk, taking pages with the stack's token, for as long as the test runs."""
+    with desk_on(swarm.desk_addr, tmp_path, (stack / "token").read_text().strip()) as the_desk:
+        yield the_desk
+
+
+def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack, runners_desk):
+    manager, urls, _ = swarm
     manager_node = next(node for node, url in urls.items() if url == manager)
 
     def racks_up():
@@ -243,9 +287,21 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack):
         rules = runner.exec(Exec(racks[rack], ("iptables", "-S"), detach=False))
         assert "-P INPUT" in rules and "-j DROP" not in rules, rules
 
+    # Prometheus fired RetryStorm (a minute of >10% disqualified) and the stack's Alertmanager, on the
+    # manager, paged the database on-call at the desk on this host, with the stack's token
+    def storm_paged():
+        return [p for p in runners_desk.pages if p["alert"] == "RetryStorm" and p["status"] == "firing"]
+
+    try:
+        paged = wait_for("Alertmanager pages RetryStorm to the runner's desk", storm_paged, 120, every_s=2)
+    finally:
+        print("pages at the desk (alert, role, s after the blip):",
+              [(p["alert"], p["role"], round(p["mono"] - blipped)) for p in runners_desk.pages])  # fmt: skip
+    assert {p["role"] for p in paged} == {"database"} and all(p["via"] == "alertmanager" for p in runners_desk.pages), runners_desk.pages
+
 
 def test_stack_rm_leaves_nothing_on_any_engine(swarm, stack):
-    manager, urls = swarm
+    manager, urls, _ = swarm
     removed(STACK, manager, urls)
 
 
@@ -275,9 +331,9 @@ def test_four_cells_on_the_swarm_keep_the_2015_blip_inside_its_cell(swarm, tmp_p
     rack renewing with its own cell's (racks 0-2, 3-4, 5-7, 8-9); `blip --cell 0`, through the
     engines of the nodes that run racks 0-2, storms cell 0 while the other cells' customers stay
     under 1%; the stack goes with nothing left on any engine."""
-    manager, urls = swarm
+    manager, urls, _ = swarm
     name = f"{STACK}cells"
-    deploy(manager, name, tmp_path_factory.mktemp("swarm-cells-secrets"), STORMLAB_CELLS="4", STORMLAB_MORE_CELLS="3")
+    deploy(swarm, name, tmp_path_factory.mktemp("swarm-cells-secrets"), STORMLAB_CELLS="4", STORMLAB_MORE_CELLS="3")
     started = time.monotonic()
     try:
 

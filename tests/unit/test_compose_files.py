@@ -192,6 +192,15 @@ def test_alertmanager_routes_each_roles_pages_to_the_desk_with_the_token():
     service = compose()["services"]["alertmanager"]
     assert "stormlab-desk:host-gateway" in service["extra_hosts"]
     assert "secrets:/run/stormlab:ro" in service["volumes"]
+    # the swarm's: the same file, the token secret where it reads it, the desk at STORMLAB_DESK_ADDR
+    stack = yaml.safe_load((ROOT / "deploy/swarm/stormlab-stack.yml").read_text())
+    on_swarm = stack["services"]["alertmanager"]
+    assert on_swarm["command"] == service["command"]
+    [config_file] = on_swarm["configs"]
+    assert config_file["target"] == "/etc/alertmanager/alertmanager.yml"
+    assert stack["configs"][config_file["source"]]["file"] == "../../alertmanager/alertmanager.yml"
+    assert on_swarm["secrets"] == [{"source": "token", "target": "/run/stormlab/token"}]
+    assert on_swarm["extra_hosts"] == ["stormlab-desk:${STORMLAB_DESK_ADDR:-host-gateway}"]
     prometheus = yaml.safe_load((ROOT / "prometheus/prometheus.yml").read_text())
     assert prometheus["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["alertmanager:9093"]}]}]
     labels = {a.name: a.role for a in alerts.ALERTS}
