@@ -46,7 +46,7 @@ def create_app(settings: LabSettings, token: str | None = None, cell: int = 0) -
     share of the cores, its own admin path and faults."""
     if not 0 <= cell < settings.cells:
         raise SettingsError(f"cell must be between 0 and {settings.cells - 1}, got {cell}")
-    metrics = MetadataMetrics.create()
+    metrics = MetadataMetrics.create(cell)
     lag = LoopLag(metrics.registry)
     service = MetadataService(settings, MembershipStore.for_cell(settings, cell), metrics, cell)
     app = base_app(

@@ -29,8 +29,10 @@ class MetadataMetrics:
     version: Gauge
 
     @classmethod
-    def create(cls) -> MetadataMetrics:
+    def create(cls, cell: int = 0) -> MetadataMetrics:
         f = MetricFactory()
+        # the service's cell, joined on `instance` by the per-cell rules (cell:stormlab_metadata_margin:ratio)
+        f.gauge("stormlab_metadata_cell_info", "The cell this metadata service serves", ("cell",)).labels(str(cell)).set(1)
         answered = "Time from arrival to answer of completed requests (compare with the allowance)"
         m = cls(
             registry=f.registry,

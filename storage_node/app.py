@@ -22,7 +22,7 @@ from storage_node.rack import DEPLOYABLE, Node, Rack, StaleDeploy
 from storage_node.store import AsyncItemStore, QuotaExceeded
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
-from stormcore.fleet import node_id
+from stormcore.fleet import cell_of, node_id
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.settings import LabSettings, SettingsError
@@ -48,7 +48,7 @@ def create_app(
     held: tuple[dict, int] | None = None,
     schedule_origin: float | None = None,
 ) -> web.Application:
-    metrics = RackMetrics.create(rack)
+    metrics = RackMetrics.create(rack, cell_of(rack, settings))
     metrics.allowance.labels(str(rack)).set(settings.allowance_s)
     lag = LoopLag(metrics.registry)
     holder: dict[str, Rack] = {}

@@ -29,9 +29,12 @@ class RackMetrics:
     allowance: Gauge
 
     @classmethod
-    def create(cls, rack: int) -> RackMetrics:
+    def create(cls, rack: int, cell: int = 0) -> RackMetrics:
         f = MetricFactory()
         rack_ = ("rack",)
+        # the rack's cell, joined on `rack` by the per-cell rules (cell:stormlab_nodes_disqualified:ratio)
+        cell_info = f.gauge("stormlab_rack_cell_info", "The cell whose metadata service the rack renews with", ("rack", "cell"))
+        cell_info.labels(str(rack), str(cell)).set(1)
         m = cls(
             registry=f.registry,
             renewals=f.counter("stormlab_renewals_total", "Membership renewal attempts by attempt and outcome", RENEWAL_LABELS),

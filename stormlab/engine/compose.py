@@ -23,6 +23,7 @@ from typing import Any
 
 from stormcore import auth, racks, roster
 from stormcore.errors import LabError
+from stormcore.settings import LabSettings
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
 
@@ -257,6 +258,7 @@ class DockerStack:
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
             host=observe.host_readings(self.host()),
             faults=[],
+            settings=LabSettings.from_env(self.state["settings"]),
         )
 
     async def sample(self) -> dict[str, Any]:

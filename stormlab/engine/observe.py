@@ -16,6 +16,7 @@ import aiohttp
 from stormcore import roster
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError
+from stormcore.fleet import cell_of
 from stormcore.settings import LabSettings, Pace
 from stormcore.wire import (
     RackStatus,
@@ -62,6 +63,7 @@ async def snapshot(
         host=host_readings(by_name),
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         nodes=nodes,
+        settings=settings,
     )
 
 
@@ -175,9 +177,12 @@ def summarize(
     host: dict[str, Any],
     faults: list[dict[str, Any]],
     nodes: bool = False,
+    settings: LabSettings | None = None,
 ) -> dict[str, Any]:
     """The lab in one reading, from its processes' statuses: the one shape `status`, the demo
-    and game days (local or on compose) read. A process that did not answer gives None."""
+    and game days (local or on compose) read. A process that did not answer gives None.
+    ``settings``: the lab's racks and cells, for each cell's share of its nodes disqualified
+    (none given: one cell)."""
     renewal = [r.renewal_p99_s for r in racks if r.renewal_p99_s is not None]
     picked = {
         key: getattr(statuses[name], field) if statuses.get(name) is not None else None
@@ -192,6 +197,7 @@ def summarize(
         "nodes_disqualified": sum(r.nodes_disqualified for r in racks),
         "nodes_starting": sum(r.nodes_starting for r in racks),
         "racks_link_down": sorted(r.rack for r in racks if not r.link_up),
+        "cell_disqualified_fraction": by_cell(racks, settings),
         **picked,
         "table_error_ratio": picked["table_error_ratio"] or {},
         "membership_sizes": picked["membership_sizes"] or {},
@@ -205,6 +211,17 @@ def summarize(
         "faults": faults,
         "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
     }
+
+
+def by_cell(racks: list[RackStatus], settings: LabSettings | None) -> dict[str, float | None]:
+    """Each cell's share of its nodes disqualified, by cell (\"0\" alone without cells): the
+    local form of cell:stormlab_nodes_disqualified:ratio."""
+    counts: dict[int, tuple[int, int]] = {}
+    for r in racks:
+        cell = cell_of(r.rack, settings) if settings is not None else 0
+        disqualified, total = counts.get(cell, (0, 0))
+        counts[cell] = (disqualified + r.nodes_disqualified, total + r.nodes_total)
+    return {str(cell): (d / n if n else None) for cell, (d, n) in sorted(counts.items())}
 
 
 def now_invalid(snap: dict[str, Any]) -> list[str]:

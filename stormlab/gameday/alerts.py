@@ -99,6 +99,21 @@ ALERTS = (
         terms=(Term("stormlab:nodes_disqualified:ratio", "disqualified_fraction", ">", 0.1),),
     ),
     Alert(
+        "CellRetryStorm",
+        "With cells: one cell storms while the fleet's share looks small (one cell in 16 is 6%\n"
+        "of the nodes, under RetryStorm's 10%). Silent with one cell.",
+        "critical",
+        60,
+        "Cell {{ $labels.cell }}: {{ $value | humanizePercentage }} of its storage nodes are disqualified",
+        "This cell's metadata service is in the storm; the other cells' customers should not see "
+        "it. Pause, add capacity and readmit in this cell (`--cell`), not the fleet.",
+        role="database",
+        terms=(
+            Term("cell:stormlab_nodes_disqualified:ratio", "worst_cell_disqualified_fraction", ">", 0.1),
+            Term("count(cell:stormlab_nodes_disqualified:ratio)", "cells", ">", 1),
+        ),
+    ),
+    Alert(
         "TableSLOBurn",
         "The Monday tail: one table's customers see errors while the aggregate looks healthy.",
         "warning",

@@ -26,6 +26,7 @@ KEPT = (
     "nodes_total",
     "nodes_serving",
     "nodes_disqualified",
+    "cell_disqualified_fraction",
     "metadata_inflight",
     "metadata_cores",
     "metadata_paused",

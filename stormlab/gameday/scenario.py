@@ -25,6 +25,8 @@ PROBES = (
     "worst_table_error_ratio",
     "nodes_disqualified",
     "disqualified_fraction",
+    "worst_cell_disqualified_fraction",
+    "cells",
     "margin",
     "metadata_inflight",
     "renewal_p99_s",
@@ -60,6 +62,11 @@ def probe_value(sample: dict, probe: str, table: str | None = None, expr: str | 
     if probe == "disqualified_fraction":
         total = sample.get("nodes_total") or 0
         return (sample.get("nodes_disqualified") or 0) / total if total else None
+    if probe == "worst_cell_disqualified_fraction":
+        fractions = [v for v in (sample.get("cell_disqualified_fraction") or {}).values() if v is not None]
+        return max(fractions) if fractions else None
+    if probe == "cells":
+        return float(len(sample["cell_disqualified_fraction"])) if sample.get("cell_disqualified_fraction") else None
     if probe == "margin":
         p99, allowance = sample.get("metadata_processing_p99_s"), sample.get("allowance_s")
         return p99 / allowance if p99 is not None and allowance else None

@@ -5,7 +5,8 @@ services: `metadata` (cell 0) and three replicas of `metadata-cell`, all behind 
 whole fleet, storms cell 0 while the other cells' customers stay under 1%. A move on one cell's
 metadata service (`ops pause-metadata --cell 2`) goes to that cell alone, from the ops container
 (the other cells' admin APIs are not published on the host, which says so), and the chaos
-container's `halt` finds and ends it.
+container's `halt` finds and ends it. Prometheus reads the storm by cell (the per-cell rules) and
+CellRetryStorm names cell 0.
 """
 
 from __future__ import annotations
@@ -73,6 +74,19 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     assert all(r["0"] > 0.3 for r in readings), readings  # cell 0 storms on, long after the 5 s blip
     assert all(r[c] < 0.01 for r in readings for c in OTHERS), readings  # the blast radius: one cell
 
+    # Prometheus sees it by cell: each service and rack names its cell, the per-cell rules join on it
+    def by_cell(rule: str) -> dict[str, float]:
+        return {r["metric"]["cell"]: float(r["value"][1]) for r in cells.query(rule)}
+
+    disqualified = by_cell("cell:stormlab_nodes_disqualified:ratio")
+    busy = by_cell("cell:stormlab_metadata_cpu_busy:ratio_rate1m")
+    margin = by_cell("cell:stormlab_metadata_margin:ratio")
+    print(f"by cell: disqualified {disqualified}, metadata CPU busy {busy}, margin {margin}")
+    assert sorted(disqualified) == sorted(busy) == ["0", "1", "2", "3"], (disqualified, busy)
+    assert disqualified["0"] > 0.1 and all(disqualified[c] == 0 for c in OTHERS), disqualified
+    assert busy["0"] > max(busy[c] for c in OTHERS), busy  # the storm's retries fill cell 0's CPU alone
+    assert "0" in margin, margin
+
     # a fault of cell 2's metadata service, from inside the stack's network; the host cannot reach it and says so
     said = cells.here("ops", "--backend", "docker", "pause-metadata", "--cell", "2", "--duration", "2m", code=2)
     assert "cell 2's metadata service does not answer from here" in said, said
@@ -86,6 +100,13 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     assert not get(f"http://127.0.0.1:{cells.env['METADATA_PORT']}/status")["paused"]
     assert "halted 1 fault(s)" in cells.chaos("halt")
     assert not get(f"http://{address}:8700/status")["paused"]
+
+    # a minute of cell 0's storm: CellRetryStorm names cell 0 (the fleet's 30% fires RetryStorm too)
+    def cell_storm() -> set[str]:
+        alerts = cells.api("/api/v1/alerts")["alerts"]
+        return {a["labels"]["cell"] for a in alerts if a["labels"]["alertname"] == "CellRetryStorm" and a["state"] == "firing"}
+
+    assert "0" in wait_for("CellRetryStorm fires for cell 0", cell_storm, 120, 5)
 
     cells.compose("down", "-v", "--remove-orphans", timeout=300)
     assert cells.leftovers() == {"containers": [], "networks": [], "volumes": []}

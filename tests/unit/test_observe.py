@@ -1,6 +1,11 @@
 """What `status` reads from the processes' statuses about the host, and how it judges the last 10 s."""
 
-from stormlab.engine.observe import host_readings, now_invalid
+from stormcore.settings import LabSettings
+from stormcore.wire import RackStatus
+from stormlab.engine import observe
+from stormlab.engine.observe import host_readings, now_invalid, summarize
+from stormlab.gameday import alerts
+from stormlab.gameday.labs import KEPT
 
 
 def test_the_worst_of_each_reading_and_whose_it_is():
@@ -29,7 +34,7 @@ def test_status_judges_the_last_10_s_on_the_same_budgets():
 
 
 def test_status_shows_the_speed_the_lab_s_times_in_profile_time_and_the_verdict():
-    from stormlab.engine.observe import render, summarize
+    from stormlab.engine.observe import render
 
     snap = summarize(
         endpoints={"metadata": "http://127.0.0.1:8700"},
@@ -45,3 +50,33 @@ def test_status_shows_the_speed_the_lab_s_times_in_profile_time_and_the_verdict(
     assert "event-loop lag p99 900.0ms (rack-00)" in text  # the host's, wall clock
     assert "speed:      0.25x" in text
     assert "validity:   INVALID: " in text and "over 800 ms (20% of the allowance)" in text
+
+
+def _rack(rack: int, disqualified: int, total: int = 100) -> RackStatus:
+    return RackStatus(
+        loop_lag_p99_s=0.0, rack=rack, pid=None, link_up=True, nodes_total=total, nodes_serving=total - disqualified,
+        nodes_disqualified=disqualified, nodes_starting=0, renewal_p99_s=None, renewal_attempts_total={}, allowance_s=1.0,
+    )  # fmt: skip
+
+
+def test_each_cell_s_share_disqualified_is_the_local_form_of_the_cell_alert():
+    racks = [_rack(r, d) for r, d in enumerate([0, 0, 0, 30])]  # 4 racks in 4 cells: cell 3 storms
+    snap = summarize(
+        endpoints={}, unreachable=[], statuses={}, racks=racks, allowance_s=1.0, host={}, faults=[], settings=LabSettings(racks=4, cells=4)
+    )
+    assert snap["cell_disqualified_fraction"] == {"0": 0.0, "1": 0.0, "2": 0.0, "3": 0.3}
+    sample = {k: snap[k] for k in KEPT if k in snap}
+    storm, cell_storm = alerts.BY_NAME["RetryStorm"], alerts.BY_NAME["CellRetryStorm"]
+    assert storm.holds(sample) == (False, 0.075)  # the fleet's 7.5%: under RetryStorm's line
+    assert cell_storm.holds(sample) == (True, 0.3)  # cell 3's 30%
+    assert (
+        cell_storm.promql() == "cell:stormlab_nodes_disqualified:ratio > 0.1 and on () (count(cell:stormlab_nodes_disqualified:ratio) > 1)"
+    )
+    # two cells of two racks: the racks dealt out in runs, as the lab deals them
+    assert observe.by_cell(racks, LabSettings(racks=4, cells=2)) == {"0": 0.0, "1": 0.15}
+    # one cell: the fleet's share under "0", and the cell alert silent however the cell storms
+    alone = summarize(endpoints={}, unreachable=[], statuses={}, racks=racks, allowance_s=1.0, host={}, faults=[])
+    assert alone["cell_disqualified_fraction"] == {"0": 0.075}
+    one_cell = {"cell_disqualified_fraction": {"0": 0.9}, "nodes_total": 100, "nodes_disqualified": 90}
+    assert cell_storm.holds(one_cell)[0] is False and storm.holds(one_cell)[0] is True
+    assert observe.by_cell([], None) == {} and cell_storm.holds({"cell_disqualified_fraction": {}}) == (False, None)
