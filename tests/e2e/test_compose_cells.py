@@ -6,7 +6,7 @@ whole fleet, storms cell 0 while the other cells' customers stay under 1%. A mov
 metadata service (`ops pause-metadata --cell 2`) goes to that cell alone, from the ops container
 (the other cells' admin APIs are not published on the host, which says so), and the chaos
 container's `halt` finds and ends it. Prometheus reads the storm by cell (the per-cell rules) and
-CellRetryStorm names cell 0.
+CellRetryStorm holds for cell 0 alone.
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     assert disqualified["0"] > 0.1 and all(disqualified[c] == 0 for c in OTHERS), disqualified
     assert busy["0"] > max(busy[c] for c in OTHERS), busy  # the storm's retries fill cell 0's CPU alone
     assert "0" in margin, margin
+    # CellRetryStorm holds for cell 0 alone (pending, or firing after its minute: promtool tests the
+    # minute, prometheus/tests/rules_test.yml; waiting it out here would cost CI a minute)
+    alerts = cells.api("/api/v1/alerts")["alerts"]
+    storming = {a["labels"]["cell"]: a["state"] for a in alerts if a["labels"]["alertname"] == "CellRetryStorm"}
+    print(f"CellRetryStorm by cell: {storming}")
+    assert list(storming) == ["0"] and storming["0"] in ("pending", "firing"), alerts
 
     # a fault of cell 2's metadata service, from inside the stack's network; the host cannot reach it and says so
     said = cells.here("ops", "--backend", "docker", "pause-metadata", "--cell", "2", "--duration", "2m", code=2)
@@ -100,13 +106,6 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     assert not get(f"http://127.0.0.1:{cells.env['METADATA_PORT']}/status")["paused"]
     assert "halted 1 fault(s)" in cells.chaos("halt")
     assert not get(f"http://{address}:8700/status")["paused"]
-
-    # a minute of cell 0's storm: CellRetryStorm names cell 0 (the fleet's 30% fires RetryStorm too)
-    def cell_storm() -> set[str]:
-        alerts = cells.api("/api/v1/alerts")["alerts"]
-        return {a["labels"]["cell"] for a in alerts if a["labels"]["alertname"] == "CellRetryStorm" and a["state"] == "firing"}
-
-    assert "0" in wait_for("CellRetryStorm fires for cell 0", cell_storm, 120, 5)
 
     cells.compose("down", "-v", "--remove-orphans", timeout=300)
     assert cells.leftovers() == {"containers": [], "networks": [], "volumes": []}
