@@ -48,13 +48,15 @@ constraints: $(TOOLS)
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
-#   test        the fast tier: unit tests, in-process tests and a few small live labs (~4 min)
+#   test        the fast tier: unit tests (on both cores: pure, no live lab), in-process tests and a few
+#               small live labs, one at a time (~3.5 min)
 #   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~7 min)
 #   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench, the room in a browser (~10 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
 test: $(TOOLS)
-	$(PYTEST) tests/unit tests/integration
+	$(PYTEST) -n 2 tests/unit
+	$(PYTEST) tests/integration
 
 test-lab: $(TOOLS)
 	$(PYTEST) -m lab tests/integration
@@ -66,7 +68,7 @@ test-all: $(TOOLS)
 	$(PYTEST) -m "" tests/unit tests/integration
 
 test-unit: $(TOOLS)
-	$(PYTEST) tests/unit
+	$(PYTEST) -n 2 tests/unit
 
 # The whole 2015 story, about 5 minutes: 1,000 nodes, a 5 s blip of 3 racks, the storm, a summary
 # and a PNG. Exit 3 if the run was INVALID (the host shaped it).
