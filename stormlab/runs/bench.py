@@ -47,9 +47,12 @@ from stormlab.artefacts import bench_page
 from stormlab.engine import launcher, observe
 from stormlab.engine.ports import free_port
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.runs.renewal_bench import RenewalBench, both_clients, rebuild_stall, wait_answering
+from stormlab.runs.renewal_bench import SIZES, RenewalBench, both_clients, rebuild_stall, wait_answering
 
 DOC = Path("reports/benchmarks.md")  # `make bench` writes docs/benchmarks.md
+
+
+RENEWAL_SIZES = tuple(sorted(SIZES))  # 20 and 138 entries
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,6 +70,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run the 2015 storm with both renewal clients in one lab (about 3 minutes; default on)",
     )  # fmt: skip
     p.add_argument("--herd-nodes", type=int, default=1000, help="nodes in the herd figure (default 1000)")
+    p.add_argument(
+        "--renewal-sizes",
+        default=",".join(map(str, RENEWAL_SIZES)),
+        help="membership sizes (entries) whose renewal path is measured: 20, an ordinary node's, and 138, a large "
+        "node's after the GSIs (default both; the herd is measured at 20, so 20 is always among them)",
+    )
     p.add_argument("--faults", type=int, default=50, help="faults applied and reverted for the latency figures (default 50)")
     p.add_argument("--fleets", default="1000", help=FLEETS_HELP)
     p.add_argument(
@@ -180,7 +189,7 @@ class Bench:
         rows = []
         # the racks' link carried by the proxy, and by the kernel too where the lab may (root, iptables)
         paths_to_take = [("protocol", "proxy"), *([("protocol", "kernel")] if kernel_links() is None else []), ("session", "proxy")]
-        for entries in (20, 138):
+        for entries in a.renewal_sizes:
             for client, links in paths_to_take:
                 self.say(f"the renewal end to end: {entries} entries, the {client} client, the link carried by the {links} …")
                 herd = entries == 20 and (client, links) == ("protocol", "proxy")
@@ -383,12 +392,26 @@ async def lag_buckets(session: aiohttp.ClientSession, url: str) -> dict[float, f
     return {}
 
 
+def parse_renewal_sizes(text: str) -> list[int]:
+    """``--renewal-sizes``: the sizes named, in order, each one the bench knows, 20 among them."""
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--renewal-sizes takes entries separated by commas (20,138), not {text!r}") from None
+    if not sizes or any(s not in RENEWAL_SIZES for s in sizes) or len(set(sizes)) != len(sizes):
+        raise UsageError(f"--renewal-sizes: each of {', '.join(map(str, RENEWAL_SIZES))} at most once, not {text!r}")
+    if 20 not in sizes:
+        raise UsageError("--renewal-sizes must include 20: the herd is measured at an ordinary node's 20 entries")
+    return sizes
+
+
 def run(args: argparse.Namespace) -> int:
     fleets = parse_fleets(args.fleets)
     if args.seconds <= 0 or min(args.rounds, args.concurrency, args.faults, args.renewal_nodes, args.herd_nodes) < 1:
         raise UsageError("--seconds, --rounds, --concurrency, --faults, --renewal-nodes and --herd-nodes must be positive")
     if args.renewal_nodes > 1000 or args.herd_nodes > 1000:
         raise UsageError("--renewal-nodes and --herd-nodes are nodes of one rack: at most 1000")
+    args.renewal_sizes = parse_renewal_sizes(args.renewal_sizes)
     parse_speed(args.fleet_speed)
     for path in args.demos:
         if not path.is_file():

@@ -3,7 +3,10 @@
 import argparse
 import json
 
-from stormlab.runs.bench import Bench
+import pytest
+
+from stormcore.errors import UsageError
+from stormlab.runs.bench import Bench, parse_renewal_sizes
 
 
 def demo_file(tmp_path, name, nodes, speed, requested, plateau, valid, holds=True, reasons=(), tried=()):
@@ -41,3 +44,11 @@ def test_the_largest_valid_fleet_at_speed_1_and_auto(tmp_path):
     assert "| c.json | 7,000 | 1 | 1 | 98.6% | yes | INVALID: at the herd (t=+29s) rack-07 … |" in page
     assert "(left 0.5: INVALID: lag)" in page
     assert page.endswith("## Profiles\n\nkept as it was\n")  # the profiles are the profiler's to write
+
+
+def test_the_renewal_sizes_are_the_ones_the_bench_knows_with_the_herd_s_20_among_them():
+    assert parse_renewal_sizes("20,138") == [20, 138] and parse_renewal_sizes("20") == [20]
+    refused = {"138": "must include 20", "20,20": "at most once", "20,99": "at most once", "x": "separated by commas", "": "at most once"}
+    for bad, said in refused.items():
+        with pytest.raises(UsageError, match=said):
+            parse_renewal_sizes(bad)
