@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from chaos import catalog, client, docker_cli, k8s_cli
+from chaos import docker_backend as db
 from chaos.catalog import ChaosError
 from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
 from chaos.journal import Journal
@@ -160,17 +161,25 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
 def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: bool = False) -> int:
     """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
     token = ensure_token(state_dir())
-    rows, ended, halted, failed = [], [], 0, []
+    rows: list[tuple[str, dict[str, Any]]] = []
+    ended: list[tuple[str, dict[str, Any]]] = []
+    halted, failed = 0, []
+    books: list[tuple[str, dict[str, Any]]] = []
     if what == "list":
         for who, url in client.holders(state).items():
             try:
-                book = client.call("GET", f"{url}/faults", token)
-                rows += [(who, f) for f in book.get("faults", [])]
-                ended += [(who, e) for e in book.get("ended", []) if e.get("ended_s_ago", NO_EFFECT_SHOWN_S) < NO_EFFECT_SHOWN_S]
+                books.append((who, client.call("GET", f"{url}/faults", token)))
             except (LabError, ChaosError) as exc:
                 failed.append(f"{who}: {exc}")
     else:
         halted, failed = client.halt_every_holder(state, token)
+    if engine is not None:  # the holders with no URL here, asked inside their own containers
+        answers = db.asked(runner, inside_holders(state), "GET" if what == "list" else "DELETE", failed)
+        books += answers if what == "list" else []
+        halted += sum(int(answer.get("halted", 0)) for _, answer in answers) if what == "halt" else 0
+    for who, book in books:
+        rows += [(who, f) for f in book.get("faults", [])]
+        ended += [(who, e) for e in book.get("ended", []) if e.get("ended_s_ago", NO_EFFECT_SHOWN_S) < NO_EFFECT_SHOWN_S]
     if what == "list":
         held = engine.listing(runner, failed) if engine else docker_cli.Listing([], [], [])
         if as_json:
@@ -194,6 +203,18 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
 
 
 NO_EFFECT_SHOWN_S = 600.0  # `list` warns of leases that ended with no effect in the last ten minutes
+
+
+def inside_holders(state: dict[str, Any]) -> list[str]:
+    """An engine's fault-holding services that ``state`` has no URL for (from the host: no
+    STORMLAB_<NAME>_URL, and a swarm publishes none of their ports), to be asked inside their own
+    containers; and the other cells' metadata services, unless they were found by URL (the chaos
+    container finds them behind `cells`)."""
+    known = client.holders(state)
+    services = [name for name in ENGINE_HOLDERS if name not in known]
+    if not any(name.startswith("metadata-") for name in known):
+        services.append(db.CELLS[1])  # metadata-cell: none without cells
+    return services
 
 
 def print_listing(rows: list[tuple[str, dict[str, Any]]], ended: list[tuple[str, dict[str, Any]]], held: docker_cli.Listing) -> None:

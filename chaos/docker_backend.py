@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from chaos.fault_shell import HALT, LIST, Exec, Held, freeze, kill, latency, loss, parse_listing, partition
+from chaos.fault_shell import HALT, LIST, Exec, Held, ask_holder, freeze, kill, latency, loss, parse_answer, parse_listing, partition
 from stormcore import roster
 
 try:  # the Docker SDK is optional: only the docker backend needs it
@@ -165,6 +165,22 @@ def halt(runner: Runner, containers: Iterable[str]) -> tuple[int, list[str]]:
         except Exception as exc:  # one container's failure must not leave the others' faults held
             failed.append(f"{container}: {exc}")
     return halted, failed
+
+
+def asked(runner: Runner, services: Iterable[str], method: str, failed: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Each container of each fault-holding service asked, inside it, ``method`` /faults (GET: its
+    leases; DELETE: every lease ended, reverted): (container, its service's answer) each. A container
+    that cannot be asked, or whose service does not answer, is named in ``failed``; the others are asked."""
+    answers = []
+    for service in services:
+        for container in runner.containers(service):
+            try:
+                answers.append((container, parse_answer(container, runner.exec(Exec(container, ask_holder(method), detach=False)))))
+            except LookupError as exc:
+                failed.append(str(exc))
+            except Exception as exc:  # the engine's own errors (gone, restarting, API down): one container's
+                failed.append(f"{container}: {exc}")
+    return answers
 
 
 ENGINE_LABEL = "stormlab.engine"  # a swarm node's label: where its Docker engine answers (tcp://host:2375)

@@ -11,8 +11,10 @@ ephemeral container of the target pod.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,44 @@ def halt_command(prefix: str = FAULT_FILE) -> tuple[str, ...]:
 
 
 LIST, HALT = list_command(), halt_command()
+
+# A fault-holding service's own leases, asked inside its container (an engine's services publish no
+# admin port the host can count on: a swarm's none): METHOD /faults on its own port, with the token
+# the container holds; one line of JSON, {"ok": true, "body": ...} or {"ok": false, "error": ...}.
+_ASK = """\
+import json, os, sys, urllib.request
+path = os.environ.get("STORMLAB_TOKEN_FILE")
+try:
+    token = os.environ.get("STORMLAB_TOKEN") or (open(path).read().strip() if path else "")
+    url = "http://127.0.0.1:%s/faults" % os.environ["STORMLAB_PORT"]
+    request = urllib.request.Request(url, method=sys.argv[1], headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        print(json.dumps({"ok": True, "body": json.load(reply)}))
+except Exception as exc:
+    print(json.dumps({"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}))
+"""
+
+
+def ask_holder(method: str) -> tuple[str, ...]:
+    """The command that asks a holder's service, inside its container: GET (its leases) or DELETE (all ended)."""
+    if method not in ("GET", "DELETE"):
+        raise ValueError(f"a holder is asked GET or DELETE, not {method!r}")
+    return ("python", "-c", _ASK, method)
+
+
+def parse_answer(container: str, text: str) -> dict[str, Any]:
+    """What ``ask_holder`` printed: the holder's answer (LookupError: it did not answer, and why)."""
+    lines = text.strip().splitlines()
+    try:
+        said = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        said = None
+    if not isinstance(said, dict):
+        raise LookupError(f"{container}: no answer from its service ({text.strip()[:200] or 'nothing printed'})")
+    if not said.get("ok") or not isinstance(said.get("body"), dict):
+        raise LookupError(f"{container}: its service did not answer: {said.get('error')}")
+    return said["body"]
+
 
 Step = tuple[str, "str | None"]  # a command, and what undoes it (None: nothing to undo)
 PID = "{pid}"  # in a count command: the holding shell's pid (its rules carry it as their comment)

@@ -1,5 +1,6 @@
 """The docker backend's commands, asserted exactly with an injected runner (no Docker needed)."""
 
+import json
 import re
 import time
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ from chaos import client
 from chaos import docker_backend as db
 from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
+from stormcore.errors import LabError
 from stormcore.racks import cell_holders
 
 
@@ -89,8 +91,18 @@ class FakeCompose(FakeRunner):
         names = ["stormlab_metadata_1", "stormlab_queues_1"] + [f"stormlab_rack-{i}_1" for i in range(4)]
         super().__init__({n: OURS for n in names})
         self.holding = {}
+        self.leases = {}  # a service container -> the leases its service holds (/faults)
+        self.silent = set()  # service containers whose service does not answer
 
     def exec(self, command):
+        if command.argv[:2] == ("python", "-c") and command.argv[2] == fs.ask_holder("GET")[2]:
+            if command.container in self.silent:
+                return json.dumps({"ok": False, "error": "URLError: <urlopen error [Errno 111] Connection refused>"}) + "\n"
+            held = self.leases.get(command.container, [])
+            if command.argv[3] == "DELETE":
+                self.leases[command.container] = []
+                return json.dumps({"ok": True, "body": {"halted": len(held)}}) + "\n"
+            return json.dumps({"ok": True, "body": {"faults": held, "ended": []}}) + "\n"
         if command.argv == fs.LIST:
             return "".join(f"{pid} {fault} 9999999999 held 0\n" for pid, (c, fault) in self.holding.items() if c == command.container)
         if command.argv == fs.HALT:
@@ -165,6 +177,44 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
     assert out.strip() == "halted 3 fault(s)" and runner.holding == {}
     _, out = chaos(["list"], runner, capsys)
     assert out.strip() == "no active faults"
+
+
+def test_from_the_host_list_and_halt_ask_each_holding_service_inside_its_container(capsys, monkeypatch):
+    # no STORMLAB_<NAME>_URL: the host's view of a stack (a swarm publishes none of the services' ports)
+    for name in ("METADATA", "QUEUES", "SCALING", "CONSOLE", "METRICS"):
+        monkeypatch.delenv(f"STORMLAB_{name}_URL", raising=False)
+    monkeypatch.setenv("STORMLAB_TOKEN", "t")
+    runner = FakeCompose()
+    pause = {"id": 2, "fault": "pause-metadata", "target": "metadata", "left_s": 280.0}
+    fix = {"id": 1, "fault": "stale-cache", "target": "queues", "left_s": 60.0}
+    runner.leases = {"stormlab_metadata_1": [pause], "stormlab_queues_1": [fix]}
+    chaos(["blip", "--racks", "1", "--duration", "30s"], runner, capsys)
+    _, out = chaos(["list"], runner, capsys)
+    assert "stormlab_metadata_1#2 pause-metadata on metadata: 280.0s left" in out
+    assert "stormlab_queues_1#1 stale-cache on queues: 60.0s left" in out and "blip" in out
+    _, out = chaos(["halt"], runner, capsys)
+    assert out.strip() == "halted 3 fault(s)"  # the two services' leases and the rack's shell
+    assert runner.leases == {"stormlab_metadata_1": [], "stormlab_queues_1": []} and runner.holding == {}
+    _, out = chaos(["list"], runner, capsys)
+    assert out.strip() == "no active faults"
+    # a service that does not answer is named, and the halt fails (exit 1), the others halted all the same
+    runner.leases["stormlab_queues_1"] = [fix]
+    runner.silent = {"stormlab_metadata_1"}
+    with pytest.raises(LabError, match="1 holder"):
+        chaos(["halt"], runner, capsys)
+    said = capsys.readouterr()
+    assert "halted 1 fault(s)" in said.out and "stormlab_metadata_1: its service did not answer: URLError" in said.err
+    assert runner.leases["stormlab_queues_1"] == []
+
+
+def test_a_holder_s_answer_from_inside_its_container():
+    assert fs.parse_answer("c", '{"ok": true, "body": {"halted": 2}}\n') == {"halted": 2}
+    for printed in ("", "Traceback (most recent call last):", '{"ok": false, "error": "timed out"}', '{"ok": true, "body": 3}'):
+        with pytest.raises(LookupError, match="^c: "):
+            fs.parse_answer("c", printed)
+    assert fs.ask_holder("DELETE")[-1] == "DELETE"
+    with pytest.raises(ValueError):
+        fs.ask_holder("POST")
 
 
 def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):

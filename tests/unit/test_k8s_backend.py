@@ -48,6 +48,7 @@ class FakeApiServer:
         self.logs: dict[tuple[str, str], str] = {}
         self.failing_pods: set[str] = set()  # pods whose exec fails (a node away)
         self.start_as = "running"  # what a new ephemeral container does: runs, or ends at once (exit 1)
+        self.leases: dict[str, list[dict]] = {}  # pod -> the leases its service holds (/faults, asked inside the pod)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self.record])
@@ -176,6 +177,11 @@ class FakeApiServer:
             elif tuple(argv) == fs.HALT:
                 self.end(pod, container, 0, f"{fault} {time.time():.0f} 12\n")
                 out = "1\n"
+        elif tuple(argv[:3]) == fs.ask_holder("GET")[:3]:  # a holder's service, asked inside its pod
+            held = self.leases.get(pod, [])
+            if argv[3] == "DELETE":
+                self.leases[pod] = []
+            out = json.dumps({"ok": True, "body": {"halted": len(held)} if argv[3] == "DELETE" else {"faults": held, "ended": []}}) + "\n"
         elif tuple(argv) == fs.LIST:
             out = "".join(f"{pid} freeze {int(time.time() + 20)} held -\n" for p, pid in self.paused.items() if p == pod)
         elif tuple(argv) == fs.HALT:
@@ -379,15 +385,18 @@ def test_list_and_halt_cover_every_kind_of_fault_the_lab_holds_and_nobody_elses(
     foreign = {"metadata": {"name": "payments-chaos", "labels": {kb.PART_OF: "stormlab", kb.LEASE: "true", kb.LAB: "payments"}}}
     fake.jobs["payments-chaos"] = foreign  # another lab's lease in the same namespace
     [(_, blip)] = patched(fake)
+    fake.leases["metadata-7d9f-abcde"] = [{"id": 3, "fault": "pause-metadata", "target": "metadata", "left_s": 30.0}]
     code, out = chaos(["list"], runner, capsys)
     assert code == 0
+    assert "metadata-7d9f-abcde#3 pause-metadata on metadata: 30.0s left" in out  # held by the service, asked inside its pod
     assert re.search(r"stormlab-chaos-blip-x0 blip on rack-1: (19|20)s left", out), out
     assert re.search(r"rack-3 \(pid 7\) blip: (19|20)s left \(dropped 12 packets so far\)", out), out
     assert re.search(r"queues-0 \(pid 4242\) freeze: (19|20)s left", out), out
     assert "payments" not in out
     code, out = chaos(["halt"], runner, capsys)
-    assert code == 0 and "halted 3 fault(s)" in out
+    assert code == 0 and "halted 4 fault(s)" in out
     assert fake.policies == {} and fake.paused == {} and list(fake.jobs) == ["payments-chaos"]  # theirs untouched
+    assert fake.leases["metadata-7d9f-abcde"] == []
     assert fake.ephemeral["rack-3"][blip["name"]]["state"]["terminated"]["exitCode"] == 0  # its shell reverted
     [(_, path, query, _)] = [r for r in fake.made("DELETE") if "/jobs/" in r[1]]
     assert path.endswith("/jobs/stormlab-chaos-blip-x0") and query.get("propagationPolicy", ["Background"]) == ["Background"]
