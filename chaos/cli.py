@@ -175,8 +175,10 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
         halted, failed = client.halt_every_holder(state, token)
     if engine is not None:  # the holders with no URL here, asked inside their own containers
         answers = db.asked(runner, inside_holders(state), "GET" if what == "list" else "DELETE", failed)
-        books += answers if what == "list" else []
-        halted += sum(int(answer.get("halted", 0)) for _, answer in answers) if what == "halt" else 0
+        if what == "list":
+            books += answers
+        else:
+            halted += sum(int(answer.get("halted", 0)) for _, answer in answers)
     for who, book in books:
         rows += [(who, f) for f in book.get("faults", [])]
         ended += [(who, e) for e in book.get("ended", []) if e.get("ended_s_ago", NO_EFFECT_SHOWN_S) < NO_EFFECT_SHOWN_S]
