@@ -179,6 +179,11 @@ class DockerStack:
         self.prometheus = published_url("prometheus", env)
 
     @functools.cached_property
+    def settings(self) -> LabSettings:
+        """Its racks and cells, read once (each reading's per-cell shares)."""
+        return LabSettings.from_env(self.state["settings"])
+
+    @functools.cached_property
     def compose(self) -> list[str]:
         """The compose command, found when first needed (the stack's ops container has none)."""
         return compose_cmd()
@@ -258,7 +263,7 @@ class DockerStack:
             allowance_s=max((r.allowance_s for r in racks), default=None) or None,
             host=observe.host_readings(self.host()),
             faults=[],
-            settings=LabSettings.from_env(self.state["settings"]),
+            settings=self.settings,
         )
 
     async def sample(self) -> dict[str, Any]:
