@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from chaos import docker_backend as db
 from chaos.fault_shell import Exec
@@ -176,16 +177,36 @@ def runner_on(manager: str, name: str = STACK) -> db.SdkRunner:
     return db.SdkRunner(name, client_factory=lambda: sdk.DockerClient(base_url=manager))
 
 
-def loadgen_status(manager: str, name: str = STACK) -> dict | None:
+def loadgen_read(manager: str, name: str, path: str) -> str | None:
+    """The loadgen's answer at ``path``, read inside its container (the swarm publishes no port)."""
     runner = runner_on(manager, name)
     found = runner.containers("loadgen")
     if not found:
         return None
-    read = "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8702/status', timeout=5).read().decode())"
+    url = f"http://127.0.0.1:8702{path}"
+    read = f"import urllib.request, sys; sys.stdout.write(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
     try:
-        return json.loads(runner.exec(Exec(found[0], ("python", "-c", read), detach=False)))
-    except (ValueError, OSError, sdk.errors.APIError):
+        return runner.exec(Exec(found[0], ("python", "-c", read), detach=False))
+    except (OSError, sdk.errors.APIError):
         return None
+
+
+def loadgen_status(manager: str, name: str = STACK) -> dict | None:
+    answer = loadgen_read(manager, name, "/status")
+    try:
+        return json.loads(answer) if answer else None
+    except ValueError:
+        return None
+
+
+def outcomes_by_cell(manager: str, name: str) -> Counter:
+    """The customers' requests so far by (cell, outcome), from the loadgen's /metrics."""
+    counts: Counter = Counter()
+    for family in text_string_to_metric_families(loadgen_read(manager, name, "/metrics") or ""):
+        for sample in family.samples:
+            if sample.name == "stormlab_customer_requests_total":
+                counts[sample.labels["cell"], sample.labels["outcome"]] += int(sample.value)
+    return counts
 
 
 def rack_nodes(manager: str, name: str = STACK) -> dict[int, str]:
@@ -337,8 +358,8 @@ def test_four_cells_on_the_swarm_keep_the_2015_blip_inside_its_cell(swarm, tmp_p
     started = time.monotonic()
     try:
 
-        def per_cell() -> dict[str, float] | None:
-            status = loadgen_status(manager, name)
+        def per_cell(status: dict | None = None) -> dict[str, float] | None:
+            status = status or loadgen_status(manager, name)
             cells = status and status["cell_error_ratio"]
             return {c: 1.0 if r is None else r for c, r in cells.items()} if cells and len(cells) == 4 else None
 
@@ -352,12 +373,17 @@ def test_four_cells_on_the_swarm_keep_the_2015_blip_inside_its_cell(swarm, tmp_p
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert blip.returncode == 0, blip.stdout + blip.stderr
+        before = outcomes_by_cell(manager, name)
         wait_for("cell 0 storms", lambda: (seen := per_cell()) and seen["0"] > 0.3, 120, 2)
         readings = []
         for _ in range(5):  # 20 s of cell 0's storm
-            readings.append(per_cell())
+            status = loadgen_status(manager, name) or {}
+            readings.append(per_cell(status))
+            lag, busy = status.get("loop_lag_p99_s"), status.get("host_cpu_ratio")
+            print(f"  loadgen: host CPU {busy}, loop lag p99 {lag} s, in flight {status.get('inflight')}")
             time.sleep(5)
         print(f"customers' error by cell through cell 0's storm: {readings}")
+        print("customers' requests by cell and outcome since the blip:", sorted((outcomes_by_cell(manager, name) - before).items()))
         assert all(r and r["0"] > 0.3 for r in readings), readings  # cell 0 storms on, long after the 5 s blip
         assert all(r and max(r[c] for c in ("1", "2", "3")) < 0.01 for r in readings), readings  # the blast radius: one cell
     finally:
