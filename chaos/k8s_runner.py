@@ -16,20 +16,19 @@ from typing import Any
 from chaos import docker_backend as db
 from chaos import fault_shell as fs
 from chaos import k8s_backend as kb
+from stormcore.later import Later
 
-try:  # the Kubernetes client is optional: only this backend needs it
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
-    from kubernetes.stream import stream as k8s_stream
-except ImportError:  # pragma: no cover - installed with stormlab[k8s]
-    k8s = k8s_config = k8s_stream = None  # type: ignore[assignment]
+# the Kubernetes client is optional (stormlab[k8s]): only this backend needs it, imported at its first use
+k8s = Later("kubernetes.client")
+k8s_config = Later("kubernetes.config")
+k8s_streams = Later("kubernetes.stream")
 
 STRATEGIC = "application/strategic-merge-patch+json"  # adds an ephemeral container by its name
 
 
 class KubeRunner:
     def __init__(self, namespace: str = kb.DEFAULT_NAMESPACE, api_client: Any = None, lab: str = kb.DEFAULT_LAB) -> None:
-        if k8s is None:
+        if not k8s.installed:
             raise ImportError("the k8s backend needs the Kubernetes client: pip install 'stormlab[k8s]'")
         if api_client is None:
             try:
@@ -62,7 +61,7 @@ class KubeRunner:
         if command.detach:  # the shell outlives the exec: it holds the fault and arms its revert
             argv = ["sh", "-c", f"setsid {shlex.join(argv)} >/dev/null 2>&1 &"]
         options = {"container": container} if container else {}
-        session = k8s_stream(
+        session = k8s_streams.stream(
             self.core.connect_get_namespaced_pod_exec,
             pod,
             self.namespace,

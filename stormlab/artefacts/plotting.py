@@ -7,38 +7,35 @@ from __future__ import annotations
 from typing import Any
 
 from stormcore.errors import UsageError
+from stormcore.later import Later
 
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as _pyplot
-    from matplotlib.colors import LinearSegmentedColormap as _Colormap
-    from matplotlib.lines import Line2D as _Line2D
-    from matplotlib.patches import Patch as _Patch
-except ImportError:  # pragma: no cover - the lab image
-    _pyplot = _Colormap = _Line2D = _Patch = None  # type: ignore[assignment,misc]
+matplotlib = Later("matplotlib")  # imported at the first chart: a command that draws none never pays for it
+_pyplot = Later("matplotlib.pyplot")
+_colors = Later("matplotlib.colors")
+_lines = Later("matplotlib.lines")
+_patches = Later("matplotlib.patches")
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot, or a clear error saying how to get it."""
-    if _pyplot is None:
+    """matplotlib.pyplot, drawing without a screen, or a clear error saying how to get it."""
+    if not matplotlib.installed:
         raise UsageError("drawing charts needs matplotlib: pip install 'stormlab[charts]' (the lab image leaves it out)")
-    return _pyplot
+    matplotlib.use("Agg")
+    return _pyplot.load()
 
 
 def colormap(name: str, colors: list[str]) -> Any:
     pyplot()
-    return _Colormap.from_list(name, colors)
+    return _colors.LinearSegmentedColormap.from_list(name, colors)
 
 
 def patch(**style: Any) -> Any:
     """A legend entry that is a coloured square (or a frame)."""
     pyplot()
-    return _Patch(**style)
+    return _patches.Patch(**style)
 
 
 def mark(**style: Any) -> Any:
     """A legend entry that is a marker alone."""
     pyplot()
-    return _Line2D([], [], ls="", **style)
+    return _lines.Line2D([], [], ls="", **style)

@@ -44,29 +44,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-try:  # the fuzzer's tools come with the test extras (make test, make fuzz); the lab runs without them
-    import requests
-    import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hyp_seed
-    from hypothesis import strategies as st
-    from hypothesis.errors import Unsatisfiable
-    from schemathesis import GenerationMode
-    from schemathesis.checks import (
-        content_type_conformance,
-        negative_data_rejection,
-        response_headers_conformance,
-        response_schema_conformance,
-        status_code_conformance,
-    )
-except ImportError:  # pragma: no cover
-    schemathesis = None  # type: ignore[assignment]
-
 from chaos import client
 from stormcore import fleet, roster
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
+from stormcore.later import Later
+
+# the fuzzer's tools come with the test extras (make test, make fuzz), imported at the fuzzer's first use; the lab runs without them
+hypothesis = Later("hypothesis")
+st = Later("hypothesis.strategies")
+hypothesis_errors = Later("hypothesis.errors")
+schemathesis = Later("schemathesis")
+schemathesis_checks = Later("schemathesis.checks")
+requests = Later("requests")
 
 TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
 NO_ANSWER = "no answer"
@@ -100,18 +91,18 @@ class OperationResult:
 
 
 def _schemathesis() -> Any:
-    if schemathesis is None:  # pragma: no cover - installed with the test extras
+    if not schemathesis.installed:  # pragma: no cover - installed with the test extras
         raise UsageError("stormlab fuzz needs schemathesis: pip install -e '.[test]' (make test installs it)")
     return schemathesis
 
 
 def checks() -> list[Callable]:
     return [
-        status_code_conformance,
-        content_type_conformance,
-        response_headers_conformance,
-        response_schema_conformance,
-        negative_data_rejection,
+        schemathesis_checks.status_code_conformance,
+        schemathesis_checks.content_type_conformance,
+        schemathesis_checks.response_headers_conformance,
+        schemathesis_checks.response_schema_conformance,
+        schemathesis_checks.negative_data_rejection,
     ]
 
 
@@ -156,7 +147,7 @@ class OperationFuzz:
     def run(self, requests_n: int, seed: int) -> OperationResult:
         """Half the requests invalid by the description (where it takes input), the rest valid."""
         if self.takes_input:
-            self.draw(self.op.as_strategy(GenerationMode.NEGATIVE), requests_n // 2, seed)
+            self.draw(self.op.as_strategy(schemathesis.GenerationMode.NEGATIVE), requests_n // 2, seed)
             self.result.negative = self.result.requests
         for extra_seed in range(1, 10):  # positive draws fill the rest (a few rounds if the space is small)
             if self.result.requests >= requests_n:
@@ -166,12 +157,13 @@ class OperationFuzz:
 
     def positive(self) -> Any:
         """Valid requests: generated, or with the description's examples, or with values known to go together."""
-        op, options = self.op, [self.op.as_strategy(GenerationMode.POSITIVE)]
+        op, valid = self.op, schemathesis.GenerationMode.POSITIVE
+        options = [op.as_strategy(valid)]
         if self.examples:
             options.append(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in self.examples.items()}))
         if self.together:
             options.append(st.sampled_from(self.together))
-        with_values = [s.flatmap(lambda values: op.as_strategy(GenerationMode.POSITIVE, path_parameters=values)) for s in options[1:]]
+        with_values = [s.flatmap(lambda values: op.as_strategy(valid, path_parameters=values)) for s in options[1:]]
         return st.one_of(options[0], *with_values)
 
     def send(self, drawn: tuple[Any, dict[str, str], str]) -> None:
@@ -198,19 +190,19 @@ class OperationFuzz:
                 result.found(kind, case.as_curl_command(headers=sent))
 
     def draw(self, strategy: Any, n: int, seed_n: int) -> None:
-        runner = settings(
+        runner = hypothesis.settings(
             max_examples=n,
             database=None,
             deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
+            phases=[hypothesis.Phase.generate],
+            suppress_health_check=list(hypothesis.HealthCheck),
             report_multiple_bugs=False,
-        )(given(st.tuples(strategy, self.junk, self.auth))(self.send))
+        )(hypothesis.given(st.tuples(strategy, self.junk, self.auth))(self.send))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # schemathesis's notes on the description are not findings
             try:
-                hyp_seed(seed_n)(runner)()
-            except Unsatisfiable:  # nothing in this operation can be made invalid (a free-form string)
+                hypothesis.seed(seed_n)(runner)()
+            except hypothesis_errors.Unsatisfiable:  # nothing in this operation can be made invalid (a free-form string)
                 pass
 
 
