@@ -56,27 +56,40 @@ from stormlab.engine.compose import DockerStack
 from stormlab.gameday import desk, roles
 from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, Action, check_role, fault_of, move_values
 
+STORM_FRACTION = 0.1  # RetryStorm's and CellRetryStorm's line: a tenth of the nodes disqualified
+
 
 def first_look(snap: dict[str, Any]) -> str:
-    """The responder's first lines: is it the storm, and how close is the margin."""
+    """The responder's first lines: is it the storm, where (with cells: which cell), and how close
+    is the margin."""
     p99, allowance = snap.get("metadata_processing_p99_s"), snap.get("allowance_s")
     margin = f"{p99 / allowance:.0%} of the allowance" if p99 is not None and allowance else "n/a"
     total = snap.get("nodes_total") or 0
     disq = snap.get("nodes_disqualified") or 0
     worst = sorted(((v or 0.0, t) for t, v in snap.get("table_error_ratio", {}).items()), reverse=True)[:3]
+    cells = {c: f for c, f in (snap.get("cell_disqualified_fraction") or {}).items() if f is not None}
+    storming = sorted((c for c, f in cells.items() if f > STORM_FRACTION), key=int) if len(cells) > 1 else []
+    flag = f" --cell {storming[0]}" if len(storming) == 1 else ""
+    runbook = f"Runbook: pause-metadata{flag}, set-capacity{flag}, resume{flag} --staged"
+    named = ("cells " if len(storming) > 1 else "cell ") + ", ".join(storming)
+    where = f" in {named}" if storming and len(storming) < len(cells) else ""
     diagnosis = (
-        "STORM: renewals are timing out and nodes disqualify themselves; retries keep the metadata "
-        "service overloaded. Runbook: pause-metadata, set-capacity, resume --staged"
-        if total and disq / total > 0.1
+        f"STORM{where}: renewals are timing out and nodes disqualify themselves; retries keep the metadata service overloaded. {runbook}"
+        if (total and disq / total > STORM_FRACTION) or storming
         else "margin is thin: big memberships take most of the allowance"
         if p99 and allowance and p99 / allowance > 0.6
         else "no storm"
     )
+    by_cell = (
+        [f"cells:      disqualified {', '.join(f'cell {c} {cells[c]:.0%}' for c in sorted(cells, key=int))}"] if len(cells) > 1 else []
+    )
     return "\n".join(
         [
             f"diagnosis:  {diagnosis}",
-            f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})",
+            f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})"
+            + (" (cell 0's service)" if len(cells) > 1 else ""),
             f"fleet:      {disq} of {total} nodes disqualified",
+            *by_cell,
             f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
         ]
     )

@@ -16,7 +16,7 @@ from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
 from stormlab.gameday import alerts, desk, desk_web, monitoring, moves, players, scoring
 from stormlab.gameday.moves import ACTIONS, ROLES, check_role
-from stormlab.gameday.ops import Ops
+from stormlab.gameday.ops import Ops, first_look
 from stormlab.gameday.reader import load
 from stormlab.gameday.runner import Runner
 from stormlab.gameday.scenario import ScenarioError, live_inject, schedule
@@ -130,6 +130,32 @@ def test_scaling_the_workers_shares_the_backlog_out_again_keeping_each_groups_or
     assert len(backlog) == 11
     backlog.resize(1)
     assert [a.id for a in backlog.queues[0]] == list(range(1, 12))
+
+
+def look(**snap) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in first_look({"nodes_total": 400, "allowance_s": 1.0} | snap).splitlines())
+
+
+def test_the_first_look_names_the_storm_and_its_runbook():
+    storm = look(nodes_disqualified=220, metadata_processing_p99_s=0.9, cell_disqualified_fraction={"0": 0.55})
+    assert storm["diagnosis"].strip().startswith("STORM: ") and "pause-metadata, set-capacity, resume --staged" in storm["diagnosis"]
+    assert "cells" not in storm and "cell 0" not in storm["margin"]  # one cell: nothing about cells
+    assert look(nodes_disqualified=0, metadata_processing_p99_s=0.7)["diagnosis"].strip().startswith("margin is thin")
+    assert look(nodes_disqualified=0, metadata_processing_p99_s=0.2)["diagnosis"].strip() == "no storm"
+
+
+def test_the_first_look_names_the_one_cell_that_storms_under_the_fleets_line():
+    """One cell of 16 storming is 6% of the fleet, under RetryStorm's 10% line: the look says which
+    cell (CellRetryStorm's line) and gives its runbook with --cell."""
+    cells = {str(c): 0.0 for c in range(16)} | {"3": 1.0}
+    seen = look(nodes_total=1600, nodes_disqualified=100, metadata_processing_p99_s=0.3, cell_disqualified_fraction=cells)
+    assert seen["diagnosis"].strip().startswith("STORM in cell 3: ")
+    assert "pause-metadata --cell 3, set-capacity --cell 3, resume --cell 3 --staged" in seen["diagnosis"]
+    assert "cell 3 100%" in seen["cells"] and "cell 0 0%" in seen["cells"] and "(cell 0's service)" in seen["margin"]
+    two = look(nodes_total=1600, nodes_disqualified=200, cell_disqualified_fraction=cells | {"7": 1.0})
+    assert two["diagnosis"].strip().startswith("STORM in cells 3, 7: ") and "--cell" not in two["diagnosis"]
+    calm = look(nodes_total=1600, nodes_disqualified=0, metadata_processing_p99_s=0.2, cell_disqualified_fraction=dict.fromkeys(cells, 0.0))
+    assert calm["diagnosis"].strip() == "no storm"
 
 
 # -- the desk: pages, acks, the status page -----------------------------------------------------
