@@ -81,10 +81,12 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     disqualified = by_cell("cell:stormlab_nodes_disqualified:ratio")
     busy = by_cell("cell:stormlab_metadata_cpu_busy:ratio_rate1m")
     margin = by_cell("cell:stormlab_metadata_margin:ratio")
-    print(f"by cell: disqualified {disqualified}, metadata CPU busy {busy}, margin {margin}")
-    assert sorted(disqualified) == sorted(busy) == ["0", "1", "2", "3"], (disqualified, busy)
+    inflight = by_cell("cell:stormlab_metadata_inflight:sum")
+    print(f"by cell: disqualified {disqualified}, metadata CPU busy {busy}, margin {margin}, in flight {inflight}")
+    assert sorted(disqualified) == sorted(busy) == sorted(inflight) == ["0", "1", "2", "3"], (disqualified, busy, inflight)
     assert disqualified["0"] > 0.1 and all(disqualified[c] == 0 for c in OTHERS), disqualified
     assert busy["0"] > max(busy[c] for c in OTHERS), busy  # the storm's retries fill cell 0's CPU alone
+    assert inflight["0"] > max(inflight[c] for c in OTHERS), inflight  # and pile up in its queue alone
     assert "0" in margin, margin
     # CellRetryStorm holds for cell 0 alone (pending, or firing after its minute: promtool tests the
     # minute, prometheus/tests/rules_test.yml; waiting it out here would cost CI a minute)
@@ -104,6 +106,8 @@ def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1
     status = get(f"http://{address}:8700/status")
     assert status["cell"] == 2 and status["paused"], status  # that cell's service, and no other
     assert not get(f"http://127.0.0.1:{cells.env['METADATA_PORT']}/status")["paused"]
+    seen = wait_for("Prometheus sees cell 2 paused", lambda: (p := by_cell("cell:stormlab_metadata_paused:max")).get("2") == 1 and p, 30, 2)
+    assert all(seen[c] == 0 for c in ("0", "1", "3")), seen  # the Paused, by cell panel
     assert "halted 1 fault(s)" in cells.chaos("halt")
     assert not get(f"http://{address}:8700/status")["paused"]
 
