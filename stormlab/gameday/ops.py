@@ -53,10 +53,10 @@ from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
-from stormlab.gameday import desk, roles
+from stormlab.gameday import alerts, desk, roles
 from stormlab.gameday.moves import ACTIONS, EVERYONE, ROLES, SEVERITIES, Action, check_role, fault_of, move_values
 
-STORM_FRACTION = 0.1  # RetryStorm's and CellRetryStorm's line: a tenth of the nodes disqualified
+STORM_FRACTION = alerts.BY_NAME["RetryStorm"].terms[0].value  # RetryStorm's line (CellRetryStorm's too): nodes disqualified
 
 
 def first_look(snap: dict[str, Any]) -> str:
