@@ -166,11 +166,7 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     halted, failed = 0, []
     books: list[tuple[str, dict[str, Any]]] = []
     if what == "list":
-        for who, url in client.holders(state).items():
-            try:
-                books.append((who, client.call("GET", f"{url}/faults", token)))
-            except (LabError, ChaosError) as exc:
-                failed.append(f"{who}: {exc}")
+        books, failed = client.ask_every_holder(state, token, "GET")
     else:
         halted, failed = client.halt_every_holder(state, token)
     if engine is not None:  # the holders with no URL here, asked inside their own containers

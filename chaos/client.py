@@ -9,6 +9,8 @@ written to the responders' journal whichever command made it.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -67,16 +69,46 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
     return {who: url for who, url in found.items() if url}
 
 
+HOLDER_DEADLINE_S = 5.0  # how long `list` and `halt` wait for a holder; a frozen one is named after it
+
+
+def ask_every_holder(state: Mapping[str, Any], token: str, method: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """``method`` /faults asked of every holder of the lab at once (GET: its book; DELETE: every
+    lease ended, reverted), each within HOLDER_DEADLINE_S: the answers, and the holders that did not
+    answer, each named with why. A holder that accepts the connection and never answers (a frozen
+    process) holds up nobody: it is named when the deadline passes."""
+    found = holders(state)
+    answers: dict[str, dict[str, Any]] = {}
+    silent = f"did not answer within {HOLDER_DEADLINE_S:g}s (frozen, or too busy to answer)"
+    failed: dict[str, str] = {}
+
+    def ask(who: str, url: str) -> None:
+        try:
+            answers[who] = call(method, f"{url}/faults", token, timeout=HOLDER_DEADLINE_S)
+        except TimeoutError:
+            failed[who] = silent
+        except (LabError, ChaosError) as exc:
+            failed[who] = str(exc)
+        except Exception as exc:  # an answer that is not JSON, a connection cut mid-answer: this holder's, not the others'
+            failed[who] = f"{type(exc).__name__}: {exc}"
+
+    # Daemon threads: one that a holder keeps past the deadline does not keep the command alive.
+    threads = [threading.Thread(target=ask, args=item, daemon=True) for item in found.items()]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + HOLDER_DEADLINE_S + 1.0  # urllib's timeout is per read: a trickle gets no longer
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    done = dict(answers)  # what had come by the deadline; a late answer changes nothing now
+    named = [f"{who}: {failed.get(who, silent)}" for who in found if who not in done]
+    return [(who, done[who]) for who in found if who in done], named
+
+
 def halt_every_holder(state: Mapping[str, Any], token: str) -> tuple[int, list[str]]:
     """End every lease of every holder of the lab, each reverted: how many, and the holders that
     did not answer (one that does not answer does not stop the others)."""
-    halted, failed = 0, []
-    for who, url in holders(state).items():
-        try:
-            halted += call("DELETE", f"{url}/faults", token).get("halted", 0)
-        except (LabError, ChaosError) as exc:
-            failed.append(f"{who}: {exc}")
-    return halted, failed
+    answers, failed = ask_every_holder(state, token, "DELETE")
+    return sum(int(answer.get("halted", 0)) for _, answer in answers), failed
 
 
 def racks_total(state: Mapping[str, Any]) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from chaos.fault_shell import HALT, LIST, Exec, Held, ask_holder, freeze, kill, latency, loss, parse_answer, parse_listing, partition
@@ -169,18 +170,24 @@ def halt(runner: Runner, containers: Iterable[str]) -> tuple[int, list[str]]:
 
 def asked(runner: Runner, services: Iterable[str], method: str, failed: list[str]) -> list[tuple[str, dict[str, Any]]]:
     """Each container of each fault-holding service asked, inside it, ``method`` /faults (GET: its
-    leases; DELETE: every lease ended, reverted): (container, its service's answer) each. A container
-    that cannot be asked, or whose service does not answer, is named in ``failed``; the others are asked."""
-    answers = []
-    for service in services:
-        for container in runner.containers(service):
-            try:
-                answers.append((container, parse_answer(container, runner.exec(Exec(container, ask_holder(method), detach=False)))))
-            except LookupError as exc:
-                failed.append(str(exc))
-            except Exception as exc:  # the engine's own errors (gone, restarting, API down): one container's
-                failed.append(f"{container}: {exc}")
-    return answers
+    leases; DELETE: every lease ended, reverted), all at once: (container, its service's answer)
+    each. A container that cannot be asked, or whose service does not answer (frozen: the asking
+    command gives up after 10 s), is named in ``failed``; the others are asked meanwhile."""
+    containers = [container for service in services for container in runner.containers(service)]
+
+    def ask(container: str) -> tuple[str, dict[str, Any] | str]:
+        try:
+            return container, parse_answer(container, runner.exec(Exec(container, ask_holder(method), detach=False)))
+        except LookupError as exc:
+            return container, str(exc)
+        except Exception as exc:  # the engine's own errors (gone, restarting, API down): one container's
+            return container, f"{container}: {exc}"
+
+    at_once = max(1, min(len(containers), 8)) if getattr(runner, "exec_at_once", True) else 1
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        said = list(pool.map(ask, containers))
+    failed += [answer for _, answer in said if isinstance(answer, str)]
+    return [(container, answer) for container, answer in said if isinstance(answer, dict)]
 
 
 ENGINE_LABEL = "stormlab.engine"  # a swarm node's label: where its Docker engine answers (tcp://host:2375)

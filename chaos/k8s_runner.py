@@ -27,6 +27,10 @@ STRATEGIC = "application/strategic-merge-patch+json"  # adds an ephemeral contai
 
 
 class KubeRunner:
+    # The client's exec stream swaps its ApiClient's request method for the call's duration: two
+    # execs at once through one client would cross, so `list` and `halt` ask pods one at a time.
+    exec_at_once = False
+
     def __init__(self, namespace: str = kb.DEFAULT_NAMESPACE, api_client: Any = None, lab: str = kb.DEFAULT_LAB) -> None:
         if not k8s.installed:
             raise ImportError("the k8s backend needs the Kubernetes client: pip install 'stormlab[k8s]'")

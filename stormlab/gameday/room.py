@@ -241,32 +241,36 @@ def facilitator_token(directory: Path | None = None) -> str | None:
         return None
 
 
-def each_team(card: dict[str, Any], act: Callable[[str], Any]) -> dict[str, Any]:
+def each_team(card: dict[str, Any], act: Callable[[str], Any], at_once: bool = False) -> dict[str, Any]:
     """``act`` done for every team of the room: side by side on compose (each a `docker compose`
-    run of seconds), one after the other for local labs."""
+    run of seconds) or when asked ``at_once``, one after the other for local labs."""
     teams = list(card["teams"])
-    if card.get("backend") != "compose":
+    if card.get("backend") != "compose" and not at_once:
         return {team: act(team) for team in teams}
     with ThreadPoolExecutor(max_workers=len(teams)) as pool:
         return dict(zip(teams, pool.map(act, teams), strict=True))
 
 
 def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
-    """End every fault lease in every team's lab, each reverted: per team, how many and the holders
-    that did not answer (a team whose lab is not up is left out)."""
+    """End every fault lease in every team's lab, each reverted, every team asked at once: per team,
+    how many and what did not answer (a team whose lab is not up is left out; one whose services do
+    not answer is halted as far as it can be, and named)."""
     card = read_card(directory)
     if card is None:
         return {}
 
     def one(team: str) -> tuple[int, list[str]] | None:
-        where, state = Path(card["teams"][team]), team_state(card, team)
-        if state is None:
-            return None
-        if card.get("backend") == "compose":
-            return room_compose.halt(card["compose"][team], where)
-        return client.halt_every_holder(state, ensure_token(where))
+        where = Path(card["teams"][team])
+        try:
+            if card.get("backend") == "compose":  # not its /status: a frozen metadata service must not hide its freeze
+                variables = card["compose"][team]
+                return room_compose.halt(variables, where) if room_compose.stack_up(variables, where) else None
+            state = running(where)
+            return None if state is None else client.halt_every_holder(state, ensure_token(where))
+        except Exception as exc:  # this team's lab, not the others': named, and the others are halted
+            return 0, [f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)]
 
-    return {team: done for team, done in each_team(card, one).items() if done is not None}
+    return {team: done for team, done in each_team(card, one, at_once=True).items() if done is not None}
 
 
 def down(directory: Path | None = None) -> list[str]:

@@ -379,8 +379,9 @@ def halt(args: argparse.Namespace) -> int:
     done = room.halt()
     for team, (count, failed) in done.items():
         print(f"  {team}: halted {count} fault(s)" + (f"; did not answer: {', '.join(failed)}" if failed else ""))
-    if any(failed for _, failed in done.values()):
-        raise LabError("some holders did not answer; the others were halted")
+    silent = [team for team, (_, failed) in done.items() if failed]
+    if silent:
+        raise LabError(f"{', '.join(silent)}: some holders did not answer (named above); everything else was halted")
     return 0
 
 

@@ -238,9 +238,14 @@ def halt(team_env: Mapping[str, str], team_dir: Path) -> tuple[int, list[str]]:
     return (int(found.group(1)) if found else 0), said
 
 
+def stack_up(team_env: Mapping[str, str], team_dir: Path) -> bool:
+    """Whether the team's stack has containers (running, or frozen by a fault): it has something to halt."""
+    return bool(run(team_env, team_dir, "ps", "-q", timeout=60).stdout.strip())
+
+
 def down_team(team_env: Mapping[str, str], team_dir: Path) -> bool:
     """The team's stack removed with its volumes (its token, its data): whether it was there."""
-    had = bool(run(team_env, team_dir, "ps", "-q", timeout=60).stdout.strip())
+    had = stack_up(team_env, team_dir)
     done = run(team_env, team_dir, "down", "-v", "--remove-orphans", timeout=UP_TIMEOUT_S)
     if done.returncode != 0:
         raise LabError(f"{team_env['COMPOSE_PROJECT_NAME']}: `down` exited {done.returncode}: {done.stderr.strip()[-500:]}")

@@ -1,0 +1,180 @@
+"""A halt that nothing stops: a holder that accepts the connection and never answers (a frozen
+process) is named once the deadline passes, while every other holder, and every other team of a
+room, is asked at the same time and halted. Real sockets on loopback, no lab."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from chaos import cli, client
+from stormcore.errors import LabError
+from stormlab.gameday import room, room_cli
+
+
+class Silent:
+    """A process that is frozen: the kernel accepts its connections, nobody ever answers them."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.waiting = 0  # connections accepted and not yet given up by their client
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+            self.waiting += 1
+            threading.Thread(target=self._until_closed, args=(conn,), daemon=True).start()
+
+    def _until_closed(self, conn: socket.socket) -> None:
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
+        self.waiting -= 1
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+class Holder:
+    """A holder that answers: two leases, halted on DELETE. It notes, at each request, how many
+    clients the silent holder was keeping waiting (more than 0: both were asked at once)."""
+
+    def __init__(self, silent: Silent) -> None:
+        seen = self.seen = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self, body: dict) -> None:
+                seen.append((self.command, silent.waiting))
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer({"faults": [{"id": 1, "fault": "blip", "target": "rack-0", "left_s": 3.0}]})
+
+            def do_DELETE(self) -> None:
+                self._answer({"halted": 2})
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def lab(monkeypatch, tmp_path):
+    """A lab whose supervisor (the first holder asked) is frozen and whose other two holders answer."""
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(client, "HOLDER_DEADLINE_S", 0.5)
+    silent = Silent()
+    holder = Holder(silent)
+    state = {
+        "settings": {"STORMLAB_RACKS": "10"},
+        "supervisor_url": silent.url,
+        "components": {"linkproxy": {"url": holder.url}, "metadata": {"url": holder.url}},
+    }
+    yield state, holder
+    holder.close()
+    silent.close()
+
+
+def test_chaos_halt_halts_every_other_holder_at_once_and_names_the_frozen_one(lab, capsys):
+    state, holder = lab
+    with pytest.raises(LabError, match="1 holder"):
+        cli.manage("halt", state, None, None)
+    out, err = capsys.readouterr()
+    assert "halted 4 fault(s)" in out
+    assert "supervisor: did not answer within 0.5s" in err and "Traceback" not in err
+    assert [method for method, _ in holder.seen] == ["DELETE", "DELETE"]
+    assert all(waiting >= 1 for _, waiting in holder.seen), "the holders after the frozen one were asked only once it was given up"
+
+
+def test_chaos_list_lists_every_other_holder_and_names_the_frozen_one(lab, capsys):
+    state, holder = lab
+    with pytest.raises(LabError, match="listed"):
+        cli.manage("list", state, None, None)
+    out, err = capsys.readouterr()
+    assert out.count("blip on rack-0") == 2
+    assert "supervisor: did not answer" in err
+
+
+def test_a_holder_that_answers_with_what_is_not_json_is_named_not_a_traceback(lab, monkeypatch):
+    state, _ = lab
+
+    def garbled(method, url, token, body=None, timeout=5.0):
+        raise ValueError("Expecting value: line 1 column 1")
+
+    monkeypatch.setattr(client, "call", garbled)
+    halted, failed = client.halt_every_holder(state, "t" * 32)
+    assert halted == 0 and len(failed) == 3 and all("ValueError" in line for line in failed)
+
+
+def two_local_teams(tmp_path: Path) -> dict[str, Path]:
+    home = room.room_dir(tmp_path)
+    teams = {t: home / t for t in ("team-1", "team-2")}
+    for where in teams.values():
+        where.mkdir(parents=True)
+    (home / room.CARD).write_text(json.dumps({"teams": {t: str(w) for t, w in teams.items()}, "sizing": {"speed": 1}}))
+    return teams
+
+
+def test_room_halt_halts_the_other_teams_and_names_the_team_that_is_frozen(lab, monkeypatch, tmp_path, capsys):
+    state, holder = lab
+    frozen = {**state, "components": {}}  # team 1: its only holder, the supervisor, is frozen
+    answering = {**state, "supervisor_url": holder.url}
+    teams = two_local_teams(tmp_path)
+    by_dir = {str(teams["team-1"]): frozen, str(teams["team-2"]): answering}
+    monkeypatch.setattr(room, "running", lambda where: by_dir[str(where)])
+    with pytest.raises(LabError, match="team-1: some holders did not answer"):
+        room_cli.halt(None)
+    out, err = capsys.readouterr()
+    assert "team-2: halted 6 fault(s)" in out
+    assert "team-1: halted 0 fault(s); did not answer: supervisor: did not answer within 0.5s" in out
+    assert any(waiting >= 1 for _, waiting in holder.seen), "team 2 was asked only once team 1's frozen holder was given up"
+
+
+def test_room_halt_on_compose_reaches_a_team_whose_metadata_service_does_not_answer(monkeypatch, tmp_path):
+    """On compose the chaos container's halt reaches the fault shells (a freeze of the metadata
+    container among them) whether or not the metadata service answers /status."""
+    home = room.room_dir(tmp_path)
+    teams = {t: home / t for t in ("team-1", "team-2")}
+    for where in teams.values():
+        where.mkdir(parents=True)
+    env = {t: {"COMPOSE_PROJECT_NAME": f"stormlab-{t}", "METADATA_PORT": "1"} for t in teams}
+    card = {"backend": "compose", "teams": {t: str(w) for t, w in teams.items()}, "compose": env, "sizing": {"speed": 1}}
+    (home / room.CARD).write_text(json.dumps(card))
+    halted = []
+    monkeypatch.setattr(room.room_compose, "get_json", lambda url, *a, **k: None)  # no metadata service answers /status
+    monkeypatch.setattr(room.room_compose, "stack_up", lambda variables, where: variables["COMPOSE_PROJECT_NAME"] != "stormlab-team-2")
+
+    def chaos_halt(variables, where):
+        halted.append(variables["COMPOSE_PROJECT_NAME"])
+        return 1, ["metadata: did not answer within 5s (frozen, or too busy to answer)"]
+
+    monkeypatch.setattr(room.room_compose, "halt", chaos_halt)
+    done = room.halt(tmp_path)
+    assert halted == ["stormlab-team-1"]  # team 2's stack is not up: nothing to halt there
+    assert done == {"team-1": (1, ["metadata: did not answer within 5s (frozen, or too busy to answer)"])}
