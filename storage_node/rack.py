@@ -24,7 +24,7 @@ from storage_node.refusal import NodeState, Refusal
 from storage_node.renewal import KEPT_BACK, OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import grid_slot, node_id, startup_phases
-from stormcore.settings import LabSettings, SettingsError
+from stormcore.settings import LabSettings, SettingsError, deployable_policy
 from stormcore.window import Window
 from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER, REFUSALS, Membership, WireError
 
@@ -236,6 +236,8 @@ class Rack:
         unknown = sorted(set(held) - set(DEPLOYABLE))
         if unknown:
             raise SettingsError(f"a deploy holds {', '.join(DEPLOYABLE)}, not {', '.join(unknown)}")
+        if isinstance(held.get("retry_policy"), str):
+            deployable_policy(held["retry_policy"])  # no code from the wire
         self.deploy(self.startup | held)
         self.held, self.generation = dict(held), generation
         return dict(self.held)

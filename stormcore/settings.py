@@ -21,6 +21,7 @@ ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-side adaptive throttling, a rack's circuit breaker
 USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as storage_node.policies.resolve writes it
+FILE_POLICIES = ("python:", "file:")  # a user's file: loading it runs the code in it (a policy file may name adapters)
 ABANDONED_WORK = ("cancel", "continue")
 LINK_CUTS = ("auto", "proxy", "kernel")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
@@ -45,6 +46,19 @@ SET_HELP = (
 
 class SettingsError(UsageError):
     """A setting has a value the lab cannot run with (exit code 2)."""
+
+
+def deployable_policy(name: str) -> str:
+    """A retry policy that a request may deploy to running racks: the lab's own, or an entry point
+    an installed package registered. Never a file: loading one runs its code, and whoever holds the
+    lab token is not the person whose file it is. A user's file is loaded only by the command that
+    person runs on it (``stormlab up --retry-policy``, ``stormlab certify``), never from a request."""
+    if name.startswith(FILE_POLICIES):
+        raise SettingsError(
+            f"a deploy names the lab's retry policies or a registered entry point (entry:NAME), not a file ({name[:80]!r}): "
+            "start the lab with your own file instead (stormlab up --retry-policy FILE)"
+        )
+    return name
 
 
 MAX_CELLS = 16  # metadata-service instances a lab may run

@@ -5,7 +5,7 @@ import pytest
 
 from storage_node.metrics import RackMetrics
 from storage_node.rack import Rack, StaleDeploy
-from stormcore.settings import LabSettings, SettingsError
+from stormcore.settings import LabSettings, SettingsError, deployable_policy
 
 
 @pytest.fixture
@@ -118,3 +118,54 @@ async def _make_rack():
     from stormcore.settings import LabSettings
 
     return Rack(LabSettings(racks=1, nodes_per_rack=5), 0, "http://127.0.0.1:9", RackMetrics.create(0))
+
+
+EVIL = (  # a policy file that leaves a mark if it is ever imported
+    "import pathlib; pathlib.Path(__file__).with_suffix('.ran').write_text('imported')\n"
+    "class X:\n    def next_delay(self, miss, rng):\n        return 0.0\n"
+)
+
+
+async def test_a_deploy_never_loads_a_file_the_request_names(rack, tmp_path):
+    """No code from the wire: the lab token is not the person whose file it is."""
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL)
+    (tmp_path / "policy.yaml").write_text("retry: {backoff: none}\n")
+    for spec in (f"python:{evil}:X", f"file:{tmp_path / 'policy.yaml'}"):
+        with pytest.raises(SettingsError, match="not a file"):
+            rack.hold({"retry_policy": spec}, generation=1)
+    assert not evil.with_suffix(".ran").exists()
+    assert rack.deployed()["retry_policy"] == "immediate" and rack.generation == 0
+
+
+async def test_the_racks_deploy_api_refuses_a_file_and_imports_nothing(aiohttp_client, tmp_path):
+    from storage_node.app import create_app
+
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL)
+    token = "t" * 32
+    app = create_app(LabSettings(racks=1, nodes_per_rack=2), 0, "http://127.0.0.1:9", tmp_path / "data", token=token)
+    client = await aiohttp_client(app)
+    auth = {"Authorization": f"Bearer {token}"}
+    refused = await client.post("/admin/deploy", json={"generation": 1, "held": {"retry_policy": f"python:{evil}:X"}}, headers=auth)
+    assert refused.status == 400 and "not a file" in (await refused.json())["message"]
+    assert not evil.with_suffix(".ran").exists()
+    taken = await client.post("/admin/deploy", json={"generation": 2, "held": {"retry_policy": "full-jitter"}}, headers=auth)
+    assert taken.status == 200 and (await taken.json())["running"]["retry_policy"] == "full-jitter"
+
+
+def test_a_deploy_may_name_the_labs_policies_and_registered_entry_points():
+    assert deployable_policy("full-jitter+budget") == "full-jitter+budget"
+    assert deployable_policy("entry:my-policy") == "entry:my-policy"
+
+
+async def test_a_rack_started_with_its_owners_file_keeps_it_under_a_deploy_of_other_settings(tmp_path):
+    own = tmp_path / "mine.py"
+    own.write_text("class Mine:\n    def next_delay(self, miss, rng):\n        return 0.5\n")
+    settings = LabSettings(racks=1, nodes_per_rack=2, retry_policy=f"python:{own}:Mine")
+    rack = Rack(settings, 0, "http://127.0.0.1:9", RackMetrics.create(0))
+    try:
+        rack.hold({"allowance_s": 2.0}, generation=1)
+        assert rack.deployed() == {"retry_policy": f"python:{own}:Mine", "allowance_s": 2.0, "renewal_period_s": 10.0}
+    finally:
+        await rack.session.close()
