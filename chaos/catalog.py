@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormcore import roster
+from stormcore.documents import is_number
 from stormcore.errors import UsageError
 from stormcore.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, max_duration_s, parse_bool, parse_duration
 
@@ -113,9 +114,8 @@ class Arg:
     def check(self, value: Any, racks_total: int | None = None) -> Any:
         """The value as the holder takes it, or a ChaosError that says what is wrong (strict)."""
         if self.kind in (DURATION, NUMBER, INTEGER):
-            kinds: tuple[type, ...] = (int,) if self.kind == INTEGER else (int, float)
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ChaosError(f"{self.key} must be {_KIND_WORDS[self.kind]}")
+            if not is_number(value, integer=self.kind == INTEGER):  # NaN and infinities too: they pass every range check
+                raise ChaosError(f"{self.key} must be {_KIND_WORDS[self.kind]}, got {value!r}")
             assert isinstance(value, (int, float))
             hi = self.upper()
             too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)

@@ -163,7 +163,8 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     token = ensure_token(state_dir())
     rows: list[tuple[str, dict[str, Any]]] = []
     ended: list[tuple[str, dict[str, Any]]] = []
-    halted, failed = 0, []
+    halted = 0
+    failed: list[str] = []
     books: list[tuple[str, dict[str, Any]]] = []
     if what == "list":
         books, failed = client.ask_every_holder(state, token, "GET")

@@ -236,8 +236,9 @@ class Rack:
         unknown = sorted(set(held) - set(DEPLOYABLE))
         if unknown:
             raise SettingsError(f"a deploy holds {', '.join(DEPLOYABLE)}, not {', '.join(unknown)}")
-        if isinstance(held.get("retry_policy"), str):
-            deployable_policy(held["retry_policy"])  # no code from the wire
+        policy = held.get("retry_policy")
+        if isinstance(policy, str):
+            deployable_policy(policy)  # no code from the wire
         self.deploy(self.startup | held)
         self.held, self.generation = dict(held), generation
         return dict(self.held)

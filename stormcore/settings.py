@@ -9,12 +9,14 @@ counterfactuals"): time runs about ``TIME_COMPRESSION`` (50) times faster than o
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
+from stormcore.documents import finite
 from stormcore.errors import UsageError
 
 ENV_PREFIX = "STORMLAB_"
@@ -184,6 +186,8 @@ class LabSettings:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SettingsError(f"{f.name} must be a number, got {value}")
             lo, hi = f.metadata.get("min"), f.metadata.get("max")
             if lo is not None and not lo <= value <= hi:
                 raise SettingsError(f"{f.name} must be between {lo} and {hi}, got {value}")
@@ -288,7 +292,10 @@ def parse_duration(text: str) -> float:
     if not match:
         raise SettingsError(f"not a duration: {text!r} (try 5s, 500ms, 2m)")
     unit = match.group(2).lower() if match.group(2) else None
-    return float(match.group(1)) * _UNIT_S[unit]
+    seconds = float(match.group(1)) * _UNIT_S[unit]
+    if not math.isfinite(seconds):
+        raise SettingsError(f"not a duration: {text!r} (too long to be one)")
+    return seconds
 
 
 def parse_bool(text: str) -> bool:
@@ -307,7 +314,7 @@ def parse_value(f: dataclasses.Field[Any], raw: str) -> Any:
         if f.type in ("int", int):
             return int(raw)
         if f.type in ("float", float):
-            return parse_duration(raw) if f.name.endswith("_s") else float(raw)
+            return parse_duration(raw) if f.name.endswith("_s") else finite(raw)
     except ValueError as exc:
         raise SettingsError(f"{f.name}: {exc}") from None
     return raw

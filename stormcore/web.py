@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
 
 from stormcore import openapi
+from stormcore.documents import is_number
 from stormcore.health import CpuSampler
 from stormcore.openapi import Answer, Operation
 from stormcore.window import Window
@@ -80,9 +81,9 @@ async def read_object(request: web.Request) -> dict[str, Any]:
 def number(body: dict[str, Any], key: str, lo: float, hi: float, *, integer: bool = False) -> float:
     """A numeric field within [lo, hi]; booleans and strings are refused."""
     value = body.get(key)
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
+    if not is_number(value, integer):
         raise BadRequest(f"{key} must be {'an integer' if integer else 'a number'}")
+    assert isinstance(value, int | float)
     if not lo <= value <= hi:
         raise BadRequest(f"{key} must be between {lo} and {hi}")
     return value

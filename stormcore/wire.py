@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict, TypeVar
 
+from stormcore.documents import loads
+
 T = TypeVar("T", bound="Status")
 
 
@@ -38,7 +40,7 @@ def parse_object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)  # no NaN, no infinities
     except (ValueError, UnicodeDecodeError) as exc:
         raise WireError(f"not JSON: {exc}") from None
     except RecursionError:  # nested deeper than the parser goes: no document of ours is

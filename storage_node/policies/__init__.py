@@ -36,11 +36,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from storage_node import retry
 from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3
 from storage_node.policies.errors import PolicyError
+from stormcore.documents import load_yaml
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, USER_POLICIES, LabSettings, SettingsError
 
 log = logging.getLogger("stormlab.policies")
@@ -48,6 +47,7 @@ PREFIXES = USER_POLICIES  # the setting's own list of the forms
 ENTRY_POINT_GROUP = "stormlab.policies"
 MAX_DELAY_S = 3600.0  # profile seconds: a retry later than this is not a retry (nor a policy this lab can judge)
 POLICY_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILE_BYTES = 256 * 1024  # a policy file, a gRPC service config or an Envoy route: a few kB
 
 
 @dataclass(frozen=True)
@@ -258,8 +258,8 @@ def _from_file(spec: str, path: Path) -> Loaded:
     if not path.is_file():
         raise PolicyError(f"no file {path}")
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        doc = load_yaml(path.read_text(), path.name, MAX_FILE_BYTES, PolicyError, "a policy file")  # bounded, numbers finite
+    except UnicodeDecodeError as exc:
         raise PolicyError(f"{path.name} is not YAML or JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise PolicyError(f"{path.name} must hold a mapping (a policy file, a gRPC service config or an Envoy retry_policy)")

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from chaos import catalog
+from stormcore.documents import compose_yaml, finite
 from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
 from stormlab.gameday.autopilot import MOVES, Rules
 from stormlab.gameday.moves import ROLES
@@ -49,42 +50,13 @@ NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind
 
 
 MAX_BYTES = 256 * 1024  # the flagship scenario is 6 kB
-MAX_NODES = 20_000  # YAML nodes read, aliases counted each time they are used (a billion laughs stops here)
-MAX_DEPTH = 32  # nesting: a scenario is at most a few levels deep
 
 
 def load(text: str, source: str = "scenario") -> Scenario:
-    if len(text) > MAX_BYTES:
-        raise ScenarioError(f"{source}: {len(text):,} bytes; a scenario may have at most {MAX_BYTES:,}")
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "somewhere"
-        raise ScenarioError(f"{source}: not YAML ({where}): {getattr(exc, 'problem', exc)}") from None
-    except RecursionError:
-        raise ScenarioError(f"{source}: nested too deep (a scenario may nest {MAX_DEPTH} levels)") from None
+    root = compose_yaml(text, source, MAX_BYTES, ScenarioError, "a scenario")  # its size, nesting and aliases bounded
     if root is None:
         raise ScenarioError(f"{source}: empty file")
-    check_shape(root, source)
     return _Reader(source).scenario(root)
-
-
-def check_shape(root: yaml.Node, source: str) -> None:
-    """At most MAX_NODES nodes once aliases are expanded, nested at most MAX_DEPTH deep
-    (ScenarioError, before anything reads the tree)."""
-    seen, stack = 0, [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise ScenarioError(f"{source}: more than {MAX_NODES:,} YAML nodes once its aliases are expanded")
-        if depth > MAX_DEPTH:
-            raise ScenarioError(f"{source}:{node.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend((part, depth + 1) for pair in node.value for part in pair)
 
 
 class _Reader:
@@ -116,7 +88,7 @@ class _Reader:
 
     def number(self, node: yaml.Node, path: str) -> float:
         try:
-            return float(self.text(node, path))
+            return finite(self.text(node, path))
         except ValueError:
             raise self.fail(node, path, f"must be a number, got {node.value!r}") from None
 
