@@ -67,8 +67,8 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
     pairs = [p for p in args.set if p.partition("=")[0].strip().replace("-", "_") != "retry_policy"]
     named = [p.partition("=")[2] for p in args.set if p not in pairs]
     policy = named[-1] if named else args.retry_policy
-    spec = policies.resolve(policy) if policy else None  # a policy of the user's: loaded and probed here (exit 2), not in a rack
-    timeout = policies.load(spec).attempt_timeout_s if spec and policies.is_spec(spec) else None
+    described = policies.checked(policy) if policy else None  # a policy of the user's: probed apart, under limits (exit 2)
+    spec, timeout = (described.spec, described.attempt_timeout_s) if described else (None, None)
     changes = {
         "racks": args.racks,
         "nodes_per_rack": args.nodes_per_rack,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_node import retry
-from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3
+from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3, limits
 from storage_node.policies.errors import PolicyError
 from stormcore.documents import load_yaml
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, USER_POLICIES, LabSettings, SettingsError
@@ -90,7 +90,22 @@ def source_file(spec: str) -> Path | None:
 
 def resolve(text: str, cwd: Path | None = None) -> str:
     """What a person typed (``./my_policy.py:MyPolicy``, ``policy.yaml``, a registered name, a
-    lab policy) as the setting's value, loaded and probed: PolicyError if it cannot run."""
+    lab policy) as the setting's value, loaded and probed apart: PolicyError if it cannot run."""
+    return checked(text, cwd).spec
+
+
+def checked(text: str, cwd: Path | None = None) -> limits.Described:
+    """What a person typed, and what it is: a policy of theirs is loaded and probed in a child
+    process under the limits (its code never runs in this one); PolicyError if it cannot run, or
+    runs past a limit."""
+    spec = _spec(text, cwd)
+    if not is_spec(spec):
+        return limits.Described(spec, "the lab's", spec, None, ())
+    return limits.check(spec, short_name(spec))
+
+
+def _spec(text: str, cwd: Path | None) -> str:
+    """The setting's value for what a person typed (nothing is loaded)."""
     text = text.strip()
     if not text:
         raise PolicyError("a retry policy: give a name, FILE.py:NAME, a policy file or an entry point")
@@ -112,7 +127,6 @@ def resolve(text: str, cwd: Path | None = None) -> str:
             f"no retry policy {text!r}: the lab's are {', '.join(retry_names())}; or give FILE.py:NAME, a policy file "
             f"({', '.join(POLICY_FILE_SUFFIXES)}) or a name registered under the entry point group {ENTRY_POINT_GROUP}"
         )
-    probe(load(spec))
     return spec
 
 
@@ -287,14 +301,24 @@ def check_delay(delay: Any, where: str) -> float | None:
     return float(delay)
 
 
-def probe(loaded: Loaded, rounds: int = 3) -> None:
+def probe(loaded: Loaded, rounds: int = 3, note: Callable[[str], None] | None = None) -> None:
     """Put the policy through what a rack does in a storm before any lab runs it: a run of misses
     of every kind, successes between, the breaker's question. PolicyError on an exception, a
-    wrong answer, or a policy that answers two rngs of one seed differently."""
+    wrong answer, or a policy that answers two rngs of one seed differently. Each call goes
+    through ``limits.call`` (timed where limits are imposed: the check's child), told to ``note``
+    first."""
+
+    def step(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if note is not None:
+            note(what)
+        return limits.call(lambda: what, fn, *args)
+
     answers = []
     for _ in range(2):
         try:
-            policy = loaded.make()
+            policy = step(f"{loaded.label}: making one", loaded.make)
+        except PolicyError:
+            raise
         except Exception as exc:
             raise PolicyError(f"{loaded.label}: making one raised {type(exc).__name__}: {exc}") from None
         rng, said, now = random.Random(2015), [], 0.0
@@ -306,13 +330,15 @@ def probe(loaded: Loaded, rounds: int = 3) -> None:
                 outcomes += (outcome,)
                 now += 1.0
                 where = f"{loaded.label}: next_delay after miss {attempt} ({outcome})"
+                before = f"{loaded.label}: before miss {attempt} ({outcome}),"
                 try:
-                    admitted = policy.admits(now)
+                    admitted = step(f"{before} admits", policy.admits, now)
                     if admitted is True:
-                        policy.sent(attempt > 1, now - 0.5)
-                        policy.finished(attempt > 1, now)
-                    policy.record(False, now)
-                    delay = check_delay(policy.next_delay(retry.Miss(attempt, outcome, now - began, last, outcomes), rng), where)
+                        step(f"{before} sent", policy.sent, attempt > 1, now - 0.5)
+                        step(f"{before} finished", policy.finished, attempt > 1, now)
+                    step(f"{before} record", policy.record, False, now)
+                    miss = retry.Miss(attempt, outcome, now - began, last, outcomes)
+                    delay = check_delay(step(where, policy.next_delay, miss, rng), where)
                 except PolicyError:
                     raise
                 except Exception as exc:
@@ -323,10 +349,13 @@ def probe(loaded: Loaded, rounds: int = 3) -> None:
                 if delay is None:
                     break
                 last, now = delay, now + delay
+            after = f"{loaded.label}: an attempt that succeeded,"
             try:
-                policy.sent(False, now)
-                policy.finished(False, now + 0.5)
-                policy.record(True, now + 0.5)
+                step(f"{after} sent", policy.sent, False, now)
+                step(f"{after} finished", policy.finished, False, now + 0.5)
+                step(f"{after} record", policy.record, True, now + 0.5)
+            except PolicyError:
+                raise
             except Exception as exc:
                 raise PolicyError(f"{loaded.label}: an attempt that succeeded raised {type(exc).__name__}: {exc}") from None
         answers.append(said)
@@ -340,7 +369,8 @@ def probe(loaded: Loaded, rounds: int = 3) -> None:
 class Guarded:
     """A user's policy as a rack or the model runs it: its delays checked at every call, converted
     from profile seconds at a run's speed. A broken promise raises PolicyError (strict: the model,
-    which stops and says so) or gives up that retry (a live rack, which counts it in ``broken``)."""
+    which stops and says so) or gives up that retry (a live rack, which counts it in ``broken``).
+    Each call goes through ``limits.call``: timed where limits are imposed (certify's model)."""
 
     def __init__(self, inner: retry.RetryPolicy, speed: float, label: str, strict: bool) -> None:
         self.inner, self.speed, self.label, self.strict = inner, speed, label, strict
@@ -350,8 +380,9 @@ class Guarded:
         s = self.speed
         if s != 1.0:
             miss = miss._replace(elapsed_s=miss.elapsed_s * s, last_delay_s=miss.last_delay_s * s)
+        where = f"{self.label}: next_delay after miss {miss.attempt}"
         try:
-            delay = check_delay(self.inner.next_delay(miss, rng), f"{self.label}: next_delay after miss {miss.attempt}")
+            delay = check_delay(limits.call(lambda: where, self.inner.next_delay, miss, rng), where)
         except Exception as exc:
             if self.strict:
                 raise PolicyError(
@@ -363,17 +394,20 @@ class Guarded:
             return None
         return None if delay is None else delay / s
 
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        return limits.call(lambda: f"{self.label}: {what}", fn, *args)
+
     def record(self, ok: bool, now: float = 0.0) -> None:
-        self.inner.record(ok, now * self.speed)
+        self._call("record", self.inner.record, ok, now * self.speed)
 
     def admits(self, now: float) -> bool:
-        return self.inner.admits(now * self.speed)
+        return self._call("admits", self.inner.admits, now * self.speed)
 
     def sent(self, retry: bool, now: float) -> None:
-        self.inner.sent(retry, now * self.speed)
+        self._call("sent", self.inner.sent, retry, now * self.speed)
 
     def finished(self, retry: bool, now: float) -> None:
-        self.inner.finished(retry, now * self.speed)
+        self._call("finished", self.inner.finished, retry, now * self.speed)
 
 
 def build(spec: str, speed: float = 1.0, strict: bool = True) -> retry.RetryPolicy:

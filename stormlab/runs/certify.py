@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_node import policies
+from storage_node.policies import limits
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings
@@ -49,6 +50,7 @@ from stormlab.model.grid import POINT_2015, Point, agreement
 from stormlab.runs.sweep import QUICK, commit, run_live
 
 AGREE = 0.9  # the live points should agree with the model on this share of verdicts
+MODEL_LIMITS = (limits.CALL_LIMIT_S, 2 * limits.MEMORY_BYTES)  # a model worker's: the model itself grows too
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,15 +116,14 @@ def _candidate(text: str, base: LabSettings, reference: bool = False) -> dict[st
     """A policy as the certificate runs it: its spec (loaded and probed: PolicyError, exit 2, if it
     cannot run), its settings (its own attempt timeout as the allowance), its label and a key for
     its live runs on disk (the spec and its file's bytes: an edited policy runs again)."""
-    spec = policies.resolve(text)
+    described = policies.checked(text)  # loaded and probed in a child under limits: its code never runs in this process
+    spec = described.spec
     settings = base.replace(retry_policy=spec)
-    label, kind, content = spec, "the lab's", spec.encode()
-    maps: tuple[str, ...] = ()
+    label, kind, maps, content = spec, "the lab's", described.maps, spec.encode()
     if policies.is_spec(spec):
-        loaded = policies.load(spec)
-        label, kind, maps = loaded.label, loaded.kind, loaded.maps
-        if loaded.attempt_timeout_s is not None:
-            settings = settings.replace(allowance_s=loaded.attempt_timeout_s)
+        label, kind = described.label, described.kind
+        if described.attempt_timeout_s is not None:
+            settings = settings.replace(allowance_s=described.attempt_timeout_s)
         source = policies.source_file(spec)
         content += source.read_bytes() if source is not None else b""
     if reference:
@@ -137,11 +138,16 @@ def run_model(
     """Every policy's points in the reference model, on ``jobs`` processes."""
     out: dict[str, dict[str, cert.Reading]] = {c["label"]: {} for c in candidates}
     started, total, n, last_said = time.monotonic(), len(candidates) * len(points), 0, 0.0
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # The workers run the users' code: each call within its time, the worker within its memory.
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=limits.impose, initargs=MODEL_LIMITS) as pool:
         futures = {pool.submit(cert.judge, c["settings"], p): (c["label"], p) for c in candidates for p in points}
         for future in concurrent.futures.as_completed(futures):
             label, point = futures[future]
-            out[label][point.key] = future.result()  # a policy that breaks its promises in the storm: PolicyError (exit 2)
+            try:
+                out[label][point.key] = future.result()  # a policy that breaks its promises in the storm: PolicyError (exit 2)
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # the points not begun would only meet the same policy again
+                raise
             n += 1
             now = time.monotonic()
             if now - last_said >= 5 or n == total:

@@ -105,23 +105,26 @@ def test_a_policy_that_breaks_its_promise_mid_storm_stops_the_model_and_gives_up
     assert rack.next_delay(retry.Miss(40, "timeout", 40.0), random.Random(1)) is None and rack.broken == 1
 
 
-def test_an_entry_point_names_a_packaged_policy(monkeypatch):
-    class Point:
-        value = "example:Fixed"
-
-        def load(self):
-            return retry.FullJitter
-
-    monkeypatch.setattr(policies, "_entry_point", lambda name: Point() if name == "team-jitter" else None)
-    with pytest.raises(PolicyError, match=r"example:Fixed\(\) raised: TypeError"):  # a class that needs arguments
-        policies.resolve("team-jitter")
-
-    class Fixed:
-        def next_delay(self, miss, rng):
-            return 1.0
-
-    Point.load = lambda self: Fixed
+def register(tmp_path, monkeypatch, source: str) -> None:
+    """A package installed on the path that registers ``team-jitter`` under stormlab.policies (its
+    dist-info as pip writes it): this process and the probe's child both find it."""
+    (tmp_path / "team_policies.py").write_text(source)
+    info = tmp_path / "team_policies-1.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: team-policies\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[stormlab.policies]\nteam-jitter = team_policies:Fixed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     policies.load.cache_clear()
+
+
+def test_an_entry_point_names_a_packaged_policy(tmp_path, monkeypatch):
+    needs = "class Fixed:\n    def __init__(self, base):\n        self.base = base\n"
+    needs += "    def next_delay(self, miss, rng):\n        return 1.0\n"
+    register(tmp_path, monkeypatch, needs)
+    with pytest.raises(PolicyError, match=r"team_policies:Fixed\(\) raised: TypeError"):  # a class that needs arguments
+        policies.resolve("team-jitter")
+    register(tmp_path, monkeypatch, "class Fixed:\n    def next_delay(self, miss, rng):\n        return 1.0\n")
     assert policies.resolve("team-jitter") == "entry:team-jitter"
     assert delays(policies.build("entry:team-jitter"), attempts=2) == [1.0, 1.0]
 
