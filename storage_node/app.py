@@ -22,6 +22,7 @@ from storage_node.rack import DEPLOYABLE, Node, Rack, StaleDeploy
 from storage_node.store import AsyncItemStore, QuotaExceeded
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
+from stormcore.documents import encoded_bytes
 from stormcore.fleet import cell_of, node_id
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.racks import SCHEDULE_ORIGIN_ENV
@@ -263,9 +264,9 @@ async def put_item(request: web.Request) -> web.Response:
         metrics.served.labels(rack.label, "bad_request").inc()
         return json_error(400, "bad_request", "GSI partitions are read-only: write to the table")
     body = await read_object(request)
-    if "value" not in body or len(repr(body["value"])) > MAX_VALUE_BYTES:
+    if "value" not in body or encoded_bytes(body["value"]) > MAX_VALUE_BYTES:
         metrics.served.labels(rack.label, "bad_request").inc()
-        raise BadRequest(f'body must be {{"value": …}} of at most {MAX_VALUE_BYTES} bytes')
+        raise BadRequest(f'body must be {{"value": …}} of at most {MAX_VALUE_BYTES} bytes as JSON (UTF-8)')
     target = _target(request)
     if isinstance(target, web.Response):
         return target

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stormcore import sqlite
+from stormcore.documents import dumps
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS items (tbl TEXT NOT NULL, part INTEGER NOT NULL, key TEXT NOT NULL,"
@@ -34,7 +35,7 @@ class ItemStore:
 
     def put(self, table: str, partition: int, key: str, value: Any) -> None:
         try:
-            sqlite.writing(self._db, "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, json.dumps(value)))
+            sqlite.writing(self._db, "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)", (table, partition, key, dumps(value)))
         except sqlite.StoreFull:
             raise QuotaExceeded(f"the rack's store is at its quota of {self.quota_bytes:,} bytes on disk") from None
 

@@ -43,6 +43,17 @@ def finite(text: str) -> float:
     return value
 
 
+def dumps(value: Any) -> str:
+    """A JSON value as the lab stores it (an item's value, a queue message's body): compact, UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def encoded_bytes(value: Any) -> int:
+    """The bytes a value takes once stored: what a size limit measures (not its ``repr``, which an
+    emoji's four bytes, or its twelve as a JSON escape, pass as one character)."""
+    return len(dumps(value).encode())
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number the lab takes")
 

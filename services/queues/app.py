@@ -37,6 +37,7 @@ from services.dependent import Switch, fix_gauge
 from services.queues.messages import AsyncMessageStore
 from services.storage import Storage, StorageError
 from stormcore import openapi, sqlite
+from stormcore.documents import encoded_bytes
 from stormcore.metrics import MetricFactory
 from stormcore.openapi import ERROR, Answer, Operation
 from stormcore.racks import RackUrls
@@ -190,8 +191,8 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
     async def send(request: web.Request) -> web.Response:
         name = queue(request)
         body = await read_object(request)
-        if "body" not in body or len(repr(body["body"])) > MAX_BODY:
-            raise BadRequest(f'body must be {{"body": …}} of at most {MAX_BODY} bytes')
+        if "body" not in body or encoded_bytes(body["body"]) > MAX_BODY:
+            raise BadRequest(f'body must be {{"body": …}} of at most {MAX_BODY} bytes as JSON (UTF-8)')
         try:
             message_id = await request.app[SERVICE].send(name, body["body"])
         except Unavailable as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stormcore import sqlite
+from stormcore.documents import dumps
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,"
@@ -50,7 +51,7 @@ class MessageStore:
         """The message's id once it is committed; sqlite.StoreFull (nothing stored) at the quota."""
         if self.used_bytes() > SEND_SHARE * self.quota_bytes:
             raise sqlite.StoreFull(f"the messages take {self.used_bytes():,} bytes of a {self.quota_bytes:,}-byte quota")
-        cursor = sqlite.writing(self._db, "INSERT INTO messages (queue, body) VALUES (?, ?)", (queue, json.dumps(body)))
+        cursor = sqlite.writing(self._db, "INSERT INTO messages (queue, body) VALUES (?, ?)", (queue, dumps(body)))
         return int(cursor.lastrowid or 0)
 
     def receive(self, queue: str, most: int, visibility_s: float) -> list[dict[str, Any]]:
