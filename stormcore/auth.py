@@ -42,14 +42,24 @@ def ensure_token(directory: Path) -> str:
             return Path(os.environ[FILE_ENV]).read_text().strip()
         except OSError as exc:
             raise LabError(f"{FILE_ENV}: {exc}") from None
+    return lab_token_in(directory)
+
+
+def lab_token_in(directory: Path) -> str:
+    """The token of the state directory ``directory``, whatever the environment says (a room's
+    team lab has its own): its .env's, or a new one written there. The file is read once, whole:
+    one there or not there, never "there but read as absent" (a new one appears whole, linked into
+    place), so two first starts agree."""
     env_file = directory / ".env"
-    found = read_token(env_file)
-    if found:
-        return found
-    if env_file.exists():
+    try:
+        text = env_file.read_text()
+    except FileNotFoundError:
+        directory.mkdir(parents=True, exist_ok=True)
+        return write_new_token(env_file)
+    found = token_in(text)
+    if not found:
         raise LabError(f"{env_file} has no {ENV}= line: add one, or remove the file and a token is generated")
-    directory.mkdir(parents=True, exist_ok=True)
-    return write_new_token(env_file)
+    return found
 
 
 def write_new_token(path: Path) -> str:
@@ -75,10 +85,16 @@ def write_new_token(path: Path) -> str:
 
 def read_token(env_file: Path) -> str | None:
     """``STORMLAB_TOKEN=…`` from an env file (the state directory's, or the compose project's)."""
-    if env_file.exists():
-        for line in env_file.read_text().splitlines():
-            if line.startswith(f"{ENV}="):
-                return line.split("=", 1)[1].strip()
+    try:
+        return token_in(env_file.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def token_in(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith(f"{ENV}="):
+            return line.split("=", 1)[1].strip() or None
     return None
 
 

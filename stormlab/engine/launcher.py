@@ -159,10 +159,12 @@ def up(
     directory: Path | None = None,
     cascade: Sequence[str] | None = None,
     external: Mapping[int, str] | None = None,
+    token: str | None = None,
 ) -> dict:
     """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: all;
-    ``external``: racks run by a command of the user's, docs/contract.md) and return its state
-    once every process answers /healthz."""
+    ``external``: racks run by a command of the user's, docs/contract.md; ``token``: the lab's
+    token, else the one in force for ``directory``) and return its state once every process
+    answers /healthz."""
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
@@ -187,7 +189,7 @@ def up(
     )
     env = {
         **os.environ,
-        TOKEN_ENV: ensure_token(directory),
+        TOKEN_ENV: token or ensure_token(directory),
         "STORMLAB_EVENT_LOG": str(directory / "chaos-events.jsonl"),
         # one origin for every rack's renewal schedule (a rack starting later takes its next slots
         # on it), so the fleet's renewals interleave as one, as in the reference model

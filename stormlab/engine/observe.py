@@ -37,15 +37,20 @@ async def _get(session: aiohttp.ClientSession, url: str, headers: dict | None = 
 
 
 async def snapshot(
-    session: aiohttp.ClientSession, state: dict[str, Any], nodes: bool = False, lag_window_s: float | None = None
+    session: aiohttp.ClientSession,
+    state: dict[str, Any],
+    nodes: bool = False,
+    lag_window_s: float | None = None,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """One reading of the whole local lab; missing components show as unreachable.
 
-    ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``."""
+    ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``;
+    ``token`` is the lab's (else the one in force for its directory)."""
     comps = state["components"]
     names = list(comps)
     query = "&".join(q for q in ("nodes=1" if nodes else "", f"lag_window_s={lag_window_s}" if lag_window_s else "") if q)
-    auth = headers(ensure_token(Path(state["directory"])))
+    auth = headers(token or ensure_token(Path(state["directory"])))
     replies = await asyncio.gather(
         *(_get(session, f"{comps[n]['url']}/status?{query}") for n in names),
         *(_get(session, f"{url}/faults", auth) for url in (state["supervisor_url"], comps["metadata"]["url"])),

@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
 from storage_node.app import HELD_ENV
 from stormcore import openapi
+from stormcore.auth import ENV as TOKEN_ENV
+from stormcore.auth import FILE_ENV as TOKEN_FILE_ENV
 from stormcore.auth import from_env, headers, token_middleware
 from stormcore.openapi import Answer, Operation
 from stormcore.settings import LabSettings, SettingsError
@@ -72,6 +75,17 @@ def _die_with_parent() -> None:
         pass
 
 
+def child_env(comp: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """What a lab process starts with: the supervisor's environment and its own. An external rack
+    (a command of the user's: ``argv``) is not handed the lab's token: the contract needs none (no
+    deploy reaches it, it serves no admin API), and the token opens every holder's faults."""
+    env = {**environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
+    if comp.get("argv"):
+        for secret in (TOKEN_ENV, TOKEN_FILE_ENV):
+            env.pop(secret, None)
+    return env
+
+
 class Supervisor:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -95,7 +109,7 @@ class Supervisor:
 
     async def start(self, name: str) -> None:
         comp = self.comps[name]
-        env = {**os.environ, **comp["env"], "PYTHONUNBUFFERED": "1"}
+        env = child_env(comp, os.environ)
         if name in self.deploys.racks:  # a (re)started rack runs what the live deploys hold from its start
             generation, held = self.reconciler.started(name)
             env[HELD_ENV] = json.dumps({"generation": generation, "held": held})

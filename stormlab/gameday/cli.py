@@ -355,7 +355,14 @@ def so_far(runner: Runner, book: Desk, lab) -> dict:
 
 
 def tell_roles(say: Say, book: Desk) -> None:
-    """The roles' tokens, for the organiser to hand out: a move needs one while the game is on."""
+    """The roles' tokens, for the organiser to hand out: a move needs one while the game is on.
+    Printed to a person's terminal only: a runner's JSON lines go to files (a room's game.log), so
+    they say where each role's token file is (0600), never the token."""
+    folder = roles.game_dir(book.directory)
+    if say.as_json:
+        text = f"each player moves as a role, with its token: each role's is in {folder}/ROLE (readable by its owner only)"
+        say("roles", text, roles=sorted(book.roles), tokens_in=str(folder))
+        return
     lines = [f"  {role:<9} STORMLAB_ROLE_TOKEN={token}" for role, token in book.roles.items()]
     say(
         "roles",

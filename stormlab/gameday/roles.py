@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stormcore.errors import LabError, UsageError
+from stormcore.procs import Child
 from stormlab.gameday.moves import ROLES
 
 GAME = "game"
@@ -49,7 +50,7 @@ def issue(directory: Path, desk_url: str, title: str, team: str = "") -> dict[st
     tokens = {role: secrets.token_urlsafe(18) for role in ROLES}
     for role, token in tokens.items():
         write_private(folder / role, token + "\n")
-    card = {"desk": desk_url, "title": title, "team": team, "pid": os.getpid()}
+    card = {"desk": desk_url, "title": title, "team": team, **Child.of(os.getpid()).record()}
     write_private(folder / "game.json", json.dumps(card) + "\n")
     return tokens
 
@@ -63,10 +64,12 @@ def current(directory: Path) -> dict[str, Any] | None:
     runner that was killed does not hold the lab hostage)."""
     try:
         card = json.loads((game_dir(directory) / "game.json").read_text())
-        os.kill(int(card["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
-    return card if isinstance(card, dict) and isinstance(card.get("desk"), str) else None
+    runner = Child.read(card)  # its pid and start time: a pid reused since is not the runner
+    if runner is None or not runner.alive():
+        return None
+    return card if isinstance(card.get("desk"), str) else None
 
 
 def token_for(directory: Path, role: str) -> str:

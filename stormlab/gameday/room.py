@@ -36,9 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos import client
-from stormcore.auth import ensure_token
+from stormcore.auth import ENV as TOKEN_ENV
+from stormcore.auth import FILE_ENV as TOKEN_FILE_ENV
+from stormcore.auth import lab_token_in
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
+from stormcore.procs import Child
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
@@ -53,6 +56,7 @@ GAME = "game.json"  # the room's game: the scenario every team plays, each team'
 GAME_LOG = "game.log"  # a team's runner's lines (--json), in the team's directory
 FACILITATOR = "facilitator"  # the facilitator's token (0600): the console's controls take it
 MAX_TEAMS = 32
+PRIVATE = (TOKEN_ENV, TOKEN_FILE_ENV)  # a token exported where the room starts: each team's lab has its own instead
 # What one lab takes from the host in its baseline, in cores at speed 1 (docs/rooms.md): a part that
 # does not grow with the fleet (the metadata service's loop, loadgen, the link proxy, the cascade's
 # services, the supervisor) and a part per node (the racks' renewals, the metadata service's work).
@@ -204,7 +208,7 @@ def up(
             for team in teams:
                 say(f"  {team}: starting {settings.nodes_total:,} nodes …")
                 started.append(team)
-                launcher.up(settings, base_port=0, directory=home / team)
+                launcher.up(settings, base_port=0, directory=home / team, token=lab_token_in(home / team))  # its own, always
     except BaseException:
         for team in started:
             try:
@@ -266,7 +270,7 @@ def halt(directory: Path | None = None) -> dict[str, tuple[int, list[str]]]:
                 variables = card["compose"][team]
                 return room_compose.halt(variables, where) if room_compose.stack_up(variables, where) else None
             state = running(where)
-            return None if state is None else client.halt_every_holder(state, ensure_token(where))
+            return None if state is None else client.halt_every_holder(state, lab_token_in(where))
         except Exception as exc:  # this team's lab, not the others': named, and the others are halted
             return 0, [f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)]
 
@@ -293,17 +297,15 @@ def down(directory: Path | None = None) -> list[str]:
 _RUNNERS: dict[int, subprocess.Popen] = {}
 
 
-def runner_alive(pid: int) -> bool:
-    """Whether a team's runner still runs: this process's child not yet reaped, or a process that is
-    neither gone nor a zombie (a runner `room play` started before it exited)."""
-    if pid in _RUNNERS:
+def runner_alive(entry: dict[str, Any]) -> bool:
+    """Whether a team's runner (game.json's ``{"pid", "started"}``) still runs: this process's
+    child not yet reaped, or that very process (its pid and start time) neither gone nor a zombie.
+    A pid alone is not a runner: once its runner is gone the pid may be anyone's."""
+    pid = entry.get("pid")
+    if isinstance(pid, int) and pid in _RUNNERS:
         return _RUNNERS[pid].poll() is None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return fields[0] != "Z" and b"scenario" in cmdline
+    child = Child.read(entry)
+    return child is not None and child.alive()
 
 
 def read_game(directory: Path | None = None) -> dict[str, Any] | None:
@@ -331,7 +333,7 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
     card = the_card(directory)
     home = room_dir(directory)
     earlier = read_game(directory)
-    if earlier and any(runner_alive(t["pid"]) for t in earlier["teams"].values()):
+    if earlier and any(runner_alive(t) for t in earlier["teams"].values()):
         raise LabError(f"a game is on in this room ({earlier['scenario']}): `stormlab room end` first")
     down_teams = [team for team in card["teams"] if not team_state(card, team)]
     if down_teams:
@@ -340,7 +342,8 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
     teams = {}
     for team, where in card["teams"].items():
         log_path = Path(where) / GAME_LOG
-        env = dict(os.environ | {"STORMLAB_STATE_DIR": where})
+        # the team's token from its own directory, never one exported where the room started
+        env = {k: v for k, v in os.environ.items() if k not in PRIVATE} | {"STORMLAB_STATE_DIR": where}
         desk_port = None
         if card.get("backend") == "compose":
             env = room_compose.environment(card["compose"][team], Path(where))
@@ -360,7 +363,7 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
         # rack's loop 159 ms late, the team storming at its start). A runner samples; its labs serve.
         os.setpriority(os.PRIO_PROCESS, proc.pid, RUNNER_NICENESS)
         _RUNNERS[proc.pid] = proc
-        teams[team] = {"pid": proc.pid, "log": str(log_path)}
+        teams[team] = Child.of(proc.pid).record() | {"log": str(log_path)}
     game = {"scenario": str(scenario.resolve()), "autopilot": autopilot, "started_at": time.time(), "teams": teams}
     (home / GAME).write_text(json.dumps(game, indent=1))
     return game
@@ -394,7 +397,7 @@ def game_state(directory: Path | None = None) -> dict[str, dict[str, Any]]:
         seen = events(Path(t["log"]))
         done = next((e for e in reversed(seen) if e.get("event") == "done"), None)
         desk = next((e["url"] for e in seen if e.get("event") == "desk"), None)
-        alive = runner_alive(t["pid"])
+        alive = runner_alive(t)
         state = {"running": alive, "desk": desk if alive else None, "outcome": done["outcome"] if done else None}
         if done:
             state |= {"score": done.get("score"), "roles": done.get("roles"), "report": done.get("report")}
@@ -448,20 +451,17 @@ def end(directory: Path | None = None, wait_s: float = 120.0) -> dict[str, dict[
     game = read_game(directory)
     if game is None:
         return {}
-    pids = [t["pid"] for t in game["teams"].values()]
-    for pid in pids:
-        if runner_alive(pid):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    runners = [(t, Child.read(t)) for t in game["teams"].values()]
+    for entry, child in runners:  # only the very processes `room play` started: a pid alone may be anyone's now
+        if child is not None and runner_alive(entry):
+            child.send(signal.SIGTERM)
     deadline = time.monotonic() + wait_s
-    while any(runner_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(runner_alive(t) for t, _ in runners) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for pid in pids:
-        if runner_alive(pid):
-            os.kill(pid, signal.SIGKILL)  # past its rollbacks' time: `room halt` ends what it left
-        proc = _RUNNERS.pop(pid, None)
+    for entry, child in runners:
+        if child is not None and runner_alive(entry):
+            child.send(signal.SIGKILL)  # past its rollbacks' time: `room halt` ends what it left
+        proc = _RUNNERS.pop(entry.get("pid"), None)
         if proc is not None:
             proc.wait()
     room_debrief.write(room_dir(directory), game.get("started_at", 0.0))
@@ -496,7 +496,7 @@ def to_desks(path: str, body: dict[str, Any], team: str | None, directory: Path 
             out[name] = "no game on in this lab"
             continue
         try:
-            out[name] = client.call("POST", f"{desk}{path}", ensure_token(Path(card["teams"][name])), body)
+            out[name] = client.call("POST", f"{desk}{path}", lab_token_in(Path(card["teams"][name])), body)
         except (UsageError, LabError, TimeoutError) as exc:
             out[name] = str(exc)
     return out

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from stormcore.auth import lab_token_in
 from stormcore.errors import LabError, UsageError
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
@@ -119,7 +120,8 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         "env",
         help='the variables a team\'s commands act on its own lab with (`eval "$(stormlab room env team-1)"`)',
         description="Print, as shell exports, what makes `stormlab status`, `chaos`, `ops` and `scenario run` act on one "
-        "team's lab: its state directory, and on compose its project, its ports and the docker backend.",
+        "team's lab: its state directory (and unset a token exported here: the team's own is in its directory), and on "
+        "compose its project, its ports and the docker backend.",
     )
     e.add_argument("team", help="the team (team-1, team-2, …)")
     e.set_defaults(func=env)
@@ -173,7 +175,7 @@ async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
             if card.get("backend") == "compose":
                 snap = await room_compose.sample(card["compose"][team], Path(card["teams"][team]))
             else:
-                snap = await observe.snapshot(session, state)
+                snap = await observe.snapshot(session, state, token=lab_token_in(Path(card["teams"][team])))
             snap.pop("racks", None)
             return snap | {"invalid": observe.now_invalid(snap)}
 
@@ -369,6 +371,7 @@ def env(args: argparse.Namespace) -> int:
     if card.get("backend") == "compose":
         variables = card["compose"][args.team]
         found |= {"STORMLAB_BACKEND": "docker", "STORMLAB_COMPOSE_PROJECT": variables["COMPOSE_PROJECT_NAME"]} | variables
+    print(f"unset {' '.join(room.PRIVATE)}")  # the team's own token is in its directory: an exported one is another lab's
     for name, value in found.items():
         print(f"export {name}={shlex.quote(value)}")
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from chaos import journal
+from stormcore.auth import read_token
 from stormlab.cli import main
 from stormlab.gameday import desk
 from tests.conftest import until
@@ -60,6 +61,7 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
     try:
         # database: paged by TableSLOBurn; acknowledges, tells customers, pauses the metadata service
         paged = wait_for_page(state, "database")
+        secrets = {(state / "game" / role).read_text().strip() for role in ("database", "queues")} | {read_token(state / ".env")}
         assert paged["alert"] == "TableSLOBurn", paged
         # a role is an identity while the game is on: no role, or a token the desk did not issue, moves nothing
         assert main(["ops", "pause-metadata"]) == 2
@@ -95,6 +97,13 @@ def test_two_roles_play_a_game_day_through_the_cli(tmp_path, monkeypatch, capsys
     assert {"settled", "desk", "roles", "step", "progress", "page", "done"} <= kinds, kinds
     assert next(e for e in events if e["event"] == "roles")["roles"] == sorted(["database", "queues", "scaling", "metrics", "console"])
     assert not (state / "game").exists()  # the tokens went with the game
+    assert not any(secret in out for secret in secrets)  # its lines went to a terminal here; in a room, to game.log
+    leaked = [
+        str(path)
+        for path in tmp_path.rglob("*")
+        if path.is_file() and path.stat().st_mode & 0o077 and any(secret.encode() in path.read_bytes() for secret in secrets)
+    ]
+    assert leaked == [], f"a token in a file others can read: {leaked}"
     progress = next(e for e in events if e["event"] == "progress")
     assert {"step", "waiting_for", "value", "left_s"} <= set(progress)
     done = events[-1]

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -81,3 +82,35 @@ def test_the_stacks_token_is_readable_by_the_labs_group_only_and_an_old_one_is_m
     assert token.stat().st_gid == os.getgid()
     token.chmod(0o644)  # a volume from before: world-readable
     assert auth.init(secrets_dir, group=os.getgid()) == [] and token.stat().st_mode & 0o777 == 0o640
+
+
+def test_first_starts_at_the_same_moment_all_agree_and_none_is_told_the_file_has_no_token(tmp_path, monkeypatch):
+    """Seen here: two commands started together, one read .env as absent, the other created it,
+    and the first was told ".env has no STORMLAB_TOKEN= line" (and to remove the file of a lab
+    started with that token). Threads switching every microsecond put the two at every point of it."""
+    monkeypatch.delenv("STORMLAB_TOKEN", raising=False)
+    monkeypatch.delenv("STORMLAB_TOKEN_FILE", raising=False)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    failures, rounds = [], 200
+    try:
+        for n in range(rounds):
+            where, said = tmp_path / f"lab-{n}", []
+            start = threading.Barrier(3)
+
+            def first_start(where=where, said=said, start=start) -> None:
+                start.wait()
+                try:
+                    said.append(auth.ensure_token(where))
+                except LabError as exc:
+                    failures.append(str(exc))
+
+            threads = [threading.Thread(target=first_start) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(set(said)) <= 1
+    finally:
+        sys.setswitchinterval(before)
+    assert failures == []

@@ -8,6 +8,7 @@ from stormcore.errors import LabError
 from stormcore.roster import CASCADE, ROSTER
 from stormcore.settings import LabSettings
 from stormlab.engine.launcher import plan
+from stormlab.engine.supervisor import child_env
 
 
 def test_the_services_reach_each_rack_through_their_own_proxy_port(tmp_path):
@@ -44,3 +45,15 @@ def test_a_lab_runs_only_the_cascade_it_is_asked_for(tmp_path):
 def test_every_process_of_the_roster_is_planned(tmp_path):
     names = {c.name for c in plan(LabSettings(racks=1, nodes_per_rack=5), 0, tmp_path).components}
     assert names == {p.name for p in ROSTER if p.kind != "rack"} | {"rack-00"}
+
+
+def test_an_external_rack_is_not_handed_the_lab_token(tmp_path):
+    """The contract needs no token (no deploy reaches it; it serves no admin API), and the token
+    opens every holder's faults: the lab's own racks get it, a command of the user's does not."""
+    laid_out = plan(LabSettings(racks=2, nodes_per_rack=5), 0, tmp_path, external={0: "python3 my_rack.py"})
+    comps = {c.name: c.__dict__ | {"url": c.url} for c in laid_out.components}
+    environ = {"STORMLAB_TOKEN": "t" * 32, "STORMLAB_TOKEN_FILE": "/run/token", "PATH": "/usr/bin"}
+    external, ours = child_env(comps["rack-00"], environ), child_env(comps["rack-01"], environ)
+    assert "STORMLAB_TOKEN" not in external and "STORMLAB_TOKEN_FILE" not in external
+    assert external["PATH"] == "/usr/bin" and external["STORMLAB_NODE_IDS"].startswith("r00n000")
+    assert ours["STORMLAB_TOKEN"] == "t" * 32  # its /admin/deploy takes the supervisor's pushes

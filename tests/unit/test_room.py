@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from stormcore.errors import UsageError
+from stormcore.procs import Child
+from stormcore.settings import LabSettings
 from stormlab.cli import main
 from stormlab.engine.speed import LADDER
 from stormlab.gameday import room
@@ -69,7 +71,8 @@ def test_each_teams_game_is_read_from_its_runners_lines_and_the_game_ends_with_i
     finished.wait()
     waiting = stand_in_runner()
     try:
-        game = {"scenario": "s.yaml", "teams": {"team-1": {"pid": finished.pid}, "team-2": {"pid": waiting.pid}}}
+        gone = {"pid": finished.pid, "started": 1}  # reaped: its start time is no process's now
+        game = {"scenario": "s.yaml", "teams": {"team-1": gone, "team-2": Child.of(waiting.pid).record()}}
         for team, where in teams.items():
             game["teams"][team]["log"] = str(where / room.GAME_LOG)
         (home / room.GAME).write_text(json.dumps(game))
@@ -78,7 +81,7 @@ def test_each_teams_game_is_read_from_its_runners_lines_and_the_game_ends_with_i
         assert state["team-1"] == {"running": False, "desk": None, "outcome": "passed", "score": {"recovered": True},
                                    "roles": {"database": {"moves": 3}}, "report": "r.html"}  # fmt: skip
         assert state["team-2"] == {"running": True, "desk": "http://127.0.0.1:2", "outcome": None}
-        assert not room.runner_alive(os.getpid())  # a process that is not a runner is not one
+        assert not room.runner_alive({"pid": os.getpid()})  # a pid alone is nobody we started
         ended = room.end(tmp_path, wait_s=10)  # SIGTERM: the stand-in ends as a runner would, its rollbacks run
         assert ended["team-2"]["running"] is False and waiting.wait(timeout=5) is not None
         assert ended["team-2"]["said"].startswith('{"event": "desk"')  # no outcome: its last words
@@ -100,7 +103,7 @@ def test_the_rooms_commands_refuse_what_they_cannot_do_and_start_nothing(tmp_pat
 
 
 def test_a_hold_goes_to_every_teams_desk_with_its_lab_token_and_a_team_without_a_game_is_named(tmp_path, monkeypatch):
-    monkeypatch.setenv("STORMLAB_TOKEN", "lab-token-of-every-stand-in-team")
+    monkeypatch.setenv("STORMLAB_TOKEN", "a-token-exported-where-the-room-runs")  # not the teams': each lab has its own
     heard = []
 
     class StandInDesk(BaseHTTPRequestHandler):
@@ -124,20 +127,21 @@ def test_a_hold_goes_to_every_teams_desk_with_its_lab_token_and_a_team_without_a
     for where in teams.values():
         where.mkdir(parents=True)
     (home / room.CARD).write_text(json.dumps({"teams": {t: str(w) for t, w in teams.items()}, "sizing": {"speed": 1}}))
+    (teams["team-1"] / ".env").write_text("STORMLAB_TOKEN=team-1s-own-lab-token\n")
     url = f"http://127.0.0.1:{server.server_address[1]}"
     (teams["team-1"] / room.GAME_LOG).write_text(json.dumps({"event": "desk", "url": url}) + "\n")
     (teams["team-2"] / room.GAME_LOG).write_text("")  # its runner has not served its desk yet
     runners = [stand_in_runner(), stand_in_runner()]
     try:
         played = zip(teams.items(), runners, strict=True)
-        game = {"scenario": "s.yaml", "teams": {t: {"pid": r.pid, "log": str(w / room.GAME_LOG)} for (t, w), r in played}}
+        game = {"scenario": "s.yaml", "teams": {t: Child.of(r.pid).record() | {"log": str(w / room.GAME_LOG)} for (t, w), r in played}}
         (home / room.GAME).write_text(json.dumps(game))
         told = room.hold(True, tmp_path)
         assert told == {"team-1": {"changed": True, "held": True, "t": 42.0, "started": True}, "team-2": "no game on in this lab"}
         assert room.hold(False, tmp_path)["team-1"]["held"] is False
         assert heard == [
-            ("/hold", "Bearer lab-token-of-every-stand-in-team", {"on": True}),
-            ("/hold", "Bearer lab-token-of-every-stand-in-team", {"on": False}),
+            ("/hold", "Bearer team-1s-own-lab-token", {"on": True}),
+            ("/hold", "Bearer team-1s-own-lab-token", {"on": False}),
         ]
     finally:
         server.shutdown()
@@ -145,3 +149,31 @@ def test_a_hold_goes_to_every_teams_desk_with_its_lab_token_and_a_team_without_a
         for r in runners:
             r.kill()
             r.wait()
+
+
+def test_each_teams_lab_gets_its_own_token_even_with_one_exported(tmp_path, monkeypatch):
+    """A room started where STORMLAB_TOKEN is exported gave every team's lab that one token: a
+    team's players could reach every other team's lab. Each team's is its own, in its directory."""
+    exported = "one-token-exported-in-the-organisers-shell"
+    monkeypatch.setenv("STORMLAB_TOKEN", exported)
+    started = {}
+
+    def up(settings, base_port, directory, token):
+        started[directory.name] = token
+
+    monkeypatch.setattr(room.launcher, "up", up)
+    room.up(LabSettings(racks=1, nodes_per_rack=10), room.size(2, 10, 1.0, cores=2), tmp_path, say=lambda *a: None)
+    assert set(started) == {"team-1", "team-2"} and len(set(started.values())) == 2 and exported not in started.values()
+    for team, token in started.items():
+        env = room.room_dir(tmp_path) / team / ".env"
+        assert env.read_text() == f"STORMLAB_TOKEN={token}\n" and env.stat().st_mode & 0o777 == 0o600
+
+
+def test_room_env_unsets_an_exported_token_for_the_teams_own(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path))
+    home = room.room_dir(tmp_path)
+    home.mkdir(parents=True)
+    (home / room.CARD).write_text(json.dumps({"teams": {"team-1": str(home / "team-1")}, "sizing": {"speed": 1}}))
+    assert main(["room", "env", "team-1"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "unset STORMLAB_TOKEN STORMLAB_TOKEN_FILE" and "STORMLAB_TOKEN=" not in out

@@ -184,7 +184,9 @@ def test_room_env_prints_what_makes_a_teams_commands_act_on_its_own_stack(tmp_pa
     variables = {t: room_compose.variables(t, n, LabSettings(), home / t) for n, t in enumerate(teams, start=1)}
     (home / room.CARD).write_text(json.dumps({"backend": "compose", "teams": teams, "compose": variables, "sizing": {"speed": 1}}))
     assert main(["room", "env", "team-2"]) == 0
-    exports = dict(line.removeprefix("export ").split("=", 1) for line in capsys.readouterr().out.splitlines())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "unset STORMLAB_TOKEN STORMLAB_TOKEN_FILE"  # the team's own token, from its directory
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in lines[1:])
     assert exports["STORMLAB_STATE_DIR"] == teams["team-2"] and exports["STORMLAB_BACKEND"] == "docker"
     assert exports["COMPOSE_PROJECT_NAME"] == exports["STORMLAB_COMPOSE_PROJECT"] == "stormlab-team-2"
     assert exports["METADATA_PORT"] == "20040" and exports["PROMETHEUS_PORT"] == "20050"

@@ -1,0 +1,80 @@
+"""A process the lab started, known by more than its pid: its pid and its start time.
+
+A pid written to a file outlives its process; once the process is gone the kernel gives the pid
+to another, and anything that signals "the pid in game.json" may stop an editor, a shell or a
+stranger's job. So a child is recorded with its start time (``/proc/PID/stat``'s 22nd field, in
+clock ticks since boot), and signalled through a pidfd opened on it and checked against that start
+time: a pid reused since, even between the check and the signal, is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (which may hold spaces), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process ``pid`` started, in clock ticks since boot; None if there is none."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
+@dataclass(frozen=True)
+class Child:
+    """A process we started: its pid and start time, as written to a state file and read back."""
+
+    pid: int
+    started: int
+
+    @classmethod
+    def of(cls, pid: int) -> Child:
+        started = start_ticks(pid)
+        if started is None:
+            raise ProcessLookupError(f"no process {pid}")
+        return cls(pid, started)
+
+    @classmethod
+    def read(cls, entry: object) -> Child | None:
+        """From a state file's ``{"pid": ..., "started": ...}``; None for anything else (a file
+        written before start times were kept names nobody we can be sure of)."""
+        if not isinstance(entry, dict):
+            return None
+        pid, started = entry.get("pid"), entry.get("started")
+        if isinstance(pid, bool) or isinstance(started, bool) or not isinstance(pid, int) or not isinstance(started, int):
+            return None
+        return cls(pid, started) if pid > 0 else None
+
+    def record(self) -> dict[str, int]:
+        return {"pid": self.pid, "started": self.started}
+
+    def alive(self) -> bool:
+        """This very process still runs (not gone, not a zombie, its pid not handed to another)."""
+        fields = _stat(self.pid)
+        return fields is not None and len(fields) > 19 and fields[0] != "Z" and int(fields[19]) == self.started
+
+    def send(self, sig: int) -> bool:
+        """``sig`` to this very process: whether it was sent (False: it is gone, or its pid is
+        another's now)."""
+        try:
+            fd = os.pidfd_open(self.pid)
+        except OSError:
+            return False
+        try:
+            if not self.alive():  # checked after the pidfd was opened: the pidfd is the process checked
+                return False
+            signal.pidfd_send_signal(fd, sig)
+            return True
+        except ProcessLookupError:
+            return False
+        finally:
+            os.close(fd)
