@@ -39,7 +39,7 @@ from stormcore.auth import FILE_ENV as TOKEN_FILE_ENV
 from stormcore.auth import from_env, headers, token_middleware
 from stormcore.openapi import Answer, Operation
 from stormcore.settings import LabSettings, SettingsError
-from stormcore.web import BadRequest, LoopLag, base_app, serve
+from stormcore.web import BadRequest, LoopLag, base_app, error_body, serve
 from stormlab.engine.deploys import DeployBook, Held, Reconciler, Stale
 
 PR_SET_PDEATHSIG = 1
@@ -225,6 +225,9 @@ class Supervisor:
         reconciler keeps each rack on what the live deploys hold (a rack down, frozen or slow is
         brought to it when it answers); when the lease ends its values are no longer held."""
         changes = {k: body[k] for k in sorted(catalog.DEPLOYED & set(body))}
+        if not self.racks:
+            why = "deploy: no rack of this lab takes a deploy: an external rack runs its own retries (docs/contract.md)"
+            raise web.HTTPConflict(text=error_body("no_rack_to_deploy", why).decode(), content_type="application/json")
         try:
             LabSettings.from_env(self.comps[self.racks[0]]["env"]).deployed(changes)  # every rack takes them, or none
         except SettingsError as exc:
@@ -317,7 +320,7 @@ def create_app(sup: Supervisor) -> web.Application:
         app,
         runner,
         {"freeze": sup.freeze, "kill": sup.kill, "deploy": sup.deploy},
-        conflict="the process already has a freeze or kill on it, or is being restarted",
+        conflict="the process already has a freeze or kill on it, or is being restarted; or a deploy finds no rack it reaches",
     )
 
     async def status(request: web.Request) -> web.Response:

@@ -25,6 +25,12 @@
 While the game is held a move on the lab (a lease taken or ended) is a 409 and nothing is made;
 looks, acks, notes and status posts go on.
 
+A game is bounded (stormlab/gameday/bounds.py): its players' moves (4 kB of arguments each,
+10,000 and 4 MB a game), its pages (20,000 and 16 MB) and its injects (500 and 1 MB) past their
+budget are refused with nothing taken, 413 for one too large, 429 once the game's budget is spent.
+The views anyone may open without a token (``/``, ``/status.json``, ``/game.json``,
+``/monitoring.json``) are made at most once a second, and afresh after each write the game takes.
+
 A move that was made and failed (the admin path timing out in a storm, as in 2015) is a move:
 200 with ``ok`` false and the exit code the command gives. A request that is not a move (a bad
 body, an unknown action, wrong arguments) is a 400, another role's move a 403, a token the desk
@@ -34,6 +40,8 @@ does not know a 401: nothing is made or journaled.
 from __future__ import annotations
 
 import hmac
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,14 +51,17 @@ from aiohttp import web
 
 from chaos.catalog import ChaosError
 from stormcore.auth import check_strength
+from stormcore.documents import encoded_bytes
 from stormcore.errors import LabError, UsageError
 from stormcore.web import BadRequest, json_error, json_errors, read_object
-from stormlab.gameday import players
+from stormlab.gameday import bounds, players
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, EVERYONE, check_role
 from stormlab.gameday.ops import Ops
 from stormlab.gameday.scenario import ScenarioError
 from stormlab.gameday.scoring import role_events
+
+VIEW_EVERY_S = 1.0  # a tokenless view is made at most this often (and after each write), whoever reads it
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,31 @@ def app(
     take pages from anyone. ``game``: the runner behind it (none: no score, no injects)."""
     check_strength(lab_token)
     expected = f"Bearer {lab_token}".encode()
+    spent = bounds.budgets()  # what this game takes from its players, its pages and its injects, at most
+
+    def over(exc: bounds.OverBudget) -> web.Response:
+        return json_error(exc.status, "too_large" if exc.status == 413 else "too_many", str(exc))
+
+    async def page_html() -> bytes:
+        return desk.status_page().encode()
+
+    async def status_doc() -> bytes:
+        return _json({"posts": desk.posts(), "pages": desk.pages})
+
+    async def game_doc() -> bytes:
+        return _json(game_document(desk, game.so_far() if game else None))
+
+    async def monitoring_doc() -> bytes:
+        assert game is not None
+        return _json(await game.monitoring())
+
+    # What anyone may open without a token, made at most once a second and after each write.
+    views = {name: bounds.Cached(make, time.monotonic, VIEW_EVERY_S) for name, make in
+             (("page", page_html), ("status", status_doc), ("game", game_doc), ("monitoring", monitoring_doc))}  # fmt: skip
+
+    def written() -> None:
+        for name in ("page", "status", "game"):
+            views[name].forget()
 
     def with_lab_token(request: web.Request) -> bool:
         return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
@@ -85,10 +121,16 @@ def app(
         if not with_lab_token(request):
             return json_error(401, "unauthorized", "the desk takes pages with the lab token as a Bearer token")
         body = await read_object(request)
+        alerts = body.get("alerts")
+        try:
+            spent["pages"].take(encoded_bytes(body), max(1, len(alerts) if isinstance(alerts, list) else 1))
+        except bounds.OverBudget as exc:
+            return over(exc)
         try:
             taken = desk.page(body, via="alertmanager")
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        written()
         if on_page is not None:
             for page in taken:
                 on_page(page)
@@ -108,7 +150,12 @@ def app(
         if game is not None and game.held() and action not in EVERYONE:
             waits = f"the facilitator holds the game: {action} waits until it goes on (looks, acks, notes and posts do not)"
             return json_error(409, "held", waits)
+        try:
+            spent["moves"].take(encoded_bytes(args))
+        except bounds.OverBudget as exc:
+            return over(exc)
         entry = await ops.run(action, args, role)
+        written()
         error = entry.get("error")
         if isinstance(error, UsageError) and "at" not in entry:  # refused before it was journaled: not a move
             raise BadRequest(str(error))
@@ -116,13 +163,13 @@ def app(
         return web.json_response({"ok": entry["ok"], "message": entry["message"], "role": role, "exit_code": code})
 
     async def page(request: web.Request) -> web.Response:
-        return web.Response(text=desk.status_page(), content_type="text/html")
+        return web.Response(body=await views["page"].get(), content_type="text/html")
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response({"posts": desk.posts(), "pages": desk.pages})
+        return web.Response(body=await views["status"].get(), content_type="application/json")
 
     async def so_far(request: web.Request) -> web.Response:
-        return web.json_response(game_document(desk, game.so_far() if game else None))
+        return web.Response(body=await views["game"].get(), content_type="application/json")
 
     async def inject(request: web.Request) -> web.Response:
         if not with_lab_token(request):
@@ -131,9 +178,15 @@ def app(
         if game is None:
             return json_error(409, "no_game", "no game runs behind this desk: nothing to send an inject in")
         try:
-            return web.json_response({"inject": game.inject(body)})
+            spent["injects"].take(encoded_bytes(body))
+        except bounds.OverBudget as exc:
+            return over(exc)
+        try:
+            sent = game.inject(body)
         except ScenarioError as exc:
             raise BadRequest(str(exc)) from None
+        written()
+        return web.json_response({"inject": sent})
 
     async def hold(request: web.Request) -> web.Response:
         if not with_lab_token(request):
@@ -141,12 +194,14 @@ def app(
         on = hold_wanted(await read_object(request))
         if game is None:
             return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
-        return web.json_response(game.hold(on))
+        done = game.hold(on)
+        written()
+        return web.json_response(done)
 
     async def seen(request: web.Request) -> web.Response:
         if game is None:
             return json_error(409, "no_game", "no game runs behind this desk: no monitoring to show")
-        return web.json_response(await game.monitoring())
+        return web.Response(body=await views["monitoring"].get(), content_type="application/json")
 
     async def me(request: web.Request) -> web.Response:
         role = desk.role_of(request.headers.get("Authorization", ""))
@@ -198,6 +253,10 @@ def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:
         "held": so_far["held"],
         "holds": so_far["holds"],
     }
+
+
+def _json(doc: Any) -> bytes:
+    return json.dumps(doc).encode()
 
 
 def hold_wanted(body: dict[str, Any]) -> bool:
