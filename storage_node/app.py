@@ -17,6 +17,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from storage_node import contract
+from storage_node.contract import MAX_KEY, MAX_VALUE_BYTES
 from storage_node.metrics import RackMetrics
 from storage_node.rack import DEPLOYABLE, Node, Rack, StaleDeploy
 from storage_node.store import AsyncItemStore, QuotaExceeded
@@ -35,8 +37,6 @@ RACK = web.AppKey("rack", Rack)
 STORE = web.AppKey("store", AsyncItemStore)
 METRICS = web.AppKey("metrics", RackMetrics)
 LAG = web.AppKey("lag", LoopLag)
-MAX_KEY = 256
-MAX_VALUE_BYTES = 4096
 MAX_GENERATION = 2**53 - 1  # a deploy push's generation: an integer every JSON reader keeps exact
 
 
@@ -79,45 +79,8 @@ def create_app(
 
 
 def describe_routes(app: web.Application, nodes: list[str]) -> None:
-    item = "/nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"
-    where = (
-        {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "examples": nodes[:3]}},
-        {"name": "table", "in": "path", "required": True, "schema": {"type": "string", "examples": ["catalog"]}},
-        {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
-        {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "maxLength": MAX_KEY}},
-    )
-    refusals = {
-        400: Answer("a partition that is not a non-negative integer, a key too long, or a bad body", ERROR),
-        404: Answer("no such node on this rack, or no such item", ERROR),
-        409: Answer("the node does not hold that partition (wrong_owner)", ERROR),
-        503: Answer("the node has disqualified itself (its membership lapsed)", ERROR),
-    }
-    index = {"name": "index", "in": "query", "schema": {"type": "string"}, "description": "read a GSI's partition instead"}
-    value = {
-        "type": "object",
-        "required": ["node", "key", "value"],
-        "properties": {"node": {"type": "string"}, "key": {"type": "string"}, "value": {}},
-    }
-    query = {
-        "type": "object",
-        "required": ["node", "index", "items"],
-        "properties": {"node": {"type": "string"}, "index": {"type": "string"}, "items": {"type": "array"}},
-    }
-    openapi.add(app, Operation("GET", item, "a customer reads an item (or queries a GSI with ?index=)", {
-        200: Answer("the item, or the GSI's items", {"oneOf": [value, query]}),
-        **refusals,
-    }, parameters=(*where, index), tag="customers"), get_item)  # fmt: skip
-    put = {"type": "object", "required": ["value"], "properties": {"value": {}}}
-    stored = {
-        "type": "object",
-        "required": ["node", "key", "stored"],
-        "properties": {"node": {"type": "string"}, "key": {"type": "string"}, "stored": {"const": True}},
-    }
-    openapi.add(app, Operation("PUT", item, "a customer writes an item: committed before the answer", {
-        200: Answer("stored", stored),
-        **refusals,
-        507: Answer("the rack's item store is full (64 MiB)", ERROR),
-    }, parameters=(*where, index), body=put, body_required=True, tag="customers"), put_item)  # fmt: skip
+    openapi.add(app, contract.get_item(nodes), get_item)  # the contract's own operations: the lab's racks keep it
+    openapi.add(app, contract.put_item(nodes), put_item)
     nodes_param = {"name": "nodes", "in": "query", "schema": {"type": "string"}, "description": "1: each node's state too"}
     openapi.add(app, Operation("GET", "/status", "the rack's nodes: serving, disqualified, renewal latency", {
         200: Answer("the rack's status", schema_of(RackStatus)),

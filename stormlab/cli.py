@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 import aiohttp
@@ -21,7 +22,7 @@ from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import ops, replay_cli, room_cli
+from stormlab.gameday import ops, replay_cli, room_cli, standalone
 from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
 
 
@@ -219,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
         p = sub.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(p)
-        p.set_defaults(func=module.run)
+        p.set_defaults(func=partial(fuzz.run, consoles=standalone.serving) if module is fuzz else module.run)  # it serves the consoles
     every_parser_says_its_defaults(parser)
     return parser
 

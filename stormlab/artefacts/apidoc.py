@@ -51,21 +51,23 @@ APPS: dict[str, Callable[[Path], web.Application]] = {
 }
 
 
-def build(name: str, tmp: Path) -> web.Application:
+def build(name: str, tmp: Path, apps: dict[str, Callable[[Path], web.Application]] | None = None) -> web.Application:
     os.environ.setdefault("STORMLAB_TOKEN", TOKEN)  # the supervisor reads it from the environment
-    return APPS[name](tmp)
+    return (apps or APPS)[name](tmp)
 
 
-def markdown() -> str:
-    rows = [
-        "Every process also serves `GET /openapi.json`, `GET /metrics` and `GET /healthz`.",
-        "",
-        "| process | operation | answers | token | what it does |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+INTRO = (
+    "Every process also serves `GET /openapi.json`, `GET /metrics` and `GET /healthz`. The supervisor's "
+    "`GET /contract.json` is the rack contract, what any rack answers (docs/contract.md)."
+)
+
+
+def markdown(apps: dict[str, Callable[[Path], web.Application]] | None = None, intro: str = INTRO) -> str:
+    """The table of ``apps``' operations (the lab's processes by default), after ``intro``."""
+    rows = [intro, "", "| process | operation | answers | token | what it does |", "| --- | --- | --- | --- | --- |"]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in APPS:
-            doc = openapi.document(build(name, Path(tmp)))
+        for name in apps or APPS:
+            doc = openapi.document(build(name, Path(tmp), apps))
             for path, methods in doc["paths"].items():
                 for method, op in methods.items():
                     if op.get("tags") == ["common"]:

@@ -32,11 +32,13 @@ from prometheus_client import CollectorRegistry
 
 from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
+from storage_node import contract
 from storage_node.app import HELD_ENV
 from stormcore import openapi
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import FILE_ENV as TOKEN_FILE_ENV
 from stormcore.auth import from_env, headers, token_middleware
+from stormcore.fleet import node_id
 from stormcore.openapi import Answer, Operation
 from stormcore.settings import LabSettings, SettingsError
 from stormcore.web import BadRequest, LoopLag, base_app, error_body, serve
@@ -106,6 +108,11 @@ class Supervisor:
         )
         self.deploys = DeployBook(self.racks)
         self.reconciler = Reconciler(self.deploys, self.push_held, self.ready, time.monotonic)
+
+    def contract_nodes(self) -> list[str]:
+        """The node ids of an external rack (else of rack 0): the contract's examples."""
+        outside = [c["env"].get("STORMLAB_NODE_IDS", "") for c in self.comps.values() if c.get("argv")]
+        return [n for n in outside[0].split(",") if n] if outside else [node_id(0, i) for i in range(3)]
 
     async def start(self, name: str) -> None:
         comp = self.comps[name]
@@ -355,6 +362,13 @@ def create_app(sup: Supervisor) -> web.Application:
         Operation("GET", "/status", "every lab process: running, paused, restarts", {200: Answer("the lab's processes", STATUS_SCHEMA)}),
         status,
     )
+
+    async def rack_contract(request: web.Request) -> web.Response:
+        return web.json_response(contract.description(sup.contract_nodes()))
+
+    what = "the rack contract (docs/contract.md) as an OpenAPI description: what a rack of yours answers (`stormlab fuzz` judges it)"
+    described = {200: Answer("the OpenAPI 3.1 description", {"type": "object"})}
+    openapi.add(app, Operation("GET", "/contract.json", what, described), rack_contract)
     app.cleanup_ctx.append(lifecycle)
     return app
 

@@ -44,10 +44,12 @@ def parse_webhook(body: dict[str, Any], via: str, at: float, mono: float) -> lis
         raise ValueError("alerts must be a list of alerts with labels")
     out = []
     for alert in alerts:
-        labels, notes = alert["labels"], alert.get("annotations") if isinstance(alert.get("annotations"), dict) else {}
+        labels, notes = alert["labels"], alert.get("annotations", {})
         name = labels.get("alertname")
         if not isinstance(name, str) or not name:
             raise ValueError("every alert needs labels.alertname")
+        if not isinstance(notes, dict) or alert.get("status", "firing") not in ("firing", "resolved"):
+            raise ValueError("an alert's annotations are an object and its status firing or resolved, as Alertmanager sends them")
         out.append(
             {
                 "at": at,

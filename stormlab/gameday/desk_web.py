@@ -50,11 +50,12 @@ from typing import Any
 from aiohttp import web
 
 from chaos.catalog import ChaosError
+from stormcore import openapi
 from stormcore.auth import check_strength
 from stormcore.documents import encoded_bytes
 from stormcore.errors import LabError, UsageError
-from stormcore.web import BadRequest, json_error, json_errors, read_object
-from stormlab.gameday import bounds, players
+from stormcore.web import MAX_BODY_BYTES, BadRequest, json_error, json_errors, read_object
+from stormlab.gameday import bounds, desk_api, players
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, EVERYONE, check_role
 from stormlab.gameday.ops import Ops
@@ -222,17 +223,12 @@ def app(
     async def play(request: web.Request) -> web.Response:
         return web.Response(text=players.PAGE, content_type="text/html")
 
-    served = web.Application(middlewares=[json_errors])
-    served.router.add_post("/alertmanager", alertmanager)
-    served.router.add_post("/moves", moves)
-    served.router.add_get("/", page)
-    served.router.add_get("/status.json", status)
-    served.router.add_get("/game.json", so_far)
-    served.router.add_get("/monitoring.json", seen)
-    served.router.add_post("/inject", inject)
-    served.router.add_post("/hold", hold)
-    served.router.add_get("/me", me)
-    served.router.add_get("/play", play)
+    served = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+    openapi.serve_description(served, "stormlab desk")  # every route described (desk_api.py): the fuzzer judges it
+    handlers = {"alertmanager": alertmanager, "moves": moves, "page": page, "status": status, "game": so_far, "monitoring": seen,
+                "inject": inject, "hold": hold, "me": me, "play": play}  # fmt: skip
+    for name, handler in handlers.items():
+        openapi.add(served, desk_api.OPERATIONS[name], handler)
     return served
 
 

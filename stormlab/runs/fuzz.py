@@ -1,7 +1,13 @@
 """The API fuzzer: every operation of every process of the running lab, sent generated requests
 good and bad, judged against the process's own description (``/openapi.json``).
 
-    stormlab fuzz [--requests 1000] [--seed 1] [--only metadata,rack-00]   (against the running lab)
+    stormlab fuzz [--requests 1000] [--seed 1] [--only metadata,rack-00,desk]   (against the running lab)
+
+Beside the lab's processes it fuzzes the game's consoles, which it serves itself on loopback
+against the lab (``desk``: a team's desk, whose moves are made on the lab; ``room``: a room's
+console with its own controls on a room of no labs). A rack that serves no description of its own
+(an external rack, docs/contract.md) is judged by the rack contract the supervisor serves
+(``/contract.json``).
 
 For each operation the fuzzer draws requests with schemathesis (Hypothesis strategies built
 from the description): half valid by the description, half not (a wrong type, a value out of
@@ -42,6 +48,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from chaos import client
@@ -59,7 +66,10 @@ schemathesis = Later("schemathesis")
 schemathesis_checks = Later("schemathesis.checks")
 requests = Later("requests")
 
-TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
+LAB_TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
+CONSOLES = ("desk", "room")  # the game's web apps, served by the fuzzer itself against the lab (``consoles``: gameday/standalone.py)
+Consoles = Callable[[dict[str, Any], str, Path], contextlib.AbstractContextManager[dict[str, str]]]
+TARGETS = (*LAB_TARGETS, *CONSOLES)
 NO_ANSWER = "no answer"
 SERVER_ERROR = "server error: 500"
 
@@ -313,34 +323,57 @@ def conditions(target: str, operation: str) -> tuple[str | None, ...]:
     return (None, "frozen", "killed") if (target, operation) == ("supervisor", "POST /faults") else (None,)
 
 
-def fuzz(requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str], None] = print) -> dict[str, Any]:
+def description_of(target: str, urls: dict[str, str], token: str) -> str:
+    """Where a target's description is: its own ``/openapi.json``; for a rack that does not serve
+    one (an external rack: docs/contract.md), the rack contract the supervisor serves."""
+    if target.startswith("rack-"):
+        try:
+            client.call("GET", f"{urls[target]}/openapi.json", token, timeout=5)
+        except (LabError, UsageError, TimeoutError):  # a 404 (a 4xx is a UsageError), or no answer
+            return f"{urls['supervisor']}/contract.json"
+    return f"{urls[target]}/openapi.json"
+
+
+def fuzz(
+    requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str], None] = print, consoles: Consoles | None = None
+) -> dict[str, Any]:
+    """``consoles``: what serves the desk and the room console against the lab while the block runs
+    (stormlab/gameday/standalone.py's ``serving``, handed in by the command: the game's room sits
+    beside this one); without it they cannot be fuzzed."""
     schemathesis = _schemathesis()
     lab = Lab()
     urls = lab.urls()
-    unknown = sorted(set(only) - set(urls))
+    if consoles is None and set(only) & set(CONSOLES):
+        raise UsageError("the desk and the room console are served by `stormlab fuzz` itself: run it as that command")
+    unknown = sorted(set(only) - set(urls) - set(CONSOLES))
     if unknown:
-        raise UsageError(f"no process {', '.join(unknown)} in this lab; it has {', '.join(sorted(urls))}")
+        raise UsageError(f"no process {', '.join(unknown)} in this lab; it has {', '.join(sorted([*urls, *CONSOLES]))}")
     cores = float(client.call("GET", f"{urls['metadata']}/status", lab.token)["cores"])
     results: list[OperationResult] = []
     started = time.monotonic()
     rng = random.Random(seed)
     known = known_values(urls, lab.token)
-    for target in only:
-        description = schemathesis.openapi.from_url(f"{lab.urls()[target]}/openapi.json")
-        for found in description.get_all_operations():
-            op = found.ok()
-            for condition in conditions(target, f"{op.method.upper()} {op.path}"):
-                lab.restore(cores)
-                took = time.monotonic()
-                n = requests_n if condition is None else max(1, requests_n // 4)  # a deploy to a rack that does not answer waits 3 s
-                with lab.held_down(HELD_RACK, condition) if condition else contextlib.nullcontext():
-                    result = fuzz_operation(target, lab.urls()[target], op, lab.token, n, rng.randrange(2**31), known.get(target))
-                result.operation += f" ({HELD_RACK} {condition})" if condition else ""
-                results.append(result)
-                statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
-                verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
-                took = time.monotonic() - took
-                echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
+    serving: contextlib.AbstractContextManager[dict[str, str]] = contextlib.nullcontext({})
+    if consoles is not None and set(only) & set(CONSOLES):
+        serving = consoles(lab.state, lab.token, Path(lab.state["directory"]) / "fuzz-consoles")
+    with serving as served:
+        for target in only:
+            where = lambda: lab.urls() | served  # noqa: E731 (a restarted process may have a new URL)
+            description = schemathesis.openapi.from_url(description_of(target, where(), lab.token))
+            for found in description.get_all_operations():
+                op = found.ok()
+                for condition in conditions(target, f"{op.method.upper()} {op.path}"):
+                    lab.restore(cores)
+                    took = time.monotonic()
+                    n = requests_n if condition is None else max(1, requests_n // 4)  # a deploy to a rack that does not answer waits 3 s
+                    with lab.held_down(HELD_RACK, condition) if condition else contextlib.nullcontext():
+                        result = fuzz_operation(target, where()[target], op, lab.token, n, rng.randrange(2**31), known.get(target))
+                    result.operation += f" ({HELD_RACK} {condition})" if condition else ""
+                    results.append(result)
+                    statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
+                    verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
+                    took = time.monotonic() - took
+                    echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
     lab.restore(cores)
     health = lab.health()
     findings = sum(sum(r.findings.values()) for r in results)
@@ -366,14 +399,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr): every operation's figures")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, consoles: Consoles | None = None) -> int:
     if not 1 <= args.requests <= 1_000_000:
         raise UsageError("--requests must be 1-1000000")
     only = tuple(t.strip() for t in args.only.split(",") if t.strip())
     if not only:
         raise UsageError("--only names no process")
     progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document
-    result = fuzz(args.requests, args.seed, only, echo=lambda line: print(line, file=progress, flush=True))
+    result = fuzz(args.requests, args.seed, only, echo=lambda line: print(line, file=progress, flush=True), consoles=consoles)
     if args.json:
         print(json.dumps(result, indent=1))
     else:

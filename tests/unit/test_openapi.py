@@ -8,10 +8,12 @@ import schemathesis
 from aiohttp import web
 
 from chaos import catalog
+from storage_node import contract
 from stormcore import openapi, roster
 from stormcore.openapi import schema_of
 from stormcore.wire import MetadataStatus, RackStatus
 from stormlab.artefacts import apidoc
+from stormlab.gameday import standalone
 
 TOKEN = "a-test-token-long-enough"
 
@@ -21,12 +23,16 @@ def lab_token(monkeypatch):
     monkeypatch.setenv("STORMLAB_TOKEN", TOKEN)
 
 
-@pytest.mark.parametrize("name", sorted(apidoc.APPS))
+APPS = apidoc.APPS | standalone.APPS  # the lab's processes, and the game's consoles
+
+
+@pytest.mark.parametrize("name", sorted(APPS))
 def test_every_route_is_described_and_the_description_loads(name, tmp_path):
-    app = apidoc.build(name, tmp_path)
+    app = apidoc.build(name, tmp_path, APPS)
     assert openapi.undocumented(app) == []
     doc = openapi.document(app)
-    assert {"/openapi.json", "/metrics", "/healthz", "/status"} <= set(doc["paths"])
+    common = {"/openapi.json"} if name in standalone.APPS else {"/openapi.json", "/metrics", "/healthz", "/status"}
+    assert common <= set(doc["paths"])
     loaded = schemathesis.openapi.from_dict(doc)
     operations = [result.ok() for result in loaded.get_all_operations()]  # raises on a description it cannot read
     assert len(operations) == sum(len(methods) for methods in doc["paths"].values())
@@ -69,8 +75,30 @@ def test_fault_bodies_follow_the_catalog():
 def test_docs_list_every_operation():
     doc = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
     assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.artefacts.apidoc prints the table"
+    assert standalone.markdown() in doc, "docs/api.md is out of date: python -m stormlab.gameday.standalone prints the consoles' table"
 
 
 def test_every_process_of_the_roster_has_its_description_in_the_api_doc():
     expected = {p.name if p.kind != roster.RACK else "rack-NN" for p in roster.ROSTER} | {"supervisor"}
     assert set(apidoc.APPS) == expected
+
+
+def test_the_rack_contract_is_a_description_the_fuzzer_loads_and_the_labs_racks_keep(tmp_path):
+    """docs/contract.md as OpenAPI: the supervisor serves it at /contract.json, `stormlab fuzz`
+    judges an external rack by it, and the lab's own racks serve its item operations as declared."""
+    nodes = ["r00n000", "r00n001"]
+    doc = contract.description(nodes)
+    loaded = schemathesis.openapi.from_dict(doc)
+    ops = {f"{r.ok().method.upper()} {r.ok().path}" for r in loaded.get_all_operations()}
+    assert ops == {"GET /healthz", "GET /status", f"GET {contract.ITEM}", f"PUT {contract.ITEM}"}
+    ours = openapi.document(apidoc.build("rack-NN", tmp_path))
+    for method in ("get", "put"):
+        mine = ours["paths"][contract.ITEM][method]
+        theirs = doc["paths"][contract.ITEM][method]
+        assert (
+            mine["responses"] == theirs["responses"]
+            and mine["requestBody" if method == "put" else "summary"] == theirs["requestBody" if method == "put" else "summary"]
+        )
+    status = doc["paths"]["/status"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert set(status["required"]) <= set(schema_of(RackStatus)["properties"]) | {"component", "loop_lag_p99_s"}
+    assert "/contract.json" in openapi.document(apidoc.build("supervisor", tmp_path))["paths"]
