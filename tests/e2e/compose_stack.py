@@ -81,13 +81,13 @@ class Stack:
         """A `stormlab` command run in this process on the stack (``--backend docker``, as from the
         host, with what the chaos container's environment names: each fault holder's address and the
         token): what the chaos and ops containers run, without a container's start-up (6-9 s each
-        under the storm, seen here). ``code``: the exit expected (not 0: its stderr is returned).
+        under the storm, seen here). ``code``: the exit expected (not 0: its stdout and stderr are returned).
         ``addresses=False``: as a user's shell on the host runs it, naming no holder and no token."""
         named = {f"STORMLAB_{n.upper()}_URL": f"http://127.0.0.1:{self.env[f'{n.upper()}_PORT']}" for n in ("metadata", *CASCADE)}
         env = self.env | (named | {"STORMLAB_TOKEN": self.token} if addresses else {}) | {"STORMLAB_COMPOSE_PROJECT": self.project}
         done = inprocess.stormlab(list(argv), env | {"STORMLAB_STATE_DIR": tempfile.mkdtemp(prefix="stormlab-e2e-here-")})
         assert done.returncode == code, f"{' '.join(argv)} exited {done.returncode}: {done.stdout}{done.stderr}"
-        return done.stdout if code == 0 else done.stderr
+        return done.stdout if code == 0 else done.stdout + done.stderr
 
     def scenario(self, text: str) -> dict:
         """`stormlab scenario run --backend docker` on this stack; returns its journal."""

@@ -186,6 +186,19 @@ def test_the_storm_on_compose(stack):
     rules = subprocess.run(["docker", "exec", "-u", "root", queues, "iptables", "-S"], capture_output=True, text=True).stdout
     assert "DROP" not in rules, rules
 
+    # A halt that nothing stops: the metadata service frozen (SIGSTOP inside its container, from the
+    # chaos container), the first holder every halt asks; the halt names it, halts every other
+    # holder's leases and ends the freeze itself through its fault shell.
+    stack.chaos("freeze", "--target", "metadata", "--duration", "5m")
+    assert "stale-cache" in stack.here("ops", "--backend", "docker", "--as", "queues", "enable", "stale-cache", "--duration", "5m")
+    said = stack.here("chaos", "--backend", "docker", "halt", code=1)
+    print(f"the halt with the metadata service frozen: {said!r}")
+    assert "metadata: did not answer within 5s" in said and "Traceback" not in said, said
+    assert "halted 2 fault(s)" in said, said  # the queues' fix, and the freeze's shell (whose revert is SIGCONT)
+    meta = f"http://127.0.0.1:{stack.env['METADATA_PORT']}/healthz"
+    wait_for("the metadata service answers again", lambda: urllib.request.urlopen(meta, timeout=2).status == 200, 30, every_s=1)
+    assert "no active faults" in stack.here("chaos", "--backend", "docker", "list")
+
     # Every panel of every dashboard has data, with the storm still holding.
     assert stack.value("stormlab:customer_errors:ratio_rate1m") > 0.3
     for path in sorted((ROOT / "grafana/dashboards").glob("*.json")):
