@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -196,6 +196,17 @@ class LoopLag:
             ticks += 1
             if ticks % self.CPU_EVERY == 0:
                 self.cpu.sample()
+
+
+def described_app(title: str, operations: Mapping[str, Operation], handlers: Mapping[str, Callable]) -> web.Application:
+    """An app of ``handlers``, each at its operation of ``operations`` (by name) and described at
+    ``/openapi.json``; JSON errors; bodies up to 64 KiB. For the game's consoles, which have no
+    /metrics or /healthz of their own (the lab's processes start from ``base_app``)."""
+    app = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
+    openapi.serve_description(app, title)
+    for name, handler in handlers.items():
+        openapi.add(app, operations[name], handler)
+    return app
 
 
 def base_app(

@@ -50,11 +50,10 @@ from typing import Any
 from aiohttp import web
 
 from chaos.catalog import ChaosError
-from stormcore import openapi
 from stormcore.auth import check_strength
 from stormcore.documents import encoded_bytes
 from stormcore.errors import LabError, UsageError
-from stormcore.web import MAX_BODY_BYTES, BadRequest, json_error, json_errors, read_object
+from stormcore.web import BadRequest, described_app, json_error, read_object
 from stormlab.gameday import bounds, desk_api, players
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, EVERYONE, check_role
@@ -223,13 +222,9 @@ def app(
     async def play(request: web.Request) -> web.Response:
         return web.Response(text=players.PAGE, content_type="text/html")
 
-    served = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
-    openapi.serve_description(served, "stormlab desk")  # every route described (desk_api.py): the fuzzer judges it
     handlers = {"alertmanager": alertmanager, "moves": moves, "page": page, "status": status, "game": so_far, "monitoring": seen,
                 "inject": inject, "hold": hold, "me": me, "play": play}  # fmt: skip
-    for name, handler in handlers.items():
-        openapi.add(served, desk_api.OPERATIONS[name], handler)
-    return served
+    return described_app("stormlab desk", desk_api.OPERATIONS, handlers)  # every route described: the fuzzer judges it
 
 
 def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:

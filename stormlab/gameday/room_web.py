@@ -37,9 +37,8 @@ from typing import Any
 
 from aiohttp import web
 
-from stormcore import openapi
 from stormcore.errors import LabError
-from stormcore.web import MAX_BODY_BYTES, BadRequest, json_error, json_errors, read_object
+from stormcore.web import BadRequest, described_app, json_error, read_object
 from stormlab.gameday import room_api, room_debrief
 from stormlab.gameday.desk_web import hold_wanted
 from stormlab.gameday.leaderboard import standing
@@ -305,11 +304,8 @@ def app(console: Console) -> web.Application:
         yield
         task.cancel()
 
-    served = web.Application(middlewares=[json_errors], client_max_size=MAX_BODY_BYTES)
-    openapi.serve_description(served, "stormlab room console")  # every route described (room_api.py): the fuzzer judges it
     handlers = {"page": page, "panel": panel, "document": document, "debrief": debrief, "chart": debrief, "halt": halt,
                 "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
-    for name, handler in handlers.items():
-        openapi.add(served, room_api.OPERATIONS[name], handler)
+    served = described_app("stormlab room console", room_api.OPERATIONS, handlers)  # every route described: the fuzzer judges it
     served.cleanup_ctx.append(sampling)
     return served
