@@ -256,7 +256,7 @@ def create_app(settings: LabSettings, metadata_url: str, rack_urls: RackUrls, da
 
     name = {"type": "string", "pattern": NAME.pattern}
     datapoint = obj(namespace=name, name=name, group=name, value={"type": "number", "minimum": -1e300, "maximum": 1e300})
-    datapoint["properties"]["timestamp"] = {"type": "number", "description": "epoch seconds (default: now)"}
+    datapoint["properties"]["timestamp"] = {"type": ["number", "null"], "description": "epoch seconds (absent or null: now)"}
     stored = {
         "type": "object",
         "required": ["stored", "enriched"],

@@ -5,6 +5,7 @@ operation that keeps its description."""
 import asyncio
 
 import pytest
+import requests
 import schemathesis
 from aiohttp import web
 
@@ -12,7 +13,7 @@ from stormcore import openapi
 from stormcore.auth import token_middleware
 from stormcore.openapi import BOOLEAN, ERROR, Answer, Operation, obj
 from stormcore.web import json_error, json_errors, read_object
-from stormlab.runs.fuzz import fuzz_operation
+from stormlab.runs.fuzz import fuzz_operation, sent_was_valid, too_long
 
 TOKEN = "a-test-token-long-enough"
 OK = Answer("fine", obj(ok=BOOLEAN))
@@ -99,3 +100,27 @@ async def test_an_operation_that_keeps_its_description_has_no_findings(served, p
     assert result.requests == 60 and not result.findings, result.findings
     if path == "/checked":
         assert result.negative == 30 and result.statuses[400] >= 30 and result.statuses[200] >= 1
+
+
+FILTER = {"parameters": [{"name": "fault", "in": "query", "schema": {"enum": ["blip", "freeze"]}}]}
+
+
+def prepared(url: str, method: str = "DELETE"):
+    return requests.Request(method, url).prepare()
+
+
+def test_an_invalid_value_that_went_on_the_wire_as_a_valid_one_is_not_a_finding():
+    """schemathesis draws ["blip"] (an array: invalid) and sends fault=blip (valid): the service
+    took a valid request. Only that is excused: a value the schema refuses, a number, a body, a path."""
+    assert sent_was_valid(FILTER, prepared("http://h/faults?fault=blip"))
+    assert sent_was_valid(FILTER, prepared("http://h/faults"))  # the filter is optional
+    assert not sent_was_valid(FILTER, prepared("http://h/faults?fault=meteor"))
+    assert not sent_was_valid(FILTER, prepared("http://h/faults?fault=blip&fault=freeze"))
+    numbers = {"parameters": [{"name": "n", "in": "query", "schema": {"type": "integer", "minimum": 0}}]}
+    assert not sent_was_valid(numbers, prepared("http://h/x?n=3"))  # not judged here, so not excused
+    assert not sent_was_valid({**FILTER, "requestBody": {}}, prepared("http://h/faults?fault=blip", "POST"))
+
+
+def test_a_request_line_too_long_for_the_http_layer_is_its_refusal():
+    assert too_long(prepared("http://h/status?x=" + "y" * 9000, "GET"))
+    assert not too_long(prepared("http://h/status?x=y", "GET"))
