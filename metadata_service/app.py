@@ -14,6 +14,8 @@ added in 2015 (``break_glass`` takes a path around it).
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import AsyncIterator
 from typing import NamedTuple
 
@@ -28,9 +30,9 @@ from metadata_service.metrics import MetadataMetrics
 from metadata_service.service import MetadataService
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
-from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
+from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, obj, schema_of
 from stormcore.settings import LabSettings, SettingsError
-from stormcore.web import LoopLag, base_app, error_body, json_error
+from stormcore.web import BadRequest, LoopLag, base_app, error_body, json_error
 from stormcore.wire import DEADLINE_HEADER, OVERLOADED, PAUSED, REFUSAL_HEADER, Membership, MetadataStatus, PartitionMap
 
 SERVICE = web.AppKey("service", MetadataService)
@@ -80,6 +82,11 @@ def describe_routes(app: web.Application, store: MembershipStore) -> None:
         304: Answer("unchanged since the ETag given", headers=("ETag",)),
         400: Answer("tables names a table this map does not have", ERROR),
     }, parameters=(etag, tables), tag="membership"), partition_map)  # fmt: skip
+    since = {"name": "since", "in": "query", "schema": {"type": "number"}, "description": "unix seconds (default: all kept)"}
+    arrived = {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "number"}, {"type": "string"}]}}
+    add(app, Operation("GET", "/arrivals", "when each membership request reached the door, and whose (the last 20,000): the herd's shape", {
+        200: Answer("[unix seconds, node] each, oldest first", obj(arrivals=arrived)),
+    }, parameters=(since,), tag="membership"), arrivals)  # fmt: skip
     add(app, Operation("GET", "/status", "the service's state: pause, cores, in-flight work, membership sizes", {
         200: Answer("the metadata service's status", schema_of(MetadataStatus)),
     }, parameters=(LAG_WINDOW,)), status)  # fmt: skip
@@ -104,6 +111,7 @@ async def renew(service: MetadataService, node: str, deadline_s: float) -> Renew
     if not service.store.has_node(node):
         service.metrics.requests.labels("membership", "rejected").inc()
         return Renewed(404, error_body("unknown_node", f"no storage node {node!r} in this cell"))
+    service.arrivals.append((time.time(), node))  # as it reaches the door: the herd's shape (/arrivals)
     entries, s = service.store.entries(node), service.settings
     work = membership_work_s(s, entries)
     refused = door(service.admission, node, service.now(), work, service.cpu.inflight, service.cpu.cores, deadline_s, s)
@@ -157,6 +165,17 @@ async def partition_map(request: web.Request) -> web.Response:
     if request.headers.get("If-None-Match") == etag:
         return web.Response(status=304, headers={"ETag": etag})  # routers poll this: unchanged costs nothing
     return web.Response(body=store.partition_map(tables), content_type="application/json", headers={"ETag": etag})
+
+
+async def arrivals(request: web.Request) -> web.Response:
+    try:
+        since = float(request.query.get("since", "-inf"))
+    except ValueError:
+        raise BadRequest("since is unix seconds") from None
+    if math.isnan(since):
+        raise BadRequest("since is unix seconds")
+    kept = request.app[SERVICE].arrivals
+    return web.json_response({"arrivals": [[t, node] for t, node in kept if t > since]})
 
 
 async def status(request: web.Request) -> web.Response:

@@ -7,6 +7,7 @@ reaches into the other.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from metadata_service.admission import Admission
 from metadata_service.cpu_driver import CpuScheduler
@@ -17,6 +18,8 @@ from stormcore.fleet import cell_cores
 from stormcore.settings import LabSettings
 from stormcore.window import Window
 
+ARRIVALS_KEPT = 20_000
+
 
 class MetadataService:
     def __init__(self, settings: LabSettings, store: MembershipStore, metrics: MetadataMetrics, cell: int = 0) -> None:
@@ -25,6 +28,9 @@ class MetadataService:
         self.cpu = VirtualCpu(cell_cores(cell, settings))
         self.scheduler: CpuScheduler | None = None
         self.latency = Window(span_s=10.0)
+        # when each membership request arrived (unix seconds) and whose: the herd's shape after a
+        # heal, read back at /arrivals (the last ARRIVALS_KEPT, a few seconds of a storm)
+        self.arrivals: deque[tuple[float, str]] = deque(maxlen=ARRIVALS_KEPT)
         self._busy_reported = 0.0
         self._wasted_reported = 0.0
         metrics.version.set(store.version)
