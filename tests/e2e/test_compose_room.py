@@ -76,8 +76,10 @@ def team_env(env: dict[str, str], team: str) -> dict[str, str]:
     """What `eval "$(stormlab room env TEAM)"` gives a player's shell."""
     done = stormlab("room", "env", team, env=env)
     assert done.returncode == 0, done.stderr
-    exports = dict(line.removeprefix("export ").split("=", 1) for line in done.stdout.splitlines())
-    return env | exports
+    unset, *lines = done.stdout.splitlines()
+    assert unset == "unset STORMLAB_TOKEN STORMLAB_TOKEN_FILE"  # the team's own token, never one exported where the room runs
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in lines)
+    return {k: v for k, v in env.items() if k not in ("STORMLAB_TOKEN", "STORMLAB_TOKEN_FILE")} | exports
 
 
 def test_a_room_on_compose_shares_nothing_between_its_teams(the_room):
