@@ -40,6 +40,7 @@ from stormcore.web import BadRequest, LoopLag, base_app, serve
 log = logging.getLogger(__name__)
 FAULTS = catalog.names("linkproxy")
 RTO_S = 0.2
+STALLED_S = 30.0  # a stalled connection nobody closes is given up after this (TCP retries for minutes; the lab's clients for 1 s)
 EFFECT_WORDS = {"cuts": "dropped_bytes", "delays": "delayed_bytes", "losses": "lost_bytes"}  # what each kind of fault counts
 
 
@@ -89,10 +90,17 @@ class Link:
             conn.close_when_drained()
 
     def heal(self) -> None:
-        # Connections that lost bytes are broken streams: reset them, as TCP eventually would.
+        """The link carries bytes again, but a connection that lost bytes stays stalled (nothing
+        more goes through it either way, as over a real network nothing past a lost segment is
+        delivered until it is sent again, which this proxy never does) until an end gives up on
+        it: the request in flight on it runs to its deadline, as through the kernel's DROP rules.
+        Nothing is reset at the heal (a network that heals resets nothing): resetting made every
+        blipped node retry at the same instant, a herd sharper than any network gives
+        (docs/profile.md). One that nobody closes is given up after STALLED_S, as TCP gives up."""
         if not self.cuts:
+            loop = asyncio.get_running_loop()
             for conn in [c for c in self.connections if c.lost_bytes]:
-                conn.transport.abort()
+                loop.call_later(STALLED_S, conn.transport.abort)
 
 
 class _Pipe:
@@ -124,6 +132,8 @@ class _Upstream(asyncio.Protocol):
         self.down = down
 
     def data_received(self, data: bytes) -> None:
+        if self.down.lost_bytes:  # stalled: nothing past a lost byte is delivered
+            return
         if self.down.link.drops(upstream=False, size=len(data)):
             self.down.lost_bytes = True
         else:
@@ -163,6 +173,8 @@ class _Downstream(asyncio.Protocol):
         self.pending.clear()
 
     def data_received(self, data: bytes) -> None:
+        if self.lost_bytes:  # stalled: nothing past a lost byte is delivered
+            return
         if self.link.drops(upstream=True, size=len(data)):
             self.lost_bytes = True
         elif self.onward is not None:

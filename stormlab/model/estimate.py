@@ -6,12 +6,16 @@ With ``C`` cores shared by ``N`` requests in flight (each at most one core), a r
 ``w`` core-seconds finishes in about ``w * N / C`` seconds; it makes the allowance ``A`` while
 ``N < C * A / w``. Three thresholds follow, for the cell that serves the blipped racks:
 
-- **The herd.** A blip long enough for a rack to see its link down makes all of the rack's nodes
-  renew at once when it heals. With ``H`` herd nodes in flight and the background ``B`` (what is
-  in flight at the baseline, by Little's law, plus the other nodes' renewals that arrive within
-  one allowance, staying half of it on average), the herd's small memberships miss when
-  ``w_small * (H + B) / C >= A``. They retry at once, and every node that renews from then on
-  finds the service as full: **collapse** (every node disqualified, 100%).
+- **The herd.** A blip long enough for a rack to see its link down makes the rack's nodes renew
+  when it heals, but not all at once: a network that heals resets nothing, so a node whose slot
+  came during the blip has an attempt hanging on the cut and renews only when it gives that up,
+  within an allowance; the others (a share ``1 - blip / period``) renew the instant the rack sees
+  its link up. With ``H`` herd nodes, those at once and those that arrive within the allowance
+  (staying half of it on average, as the background's), and the background ``B`` (what is in
+  flight at the baseline, by Little's law, plus the other nodes' renewals that arrive within one
+  allowance), the herd's small memberships miss when ``w_small * (H + B) / C >= A``. They retry at
+  once, and every node that renews from then on finds the service as full: **collapse** (every
+  node disqualified, 100%).
 - **The stuck bigs.** Otherwise the smalls get through, and the big memberships of the herd (and
   those of the other nodes renewing while the herd drains, ``K0``) miss if
   ``w_big * (H + B) / C >= A``. Each retries at once, holding a request in flight; with ``K``
@@ -90,15 +94,17 @@ def estimate(s: LabSettings, blip_racks: int, blip_s: float) -> Estimate | None:
     background = baseline + (len(entries) - len(herd)) / period * allowance * ARRIVING
     herd_limit = cores * allowance / small_w - background
     bigs_limit = cores * allowance / big_w
+    at_once = max(0.0, 1.0 - blip_s / period)  # the herd's share whose slot did not come during the blip
+    in_flight = len(herd) * (at_once + (1.0 - at_once) * ARRIVING)  # the rest give up their hanging attempts within an allowance
     found = Estimate(RECOVERED, 0.0, len(herd), herd_limit, bigs_limit)
-    if herd and len(herd) >= herd_limit:
+    if herd and in_flight >= herd_limit:
         return Estimate(COLLAPSE, sum(entries.values()) / traffic, *_limits(found))
     # the smalls in flight alongside K bigs: N = K + rate_small * (w_small * N / C) when N > C
     load = (len(entries) - len(bigs)) / period * small_w / cores
     if load >= 1:
         return Estimate(COLLAPSE, sum(entries.values()) / traffic, *_limits(found))
-    drain = small_w * (len(herd) + background) / cores  # how long the herd's smalls keep the service full
-    if big_w * (len(herd) + background) / cores < allowance:
+    drain = small_w * (in_flight + background) / cores  # how long the herd's smalls keep the service full
+    if big_w * (in_flight + background) / cores < allowance:
         return found  # the herd's bigs got through too
     first_bigs = len(herd & bigs) + len(bigs - herd) / period * (drain + allowance)
     if first_bigs / (1 - load) < bigs_limit:

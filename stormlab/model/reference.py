@@ -193,8 +193,8 @@ class ReferenceModel:
         self.sent += 1
         rack = self.racks[node.rack]
         cut = rack.cut_at(self.now)
-        if cut is not None:  # black-holed; when the link heals the connection is reset
-            self._at(min(self.now + self.s.allowance_s, cut[1]), "lost", node, job)
+        if cut is not None:  # black-holed: nothing resets it at the heal, it hangs until its deadline
+            self._at(self.now + self.s.allowance_s, "lost", node, job)
             return
         cell, work = self.cells[node.cell], membership_work_s(self.s, node.entries)
         refused = door(cell.admission, node.id, self.now, work, cell.cpu.inflight, cell.cpu.cores, self.s.allowance_s, self.s)
@@ -276,11 +276,12 @@ class ReferenceModel:
 
     def _on_probe(self, rack_index: int, hanging: int) -> None:
         """A rack's link probe, as the rack's own loop runs it: one every probe interval; a probe
-        that meets the cut hangs until its timeout, or until the healed link resets its
-        connection, and fails either way; the next one goes at once if its interval has passed.
-        So at the heal the resets come first (every attempt in flight on the cut fails fast and
-        waits for its floor) and the restore that wakes the whole rack an instant after: the
-        fast failures join the herd, as they do in the lab."""
+        that meets the cut hangs until its timeout (the heal resets nothing), and fails; the next
+        one goes at once if its interval has passed. So after the heal the rack sees its link up
+        within a probe's timeout and an interval, and wakes the nodes that wait (for a slot or a
+        retry); a node whose attempt hangs on the cut keeps waiting for it until its deadline.
+        The herd is spread over the allowance, as measured live through the kernel's rules and
+        the link proxy alike (benchmarks/herd_shape.py, docs/profile.md)."""
         rack, s = self.racks[rack_index], self.s
         if hanging:
             rack.watch.probe(False)
@@ -289,7 +290,7 @@ class ReferenceModel:
         rack.probe_started = self.now
         cut = rack.cut_at(self.now)
         if cut is not None:
-            self._at(min(self.now + s.probe_timeout_s, cut[1]), "probe", rack_index, 1)
+            self._at(self.now + s.probe_timeout_s, "probe", rack_index, 1)
             return
         if rack.watch.probe(True) == RESTORED:
             for node in self.nodes.values():

@@ -104,11 +104,11 @@ def test_a_verdict_on_the_edge_says_how_often_the_2015_trigger_sticks():
     assert "moments" not in cert.summary_line(cert.certificate("stuck", "stuck", 10.0, points, readings))
 
 
-ENVOY_EAGER = "timeout: 15s\nretry_policy: {retry_on: '5xx,connect-failure,reset', num_retries: 10, per_try_timeout: 1s}\n"
+ENVOY_EAGER = "timeout: 15s\nretry_policy: {retry_on: '5xx,connect-failure,reset', num_retries: 100, per_try_timeout: 1s}\n"
 
 
 def test_envoys_retry_circuit_breaker_is_what_holds_an_eager_route(tmp_path, capsys):
-    """Ten retries 25 ms apart: with Envoy's default circuit breaker (3 retries open across a
+    """A hundred retries 25 ms apart, within the route's 15 s: with Envoy's default circuit breaker (3 retries open across a
     rack's proxy) the route holds; with the breaker's limit raised out of the way it is stuck at the
     2015 trigger, as 2015's immediate retries were."""
     (tmp_path / "defaults.yaml").write_text(ENVOY_EAGER)

@@ -162,10 +162,11 @@ def test_agreement_counts_valid_live_runs_only_on_the_verdict_and_on_the_level()
 
 def test_the_closed_form_estimate_reads_the_2015_thresholds_on_its_own():
     s = LabSettings()
-    plateau, collapse = estimate(s, 3, 5.0), estimate(s, 4, 5.0)
-    assert plateau.outcome == PLATEAU and plateau.level == pytest.approx(0.55, abs=0.01)
+    plateau, four, collapse = estimate(s, 3, 5.0), estimate(s, 4, 5.0), estimate(s, 6, 5.0)
+    assert plateau.outcome == four.outcome == PLATEAU and plateau.level == four.level == pytest.approx(0.55, abs=0.01)
     assert collapse.outcome == COLLAPSE and collapse.level == 1.0
-    assert 300 < collapse.herd_limit < 400  # between 3 and 4 racks' herds
+    # 4 racks x 5 s: half the herd at once, half giving up their hanging attempts within the allowance
+    assert 300 < collapse.herd_limit < 450 and 4 * 100 * 0.75 < four.herd_limit < 6 * 100 * 0.75
     assert estimate(s, 1, 5.0).outcome == RECOVERED  # one rack's bigs drain
     assert estimate(s.replace(allowance_s=2.0), 3, 5.0).outcome == RECOVERED  # AWS's longer allowance
     assert estimate(s.replace(big_gsis=0, gsi_growth=False), 3, 5.0).outcome == RECOVERED  # pre-GSI sizes
