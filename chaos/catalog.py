@@ -298,7 +298,7 @@ _FAULTS = (
         "linkproxy",
         "cut racks off from the metadata service, both ways",
         "2:19 AM: a brief network disruption on a portion of the storage servers",
-        "the link heals; every node of the rack renews at once (the herd)",
+        "the link heals, resetting nothing: each node renews as its rack sees the link up, or gives up its attempt on the cut (the herd)",
         (RACKS_ARG, DURATION_ARG),
     ),
     Fault(
