@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormcore import roster
-from stormcore.documents import is_number
+from stormcore.documents import is_number, whole
 from stormcore.errors import UsageError
 from stormcore.settings import CORES, RETRY_POLICIES, RETRY_WRAPPERS, SettingsError, max_duration_s, parse_bool, parse_duration
 
@@ -121,7 +121,7 @@ class Arg:
             too_low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
             if too_low or (hi is not None and value > hi):
                 raise ChaosError(f"{self.key} must be {self.limits()}, got {value:g}")
-            return float(value) if self.kind != INTEGER else value
+            return float(value) if self.kind != INTEGER else int(value)
         if self.kind == FLAG:
             if not isinstance(value, bool):
                 raise ChaosError(f"{self.key} must be true or false")
@@ -170,16 +170,13 @@ def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
 
 
 def _check_racks(value: Any, racks_total: int | None) -> list[int]:
-    if (
-        not isinstance(value, list)
-        or not value
-        or len(set(map(repr, value))) != len(value)
-        or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value)
-    ):
+    given = [whole(r) for r in value] if isinstance(value, list) else []  # 1.0 is rack 1, as the schema says
+    numbers = [r for r in given if r is not None and r >= 0]
+    if not numbers or len(numbers) != len(given) or len(set(numbers)) != len(numbers):
         raise ChaosError("racks must be a list of distinct rack numbers")
-    if racks_total is not None and any(r >= racks_total for r in value):
-        raise ChaosError(f"racks {','.join(map(str, value))}: racks are numbered 0..{racks_total - 1}")
-    return value
+    if racks_total is not None and any(r >= racks_total for r in numbers):
+        raise ChaosError(f"racks {','.join(map(str, numbers))}: racks are numbered 0..{racks_total - 1}")
+    return numbers
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from storage_node.rack import DEPLOYABLE, Node, Rack, StaleDeploy
 from storage_node.store import AsyncItemStore, QuotaExceeded
 from stormcore import openapi
 from stormcore.auth import from_env, token_middleware
-from stormcore.documents import encoded_bytes
+from stormcore.documents import encoded_bytes, whole
 from stormcore.fleet import cell_of, node_id
 from stormcore.openapi import ERROR, LAG_WINDOW, Answer, Operation, schema_of
 from stormcore.racks import SCHEDULE_ORIGIN_ENV
@@ -162,8 +162,8 @@ async def deploy(request: web.Request) -> web.Response:
     unknown = sorted(set(body) - {"generation", "held"})
     if unknown:
         raise BadRequest(f"a deploy push takes generation and held, not {', '.join(unknown)}")
-    generation = body.get("generation")
-    if isinstance(generation, bool) or not isinstance(generation, int) or not 0 <= generation <= MAX_GENERATION:
+    generation = whole(body.get("generation"))
+    if generation is None or not 0 <= generation <= MAX_GENERATION:
         raise BadRequest(f"generation must be a whole number from 0 to {MAX_GENERATION}")
     held = check_held(body.get("held"))
     rack = request.app[RACK]

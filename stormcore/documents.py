@@ -27,11 +27,19 @@ class DocumentError(UsageError):
 
 
 def is_number(value: Any, integer: bool = False) -> bool:
-    """A JSON number the lab can compute with: an int (or a float, unless ``integer``), never a
-    boolean, never NaN or an infinity."""
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+    """A JSON number the lab can compute with: an int or a float, never a boolean, never NaN or
+    an infinity; with ``integer``, one with no fraction (``8`` or ``8.0``, as JSON Schema's
+    ``integer`` takes it: read it with :func:`whole`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return isinstance(value, int) or math.isfinite(value)
+    if isinstance(value, int):
+        return True
+    return math.isfinite(value) and (not integer or value.is_integer())
+
+
+def whole(value: Any) -> int | None:
+    """An integer as JSON Schema has it (``8`` and ``8.0`` alike) as an int; None for anything else."""
+    return int(value) if is_number(value, integer=True) else None
 
 
 def finite(text: str) -> float:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict, TypeVar
 
-from stormcore.documents import loads
+from stormcore.documents import loads, whole
 
 T = TypeVar("T", bound="Status")
 
@@ -51,8 +51,8 @@ def parse_object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
 
 
 def _int(doc: dict[str, Any], key: str) -> int:
-    value = doc.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = whole(doc.get(key))
+    if value is None:
         raise WireError(f"{key} must be an integer")
     return value
 
@@ -110,7 +110,9 @@ def _entry(e: Any) -> MembershipEntry:
     if not isinstance(e, dict) or not isinstance(e.get("table"), str) or not (e.get("index") is None or isinstance(e.get("index"), str)):
         raise WireError("a membership entry has a table and an index (or null)")
     span = e.get("range")
-    if not isinstance(span, list) or len(span) != 2 or not all(isinstance(x, int) for x in span):
+    if isinstance(span, list) and len(span) == 2 and not all(type(x) is int for x in span):  # the common case is ints
+        span = [whole(x) for x in span]
+    if not isinstance(span, list) or len(span) != 2 or None in span:
         raise WireError("a membership entry's range is two integers")
     return MembershipEntry(e["table"], e["index"], _int(e, "partition"), (span[0], span[1]))
 

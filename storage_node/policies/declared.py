@@ -29,6 +29,7 @@ from typing import Any
 
 from storage_node import retry
 from storage_node.policies.errors import PolicyError
+from stormcore.documents import is_number
 from stormcore.settings import SettingsError, parse_duration
 
 JITTERS = ("none", "full", "equal", "decorrelated")
@@ -158,8 +159,7 @@ def _seconds(value: Any, what: str, lo: float, hi: float) -> float:
 
 
 def _number(value: Any, what: str, lo: float, hi: float, integer: bool = False) -> float:
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or value != value or not lo <= value <= hi:
+    if not is_number(value, integer) or not lo <= value <= hi:
         kind = "a whole number" if integer else "a number"
         raise PolicyError(f"{what} is {kind} between {lo:g} and {hi:g}, got {value!r}")
     return float(value)

@@ -47,6 +47,7 @@ from chaos import catalog, client
 from chaos.flags import add_backend, add_fault_args
 from chaos.journal import Journal
 from stormcore.auth import ensure_token
+from stormcore.documents import whole
 from stormcore.errors import LabError, UsageError
 from stormcore.fleet import cell_name
 from stormcore.labstate import backend, running, state_dir
@@ -148,12 +149,13 @@ class Ops:
         assert spec.ends is not None, "only a repair ends leases"
         unknown = sorted(set(args) - set(spec.keys))
         cell = args.get("cell")
-        if unknown or (cell is not None and (isinstance(cell, bool) or not isinstance(cell, int))):
+        cell = cell if cell is None else whole(cell)  # 2.0 is cell 2, as JSON Schema's integer has it
+        if unknown or (args.get("cell") is not None and cell is None):
             exc = UsageError(f"{spec.name} takes only --cell, a cell's number")
             return {"ok": False, "message": str(exc), "error": exc}
         holder = catalog.FAULTS[spec.ends].holder
         url = client.holders(self.state).get(cell_name(cell) if cell is not None else holder)
-        given = {k: v for k, v in args.items() if v is not None}
+        given = {k: v for k, v in (args | {"cell": cell}).items() if v is not None}
         try:
             if url is None:
                 raise catalog.ChaosError(f"{spec.name}: this lab has no {holder if cell is None else f'cell {cell}'}")

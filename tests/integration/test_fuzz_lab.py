@@ -31,7 +31,7 @@ def test_no_process_answers_outside_its_description(lab, capsys):
     assert result["server_errors"] == 0 and result["healthy_afterwards"]
     statuses = {f"{r['target']} {r['operation']}": r["statuses"] for r in result["results"]}
     # the generated requests reach past the refusals: a fault applied, an item stored, a login served
-    assert statuses["linkproxy POST /faults"].get("201", 0) > 0
+    assert statuses["linkproxy POST /faults"].get("201", 0) > 0, statuses["linkproxy POST /faults"]
     assert statuses["rack-00 PUT /nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"].get("200", 0) > 0
     assert statuses["console POST /login"].get("200", 0) > 0
     assert statuses["supervisor POST /faults (rack-00 frozen)"].get("201", 0) > 0  # a deploy or freeze applied with the rack away

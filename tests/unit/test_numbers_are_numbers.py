@@ -103,3 +103,20 @@ async def test_the_metadata_service_refuses_nan_cores_and_its_status_stays_json(
         assert answer.status == 400, await answer.text()
     status = await client.get("/status")
     json.loads(await status.text(), parse_constant=lambda name: pytest.fail(f"/status holds {name}"))
+
+
+def test_an_integer_written_with_a_point_is_the_integer_the_schema_says_it_is():
+    """JSON Schema's ``integer`` takes ``1.0`` (a number with no fraction); the fuzzer sends it, and
+    a holder that refused it answered 400 to a request its own description calls valid."""
+    blip = catalog.check("blip", {"fault": "blip", "racks": [1.0, 0], "duration_s": 5}, racks_total=2)
+    assert blip["racks"] == [1, 0] and all(type(r) is int for r in blip["racks"])
+    workers = catalog.check("scale-workers", {"fault": "scale-workers", "workers": 8.0, "duration_s": 5})
+    assert workers["workers"] == 8 and type(workers["workers"]) is int
+    with pytest.raises(ChaosError, match="distinct rack numbers"):
+        catalog.check("blip", {"fault": "blip", "racks": [1.0, 1], "duration_s": 5}, racks_total=2)  # the same rack twice
+    for not_whole in (1.5, True, "1", math.nan):
+        with pytest.raises(ChaosError):
+            catalog.check("blip", {"fault": "blip", "racks": [not_whole], "duration_s": 5}, racks_total=2)
+        with pytest.raises(ChaosError):
+            catalog.check("scale-workers", {"fault": "scale-workers", "workers": not_whole, "duration_s": 5})
+    assert [documents.whole(v) for v in (3, 3.0, -2.0, 2.5, True, math.inf, "3", None)] == [3, 3, -2, None, None, None, None, None]
