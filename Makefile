@@ -48,15 +48,14 @@ constraints: $(TOOLS)
 	$(BIN)/pip freeze --exclude-editable | grep -v '^stormlab' > constraints.txt
 
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
-#   test        the fast tier: unit tests (on both cores: pure, no live lab), in-process tests and a few
-#               small live labs, one at a time (~3.5 min)
+#   test        the fast tier: unit tests, in-process tests and a few small live labs, on both cores
+#               (~2.5 min)
 #   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~7 min)
-#   test-storm  storm-sized runs (400 nodes), the live sweep points, the bench, the room in a browser (~10 min)
+#   test-storm  storm-sized runs (400 nodes), the fidelity guard, the bench, the room in a browser (~11 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
 test: $(TOOLS)
-	$(PYTEST) -n 2 tests/unit
-	$(PYTEST) tests/integration
+	$(PYTEST) -n 2 tests/unit tests/integration
 
 test-lab: $(TOOLS)
 	$(PYTEST) -m lab tests/integration

@@ -1,7 +1,7 @@
 """The fidelity guard on every landing: a small matrix of live points spanning every branch of the
 map (no storm, the 4-rack branch that once moved unseen, the collapse, AWS's longer allowance;
-the 2015 plateau is the sweep test's and the storm test's), each beside the reference model's
-prediction for the same settings and seed, at the 400-node fleet at speed 2 (the sweep test's; a run
+the 2015 plateau is the storm test's), each beside the reference model's
+prediction for the same settings and seed, at the 400-node fleet at speed 2 (the sweep's --quick; a run
 the host shaped, INVALID, runs once more). A point that leaves its band, or parts from the
 model, fails with both figures (stormlab/runs/guard.py)."""
 

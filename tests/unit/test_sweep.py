@@ -1,6 +1,7 @@
 """The sweep's grid in virtual time: verdicts, resumable results, the live sample, agreement."""
 
 import csv
+import json
 
 import pytest
 
@@ -244,3 +245,28 @@ def test_bad_sweep_arguments_exit_2_before_anything_runs(argv, tmp_path, capsys)
     assert cli.main(["sweep", "--out", str(tmp_path / "out"), "--live", "0", *argv]) == 2
     assert "stormlab:" in capsys.readouterr().err
     assert not (tmp_path / "out" / "model.csv").exists()
+
+
+def test_a_small_sweep_end_to_end_maps_the_2015_point_and_resumes_with_nothing_to_run(tmp_path, monkeypatch):
+    """`stormlab sweep` as a person runs it, the grid in the model only (its live points are
+    judge_live's, which the fidelity guard runs on every landing: tests/integration/test_fidelity_guard.py;
+    the 2015 point live is the storm test's)."""
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--quick", "--out", str(out), "--panels", "2015,allowance 2s", "--blip-racks", "1,3", "--blip", "5s",
+            "--gsis", "2", "--live", "0", "--watch", "9", "--jobs", "1", "--json"]  # fmt: skip
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["panels"]["2015"]["point_2015"] == "stuck"
+    assert summary["panels"]["allowance 2s"]["point_2015"] == "recovered"
+    assert summary["agreement"] is None and summary["live_sample"] == []
+    model = read_results(out / "model.csv")
+    assert len(model) == 4 + 2 * 7  # the grid, and each panel's 2015 point at 7 more moments
+    assert {k: v.stuck for k, v in model.items() if "|p" not in k} == {
+        "2015|1|5|2": False, "2015|3|5|2": True, "allowance 2s|1|5|2": False, "allowance 2s|3|5|2": False,
+    }  # fmt: skip
+    assert (out / "map.png").stat().st_size > 10_000
+    assert "| 2015 | stuck |" in (out / "summary.md").read_text()
+    before = (out / "model.csv").read_text()
+    assert cli.main(argv) == 0  # run again: everything is on disk, nothing runs
+    assert (out / "model.csv").read_text() == before
