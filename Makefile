@@ -50,7 +50,8 @@ constraints: $(TOOLS)
 # The tests in tiers (pytest markers; the slowest 20 are printed at the end of each):
 #   test        the fast tier: unit tests, in-process tests and a few small live labs, on both cores
 #               (~2.5 min)
-#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer (~7 min)
+#   test-lab    every other small live lab: the cascade, game days, soaks, the fuzzer; two at once, then
+#               the soaks that compare the whole host's rules alone (~4.5 min)
 #   test-storm  storm-sized runs (400 nodes), the fidelity guard, the bench, the room in a browser (~11 min)
 #   test-all    all three
 PYTEST = $(BIN)/pytest --durations=20
@@ -58,7 +59,8 @@ test: $(TOOLS)
 	$(PYTEST) -n 2 tests/unit tests/integration
 
 test-lab: $(TOOLS)
-	$(PYTEST) -m lab tests/integration
+	$(PYTEST) -n 2 -m "lab and not alone" tests/integration
+	$(PYTEST) -m "lab and alone" tests/integration
 
 test-storm: $(TOOLS)
 	$(PYTEST) -m storm tests/integration

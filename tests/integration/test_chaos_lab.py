@@ -139,6 +139,7 @@ def random_fault(rng: random.Random) -> list[str]:
 
 
 @pytest.mark.lab
+@pytest.mark.alone
 @pytest.mark.timeout(600)
 def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
     """STORMLAB_SOAK_FAULTS=200 for the full soak (CI runs a shorter one)."""

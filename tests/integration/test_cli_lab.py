@@ -163,6 +163,7 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(l
 
 
 @pytest.mark.lab
+@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_a_short_soak_leaves_no_fault_behind(lab, capsys):
     """The CI version of `make soak`: 80 random leases (the cascade's fixes among them), holders killed at random."""
