@@ -88,7 +88,7 @@ class Verdict:
     valid: bool = True  # live only: the host did not shape the run
     seconds: float = 0.0  # what the point cost to run (wall clock; set by whoever ran it)
     seed: int | None = None  # live only: the lab's seed
-    commit: str = ""  # live only: the code it ran (git's short hash, "+changes" when the tree had some)
+    commit: str = ""  # the code it ran (sweep.commit: git's short hash, "+changes:…" when the code had some)
 
 
 @dataclass(frozen=True)

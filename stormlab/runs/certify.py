@@ -13,7 +13,8 @@ storms in the reference model (the lab's own cores in virtual time): the trigger
 blipped for 1-10 s at 2015's membership sizes), the membership growth at the 2015 trigger, and
 the 2015 trigger at eight moments of the renewal period; then a seeded sample of those points
 runs live on real processes (a 1,000-node lab, one at a time, about 2.5 minutes each; the
-results are kept in --out, so a certificate run again resumes and reuses them).
+results are kept in --out, so a certificate run again resumes and reuses them while the code that
+answers is the same).
 
 Writes ``certificate.json`` and ``certificate.html`` (the map and the table) into --out and
 prints one summary line per policy. Exit code: 0 when every policy certified holds at the 2015

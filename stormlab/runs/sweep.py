@@ -10,7 +10,8 @@ periods after the blip ends the customers' error over the last period says **stu
 The dense grid runs in the reference model (the lab's own cores in virtual time), on every core
 of this machine; a seeded sample of its points runs live, on real processes, one after another,
 and the agreement between the two verdicts is reported. Results go to CSV files in ``--out`` as
-they come: a sweep stopped half way resumes where it stopped (points are keyed by what they are).
+they come: a sweep stopped half way resumes where it stopped (points are keyed by what they are; a
+result measured on other code, :func:`fresh` says, runs again).
 Outputs: ``model.csv``, ``live.csv``, ``map.png``, ``summary.md``, ``summary.json``.
 """
 
@@ -21,12 +22,15 @@ import asyncio
 import concurrent.futures
 import csv
 import dataclasses
+import functools
+import hashlib
 import io
 import json
 import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -112,19 +116,66 @@ def parse_list(text: str, kind: Callable[[str], Any], what: str) -> tuple:
     return values
 
 
-def commit(out: Path | None = None) -> str:
-    """The code a live point ran: git's short hash, with "+changes" when tracked files other than
-    the sweep's own results (in ``out``) had changes."""
+# What a result's answer rests on: the code every run executes (the model, the lab's processes, the
+# runners) and the libraries it is pinned to; not the tests, the docs or the benchmarks.
+CODE = ("*.py", "constraints.txt", ":(exclude)tests", ":(exclude)docs", ":(exclude)benchmarks")
+
+
+def commit(out: Path | None = None, root: Path | None = None) -> str:
+    """The code a point ran: git's short hash, with "+changes:" and a digest of the difference when
+    the code (``CODE``, the sweep's own results in ``out`` aside) differed from it."""
+    root = root or ROOT
 
     def git(*argv: str) -> str:
-        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True, timeout=10).stdout
 
     try:
-        head, status = git("rev-parse", "--short", "HEAD").strip(), git("status", "--porcelain", "--untracked-files=no")
+        head, status = git("rev-parse", "--short", "HEAD").strip(), git("status", "--porcelain", "--untracked-files=no", "--", *CODE)
+        mine = str(out.resolve().relative_to(root)) + "/" if out is not None and out.resolve().is_relative_to(root) else None
+        changed = changed_outside(status, mine)
+        digest = hashlib.sha256(git("diff", "HEAD", "--", *changed).encode()).hexdigest()[:8] if changed else ""
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    mine = str(out.resolve().relative_to(ROOT)) + "/" if out is not None and out.resolve().is_relative_to(ROOT) else None
-    return (head or "unknown") + ("+changes" if changed_outside(status, mine) else "")
+    return (head or "unknown") + (f"+changes:{digest}" if changed else "")
+
+
+@functools.lru_cache(maxsize=256)
+def same_code(then: str, now: str, root: Path | None = None) -> bool:
+    """Whether a result measured on ``then`` (a :func:`commit` stamp) answers for ``now``: the same
+    stamp, or two commits between which no file of ``CODE`` changed. A result with no stamp, or
+    one measured on changes that were never committed, answers for its own stamp only."""
+    if then == now:
+        return True
+    if not then or "unknown" in (then, now) or "+" in then or "+" in now:
+        return False
+    try:
+        diff = subprocess.run(["git", "diff", "--quiet", then, now, "--", *CODE], cwd=root or ROOT, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return diff.returncode == 0  # 1: the code differs; 128: a commit this clone does not have
+
+
+def fresh(path: Path, say: Callable[[str], None], root: Path | None = None) -> dict[str, Verdict]:
+    """The results in ``path`` that answer for the code here now; the others (measured on code
+    that has changed since, or on no known code) are said, taken out of the file, and run again."""
+    results = read_results(path)
+    now = commit(path.parent, root)
+    stale = {k: v.commit or "no commit" for k, v in results.items() if not same_code(v.commit, now, root)}
+    if not stale:
+        return results
+    counts = Counter(stale.values())
+    said = ", ".join(f"{n} on {c}" for c, n in counts.most_common())
+    say(f"{path.name}: {len(stale)} of {len(results)} results were measured on other code ({said}; this is {now}): they run again")
+    kept = {k: v for k, v in results.items() if k not in stale}
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("key") in kept and (r.get("commit") or "") == kept[r["key"]].commit]
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    partial.replace(path)  # all at once: a sweep stopped here finds the old file or the new one
+    return kept
 
 
 def changed_outside(status: str, mine: str | None) -> list[str]:
@@ -180,8 +231,10 @@ def timed_judge_model(base: LabSettings, point: Point, watch_periods: float) -> 
 def run_model(
     base: LabSettings, points: Sequence[Point], path: Path, watch_periods: float, jobs: int, say: Callable[[str], None]
 ) -> dict[str, Verdict]:
-    """Every point not in ``path`` yet, on ``jobs`` processes; each result appended as it comes."""
-    done = read_results(path)
+    """Every point not in ``path`` yet (or measured there on other code), on ``jobs`` processes; each
+    result appended as it comes, stamped with the code it ran."""
+    done = fresh(path, say)
+    stamp = commit(path.parent)
     todo = [p for p in points if p.key not in done]
     say(f"model: {len(points)} points, {len(points) - len(todo)} already in {path}, {len(todo)} to run on {jobs} processes")
     if not todo:
@@ -190,7 +243,7 @@ def run_model(
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(timed_judge_model, base, p, watch_periods): p for p in todo}
         for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            point, verdict = futures[future], future.result()
+            point, verdict = futures[future], dataclasses.replace(future.result(), commit=stamp)
             append_result(path, point, verdict)
             done[point.key] = verdict
             now = time.monotonic()
@@ -213,8 +266,9 @@ def run_live(
 ) -> dict[str, Verdict]:
     """Each point of ``sample`` not in ``path`` yet, live, one after another; a run the host shaped
     (INVALID: a loop late, a core stolen) is run again up to ``retries`` times, and the last run is
-    the one kept (an INVALID one is then left out of the agreement, as before)."""
-    done = read_results(path)
+    the one kept (an INVALID one is then left out of the agreement, as before). A result measured
+    on other code runs again."""
+    done = fresh(path, say)
     todo = [p for p in sample if p.key not in done]
     say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
     for n, point in enumerate(todo, 1):

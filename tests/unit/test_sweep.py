@@ -1,7 +1,9 @@
 """The sweep's grid in virtual time: verdicts, resumable results, the live sample, agreement."""
 
 import csv
+import dataclasses
 import json
+import subprocess
 
 import pytest
 
@@ -27,7 +29,17 @@ from stormlab.model.grid import (
     near_threshold,
     summarize,
 )
-from stormlab.runs.sweep import changed_outside, judge_live, read_results, run_live, run_model
+from stormlab.runs.sweep import (
+    append_result,
+    changed_outside,
+    commit,
+    fresh,
+    judge_live,
+    read_results,
+    run_live,
+    run_model,
+    same_code,
+)
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
 AT_2015 = Point(**POINT_2015)
@@ -102,6 +114,71 @@ def test_the_live_sample_is_chosen_without_the_model_s_verdicts():
     assert Point("2015", 3, 5.0, 4).down_before(LabSettings())  # 230 entries: 1.04 core-s > the 1 s allowance
     assert not Point("allowance 2s", 3, 5.0, 4).down_before(LabSettings())
     assert [p.gsis for p in live_sample(LabSettings(), down, 5, seed=1) if not p.phase] == [2]
+
+
+def _repo(root):
+    """A git repository of its own: code.py, a test and a doc, committed."""
+
+    def git(*argv):
+        return subprocess.run(["git", *argv], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+    root.mkdir()
+    git("init", "-q")
+    git("config", "user.email", "lab@example.invalid")
+    git("config", "user.name", "lab")
+    for name, text in (("code.py", "X = 1\n"), ("tests/test_x.py", "def test_x(): pass\n"), ("docs/x.md", "x\n")):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(text)
+    return git
+
+
+def _commit_all(git, message):
+    git("add", "-A")
+    git("commit", "-qm", message)
+    return git("rev-parse", "--short", "HEAD")
+
+
+def test_a_result_answers_for_the_code_it_ran_and_for_no_other(tmp_path):
+    """A result is reused while no file of its answer's code changed since the commit it ran on:
+    a test or a doc changed, it still answers; code.py changed, or a change never committed, or
+    no stamp at all (rows written before results were stamped), it runs again."""
+    root = tmp_path / "repo"
+    git = _repo(root)
+    first = _commit_all(git, "first")
+    (root / "docs/x.md").write_text("y\n")
+    (root / "tests/test_x.py").write_text("def test_x(): assert True\n")
+    assert commit(root=root) == first  # a doc and a test changed: the code is the commit's
+    docs = _commit_all(git, "docs and tests")
+    assert same_code(first, docs, root) and same_code(docs, first, root)
+    (root / "code.py").write_text("X = 2\n")
+    dirty = commit(root=root)
+    assert dirty.startswith(f"{docs}+changes:") and commit(root=root) == dirty  # the same changes, the same stamp
+    (root / "code.py").write_text("X = 3\n")
+    assert commit(root=root) != dirty  # other changes, another stamp
+    assert not same_code(dirty, commit(root=root), root)
+    code = _commit_all(git, "code")
+    assert not same_code(first, code, root) and not same_code(docs, code, root)
+    assert not same_code("", code, root) and not same_code("0000000", code, root)  # no stamp; a commit this clone lacks
+    assert same_code("unknown", "unknown", root) and not same_code("unknown", code, root)  # no git here at all: as it was
+
+
+def test_a_resumed_sweep_runs_again_what_was_measured_on_other_code(tmp_path):
+    root = tmp_path / "repo"
+    git = _repo(root)
+    old = _commit_all(git, "first")
+    (root / "code.py").write_text("X = 2\n")  # the model changed, say
+    now = _commit_all(git, "code")
+    out = root / "sweep"
+    out.mkdir()
+    points = Grid(("2015",), (1, 2, 3), (5.0,), (2,)).points()[:3]
+    for point, stamp in zip(points, (old, now, ""), strict=True):
+        append_result(out / "model.csv", point, dataclasses.replace(_verdict(point, False), commit=stamp))
+    said: list[str] = []
+    kept = fresh(out / "model.csv", said.append, root)
+    assert list(kept) == [points[1].key]  # only the row measured on this code
+    assert read_results(out / "model.csv") == kept  # the others are out of the file: they run again
+    assert said == [f"model.csv: 2 of 3 results were measured on other code (1 on {old}, 1 on no commit; this is {now}): they run again"]
+    assert fresh(out / "model.csv", said.append, root) == kept and len(said) == 1  # nothing more to say
 
 
 def test_a_live_row_s_commit_counts_changes_outside_the_sweep_s_own_results_only():
