@@ -4,13 +4,19 @@ From a base port B (8700 by default) every process of the roster listens at B pl
 (the metadata service B, the link proxy B+1, loadgen B+2, the supervisor B+3, the cascade's
 services B+4…); rack R at B+10+R, its link through the proxy at B+100+R, each service's path to
 rack R at B+200+64·i+R, the metadata service of cell C at B+80+C. Base port 0 takes free ports
-instead, below the kernel's ephemeral range, never handing one port out twice.
+instead, below the kernel's ephemeral range, never handing one port out twice: not in this process,
+and not while another process's claim on it is fresh (a claim file per port, made with O_EXCL, in
+``claims_dir()``), so two labs started at once (two test workers, a room's teams) never pick the same
+port between one's choosing it and its process binding it.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +29,7 @@ HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 8700
 LINKS_AT, PATHS_AT, PATHS_EVERY, CELLS_AT = 100, 200, 64, 80  # offsets of the port ranges from the base
 _HANDED_OUT: set[int] = set()  # ports this process chose for a lab: never chosen twice
+CLAIM_S = 300.0  # another process's claim on a port holds this long: time enough for its lab to bind it
 
 
 @dataclass(frozen=True)
@@ -91,14 +98,53 @@ def _free_ports(n: int) -> list[int]:
     if high - low < 4 * n:  # an unusual range: let the kernel choose
         return _kernel_ports(n)
     start, found = random.randrange(low, high), []
+    claims = claims_dir()
+    _forget_old_claims(claims)
     for offset in range(high - low):
         port = low + (start - low + offset) % (high - low)
-        if port not in _HANDED_OUT and port_free(port):  # not bound yet does not mean not promised
+        if port not in _HANDED_OUT and port_free(port) and _claim(claims, port):  # not bound yet does not mean not promised
             found.append(port)
             if len(found) == n:
                 _HANDED_OUT.update(found)
                 return found
     raise LabError(f"not {n} free ports between {low} and {high}")
+
+
+def claims_dir() -> Path | None:
+    """Where processes of this user claim the free ports they hand out (made on first use, 0700);
+    None where it cannot be made (a read-only temp directory): then this process's promises only."""
+    path = Path(tempfile.gettempdir()) / f"stormlab-ports-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def _claim(claims: Path | None, port: int) -> bool:
+    """This process's claim on ``port``; False while another's is fresh."""
+    if claims is None:
+        return True
+    try:
+        os.close(os.open(claims / str(port), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:  # the claim cannot be written: this process's own promise only
+        return True
+    return True
+
+
+def _forget_old_claims(claims: Path | None) -> None:
+    """Claims older than ``CLAIM_S``: their labs have bound their ports (or never will)."""
+    if claims is None:
+        return
+    old = time.time() - CLAIM_S
+    for path in claims.iterdir():
+        try:
+            if path.stat().st_mtime < old:
+                path.unlink()
+        except OSError:  # another process forgot it first
+            continue
 
 
 def free_port() -> int:

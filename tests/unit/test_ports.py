@@ -1,10 +1,15 @@
 """The local lab's port plan: one port per process, never two processes on one port."""
 
+import multiprocessing
+import os
+import time
+
 import pytest
 
 from stormcore import roster
 from stormcore.errors import LabError
 from stormcore.settings import LabSettings
+from stormlab.engine import ports as ports_module
 from stormlab.engine.ports import port_plan
 
 
@@ -28,3 +33,42 @@ def test_a_fleet_the_fixed_plan_cannot_hold_is_refused_not_given_shared_ports(mo
 def test_free_ports_are_unique_for_the_largest_fleet():
     every = ports(port_plan(LabSettings(racks=128, cells=4), 0, roster.CASCADE))
     assert len(every) == len(set(every))
+
+
+def _pick_in_a_child(n, conn):
+    conn.send(ports_module._free_ports(n))
+    conn.close()
+
+
+def test_two_processes_choosing_free_ports_at_once_never_choose_the_same(tmp_path, monkeypatch):
+    """Two test workers (or a room's teams) start labs at the same moment: each process's own
+    promises do not see the other's, so both found the same unbound ports (a supervisor then died
+    with 'address already in use'). Each port is claimed in a file first: the second takes others."""
+    monkeypatch.setattr(ports_module, "claims_dir", lambda: tmp_path)
+    monkeypatch.setattr(ports_module, "_HANDED_OUT", set())  # this process's own promises, apart from other tests'
+    monkeypatch.setattr(ports_module.random, "randrange", lambda low, high: 20_000)  # the same start in both
+    context = multiprocessing.get_context("fork")
+    pipes = [context.Pipe(duplex=False) for _ in range(2)]
+    children = [context.Process(target=_pick_in_a_child, args=(30, sender)) for _, sender in pipes]
+    for child in children:
+        child.start()
+    picked = [receiver.recv() for receiver, _ in pipes]
+    for child in children:
+        child.join(10)
+    assert all(len(p) == 30 for p in picked) and not set(picked[0]) & set(picked[1]), picked
+    assert {int(p.name) for p in tmp_path.iterdir()} == set(picked[0]) | set(picked[1])  # the claims, on disk
+
+
+def test_a_claim_holds_while_it_is_fresh_and_is_forgotten_after(tmp_path, monkeypatch):
+    monkeypatch.setattr(ports_module, "claims_dir", lambda: tmp_path)
+    monkeypatch.setattr(ports_module, "_HANDED_OUT", set())  # this process's own promises, apart from other tests'
+    monkeypatch.setattr(ports_module.random, "randrange", lambda low, high: 21_000)
+    for port in (21_000, 21_001):
+        (tmp_path / str(port)).touch()  # another process's claims, fresh
+    assert ports_module._free_ports(1) == [21_002]
+    old = time.time() - ports_module.CLAIM_S - 1
+    os.utime(tmp_path / "21000", (old, old))  # its lab has long bound it, or never will
+    monkeypatch.setattr(ports_module, "_HANDED_OUT", set())
+    (tmp_path / "21002").unlink()
+    assert ports_module._free_ports(1) == [21_000]
+    assert sorted(int(p.name) for p in tmp_path.iterdir()) == [21_000, 21_001]
