@@ -51,10 +51,13 @@ def parse_object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
 
 
 def _int(doc: dict[str, Any], key: str) -> int:
-    value = whole(doc.get(key))
-    if value is None:
+    value = doc.get(key)
+    if type(value) is int:  # the common case, on the renewal path (every entry of every membership)
+        return value
+    number = whole(value)
+    if number is None:
         raise WireError(f"{key} must be an integer")
-    return value
+    return number
 
 
 def _str_list(value: Any, what: str) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ class Pinned:
 def matrix() -> tuple[Pinned, ...]:
     """The guard's points, at the 400-node fleet (10 racks of 40, 16 cores): the thresholds the
     model and the lab agree on there. The 2015 point itself (3 racks, the plateau) is pinned live
-    beside the model by the sweep's CI test and the storm test, which CI runs too."""
+    beside the model by the storm test, which CI runs too."""
     return (
         Pinned(Point("2015", 1, 5.0, 2), "no storm", NO_STORM),
         Pinned(Point("2015", 4, 5.0, 2), "plateau (the branch that moved)", PLATEAU),
