@@ -5,6 +5,7 @@ room, is asked at the same time and halted. Real sockets on loopback, no lab."""
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,7 +22,7 @@ class Silent:
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.waiting = 0  # connections accepted and not yet given up by their client
+        self.given_up: list[float] = []  # when each client gave its connection up (monotonic)
         self.held: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -32,7 +33,6 @@ class Silent:
             except OSError:
                 return
             self.held.append(conn)
-            self.waiting += 1
             threading.Thread(target=self._until_closed, args=(conn,), daemon=True).start()
 
     def _until_closed(self, conn: socket.socket) -> None:
@@ -41,7 +41,7 @@ class Silent:
                 pass
         except OSError:
             pass
-        self.waiting -= 1
+        self.given_up.append(time.monotonic())
 
     def close(self) -> None:
         self.sock.close()
@@ -50,15 +50,15 @@ class Silent:
 
 
 class Holder:
-    """A holder that answers: two leases, halted on DELETE. It notes, at each request, how many
-    clients the silent holder was keeping waiting (more than 0: both were asked at once)."""
+    """A holder that answers: two leases, halted on DELETE. It notes the time of each request: before
+    the silent holder's client gave up, both were asked at once; after it, one waited for the other."""
 
-    def __init__(self, silent: Silent) -> None:
+    def __init__(self) -> None:
         seen = self.seen = []
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self, body: dict) -> None:
-                seen.append((self.command, silent.waiting))
+                seen.append((self.command, time.monotonic()))
                 data = json.dumps(body).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -90,30 +90,36 @@ def lab(monkeypatch, tmp_path):
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path))
     monkeypatch.setattr(client, "HOLDER_DEADLINE_S", 0.5)
     silent = Silent()
-    holder = Holder(silent)
+    holder = Holder()
     state = {
         "settings": {"STORMLAB_RACKS": "10"},
         "supervisor_url": silent.url,
         "components": {"linkproxy": {"url": holder.url}, "metadata": {"url": holder.url}},
     }
-    yield state, holder
+    yield state, holder, silent
     holder.close()
     silent.close()
 
 
 def test_chaos_halt_halts_every_other_holder_at_once_and_names_the_frozen_one(lab, capsys):
-    state, holder = lab
+    state, holder, silent = lab
     with pytest.raises(LabError, match="1 holder"):
         cli.manage("halt", state, None, None)
     out, err = capsys.readouterr()
     assert "halted 4 fault(s)" in out
     assert "supervisor: did not answer within 0.5s" in err and "Traceback" not in err
     assert [method for method, _ in holder.seen] == ["DELETE", "DELETE"]
-    assert all(waiting >= 1 for _, waiting in holder.seen), "the holders after the frozen one were asked only once it was given up"
+    for _ in range(50):  # its reading thread notes the close a moment after the client made it
+        if silent.given_up:
+            break
+        time.sleep(0.1)
+    assert silent.given_up, "the frozen holder's connection was never given up"
+    asked_last = max(at for _, at in holder.seen)
+    assert asked_last < min(silent.given_up), "the holders after the frozen one were asked only once it was given up"
 
 
 def test_chaos_list_lists_every_other_holder_and_names_the_frozen_one(lab, capsys):
-    state, holder = lab
+    state, holder, _ = lab
     with pytest.raises(LabError, match="listed"):
         cli.manage("list", state, None, None)
     out, err = capsys.readouterr()
@@ -122,7 +128,7 @@ def test_chaos_list_lists_every_other_holder_and_names_the_frozen_one(lab, capsy
 
 
 def test_a_holder_that_answers_with_what_is_not_json_is_named_not_a_traceback(lab, monkeypatch):
-    state, _ = lab
+    state, _, _ = lab
 
     def garbled(method, url, token, body=None, timeout=5.0):
         raise ValueError("Expecting value: line 1 column 1")
@@ -142,7 +148,7 @@ def two_local_teams(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_room_halt_halts_the_other_teams_and_names_the_team_that_is_frozen(lab, monkeypatch, tmp_path, capsys):
-    state, holder = lab
+    state, holder, _ = lab
     frozen = {**state, "components": {}}  # team 1: its only holder, the supervisor, is frozen
     answering = {**state, "supervisor_url": holder.url}
     teams = two_local_teams(tmp_path)
