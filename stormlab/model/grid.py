@@ -43,6 +43,7 @@ PHASE_PANELS = ("2015", "renewals every 20s")  # where the blip's moment is know
 # Blip-phase variants run live in each of those panels, on top of the sample's count: the live
 # demo waits for the moment of the racks' renewal schedule at which the model blips (blip_phase).
 PHASES_LIVE = 2
+LINK_WORDS = {"kernel": "the kernel's links", "proxy": "the link proxy"}  # the live labs' link mechanisms, as the summary says them
 LEVEL_POINTS = 0.05  # live and model agree on the level within 5 points of error, or both collapsed
 COLLAPSED = 0.9
 
@@ -295,11 +296,12 @@ def markdown(summary: dict[str, Any]) -> str:
         moments = f"{p['point_2015_moments_stuck']}/{p['point_2015_moments']}"
         figures = f"{moments} | {p['stuck_points']}/{p['points']} | {p['down_before']}"
         rows.append(f"| {name} | {verdict} | {pct(p['point_2015_end_error'])} | {figures} |")
-    a = summary["agreement"]
-    if a:
+    by_link = summary.get("agreement_by_link") or ({None: summary["agreement"]} if summary["agreement"] else {})
+    for link, a in by_link.items():
+        through = f" through {LINK_WORDS.get(link, link)}" if link else ""
         rows.append("")
         rows.append(
-            f"Live and model agree on the verdict at {a['agree']} of {a['points']} sampled points ({pct(a['ratio'])})"
+            f"Live{through} and model agree on the verdict at {a['agree']} of {a['points']} sampled points ({pct(a['ratio'])})"
             + (f" (not at {', '.join(a['disagree'])})" if a["disagree"] else "")
             + f", and on the level (within {LEVEL_POINTS:.0%} of error, or both collapsed) at {a['level_agree']} ({pct(a['level_ratio'])})"
             + (f" (not at {', '.join(a['level_disagree'])})" if a["level_disagree"] else "")

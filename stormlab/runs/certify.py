@@ -13,8 +13,9 @@ storms in the reference model (the lab's own cores in virtual time): the trigger
 blipped for 1-10 s at 2015's membership sizes), the membership growth at the 2015 trigger, and
 the 2015 trigger at eight moments of the renewal period; then a seeded sample of those points
 runs live on real processes (a 1,000-node lab, one at a time, about 2.5 minutes each; the
-results are kept in --out, so a certificate run again resumes and reuses them while the code that
-answers is the same).
+results are kept in --out, per link mechanism (--link: the kernel's links or the link proxy), so
+a certificate run again resumes and reuses them while the code that answers and the mechanism
+that carried them are the same).
 
 Writes ``certificate.json`` and ``certificate.html`` (the map and the table) into --out and
 prints one summary line per policy. Exit code: 0 when every policy certified holds at the 2015
@@ -48,7 +49,7 @@ from stormlab.artefacts import certificate_map
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model import certificate as cert
 from stormlab.model.grid import POINT_2015, Point, agreement
-from stormlab.runs.sweep import QUICK, commit, run_live
+from stormlab.runs.sweep import LINKS, QUICK, commit, judge_live, live_link, live_path, run_live
 
 AGREE = 0.9  # the live points should agree with the model on this share of verdicts
 MODEL_LIMITS = (limits.CALL_LIMIT_S, 2 * limits.MEMORY_BYTES)  # a model worker's: the model itself grows too
@@ -69,6 +70,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "each, kept in --out and reused); 0: the model only (default 3)",
     )
     p.add_argument("--speed", default="auto", help="time dilation of the live runs: a number (0.05-20) or auto (default auto)")
+    p.add_argument(
+        "--link",
+        choices=LINKS,
+        default="auto",
+        help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
+        "the lab may (default auto); live results are kept per mechanism and the certificate says which",
+    )
     p.add_argument("--seed", type=int, default=2015, help="the seed of the fleet, the policies' jitter and the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests') instead of 1,000 nodes")
     p.add_argument("--no-references", action="store_true", help="leave out the two references (immediate retries, full jitter)")
@@ -82,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     speed = parse_speed(args.speed)
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
-    base = LabSettings(seed=args.seed, **(QUICK if args.quick else {}))
+    base = LabSettings(seed=args.seed, link_cut=args.link, **(QUICK if args.quick else {}))
+    if args.live:
+        base = live_link(base)  # refused now where the kernel's links were asked for and cannot be had
     mine = [_candidate(text, base) for text in args.policies]
     given = {c["spec"] for c in mine}
     refs = [] if args.no_references else [_candidate(name, base, reference=True) for name in cert.REFERENCES if name not in given]
@@ -108,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
             print(("  (reference) " if c["reference"] else "") + cert.summary_line(c))
         a = doc["live_agreement"]
         if a["points"]:
-            print(f"live: {a['agree']} of {a['points']} points agree with the model ({a['ratio']:.0%})" + _disagreeing(a))
+            print(
+                f"live (link_cut={a['link']}): {a['agree']} of {a['points']} points agree with the model ({a['ratio']:.0%})"
+                + _disagreeing(a)
+            )
         print(f"certificate: {out / 'certificate.json'}, {out / 'certificate.html'}")
     return cert.exit_code([c for c in doc["certificates"] if not c["reference"]])
 
@@ -173,10 +186,11 @@ def certify_live(
     where = out / f"{fleet.nodes_total}-nodes-seed{seed}" / c["key"]
     where.mkdir(parents=True, exist_ok=True)
     say(f"live: {c['label']} …")
-    live = run_live(fleet, sample, where / "live.csv", cert.WATCH_PERIODS, speed, say)
+    live = run_live(fleet, sample, live_path(where, fleet.link_cut), cert.WATCH_PERIODS, speed, say, judge_live)
     model = {k: r.verdict for k, r in readings.items()}
     return {
         "speed": speed,
+        "link": fleet.link_cut,
         "points": [{"key": p.key, "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live],
         "agreement": agreement(sample, model, live),
     }
@@ -213,6 +227,7 @@ def document(
         "holds_means": "recovered at the 2015 trigger (3 racks x 5 s, 2 GSIs, at each of 8 moments) and at every smaller trigger",
         "certificates": certs,
         "live_agreement": {
+            "link": base.link_cut if each else None,
             "points": points,
             "agree": agree,
             "ratio": agree / points if points else None,
@@ -297,7 +312,7 @@ def _live_cell(c: dict[str, Any]) -> str:
     a = c.get("live", {}).get("agreement")
     if not a or not a["points"]:
         return "-"
-    return f"{a['agree']}/{a['points']}"
+    return f"{a['agree']}/{a['points']} <small>({html.escape(c['live'].get('link') or '?')})</small>"
 
 
 def _map_table(c: dict[str, Any]) -> str:

@@ -12,7 +12,11 @@ of this machine; a seeded sample of its points runs live, on real processes, one
 and the agreement between the two verdicts is reported. Results go to CSV files in ``--out`` as
 they come: a sweep stopped half way resumes where it stopped (points are keyed by what they are; a
 result measured on other code, :func:`fresh` says, runs again).
-Outputs: ``model.csv``, ``live.csv``, ``map.png``, ``summary.md``, ``summary.json``.
+The live points run through one link mechanism (``--link``: the kernel's links where the lab may,
+the link proxy where it may not, or either asked for), and their results are kept per mechanism
+(``live-kernel.csv``, ``live-proxy.csv``): a point measured through one is never reused for the
+other, and the summary reports the agreement of each mechanism measured.
+Outputs: ``model.csv``, ``live-<link>.csv``, ``map.png``, ``summary.md``, ``summary.json``.
 """
 
 from __future__ import annotations
@@ -289,6 +293,66 @@ def run_live(
     return done
 
 
+# -- the link mechanism the live points run through --------------------------------------------
+
+LINKS = ("auto", "kernel", "proxy")  # --link; auto: the kernel's links where the lab may (root, iptables), as `up` chooses
+MEASURED_LINKS = ("kernel", "proxy")
+
+
+def live_link(base: LabSettings) -> LabSettings:
+    """``base`` with its link mechanism settled before any live point runs (``auto`` chosen as the
+    launcher chooses): a kernel asked for where the lab may not cut in it is refused now, not an hour
+    into the sweep, and the live results are filed under the mechanism that carried them."""
+    settled, _ = launcher.choose_link_cut(base, launcher.available())
+    return settled
+
+
+def live_path(out: Path, link: str) -> Path:
+    """Where the live results measured through ``link`` (kernel or proxy) are kept."""
+    return out / f"live-{link}.csv"
+
+
+def agreement_by_link(
+    sample: Sequence[Point], model: dict[str, Verdict], out: Path, say: Callable[[str], None], ran: tuple[str, dict[str, Verdict]]
+) -> dict[str, dict[str, Any]]:
+    """The model's agreement with the live points of ``sample`` through each link mechanism that has
+    any on this code in ``out`` (``ran``: the mechanism this sweep ran, with its results)."""
+    by_link = {}
+    for link in MEASURED_LINKS:
+        path = live_path(out, link)
+        live = ran[1] if ran[0] == link else fresh(path, say) if path.exists() else {}
+        if any(p.key in live for p in sample):
+            by_link[link] = agreement(sample, model, live)
+    return by_link
+
+
+# -- what the results in --out were measured for ---------------------------------------------
+
+
+def pin_what_was_measured(out: Path, base: LabSettings, watch_periods: float) -> None:
+    """A point's key names its panel and trigger, not the fleet, the seed or the moment it is
+    judged: ``sweep.json`` in ``out`` records those, and a sweep resumed there with others is refused
+    (its results would answer a question they were not measured for)."""
+    wanted = {
+        "racks": base.racks,
+        "nodes_per_rack": base.nodes_per_rack,
+        "capacity_cores": base.capacity_cores,
+        "seed": base.seed,
+        "watch_periods": watch_periods,
+    }
+    path = out / "sweep.json"
+    try:
+        held = json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable ({exc}); move it away to start this sweep afresh") from exc
+    if isinstance(held, dict):
+        differ = {k: (held.get(k), v) for k, v in wanted.items() if held.get(k) != v}
+        if differ:
+            said = ", ".join(f"{k} {then} there, {now} now" for k, (then, now) in differ.items())
+            raise UsageError(f"{out} holds a sweep measured for other settings ({said}): run with the same, or another --out")
+    path.write_text(json.dumps(wanted, indent=1) + "\n")
+
+
 # -- the command -------------------------------------------------------------------------------
 
 QUICK: dict[str, Any] = {"racks": 10, "nodes_per_rack": 40, "capacity_cores": 16.0}  # the integration tests' 400-node fleet
@@ -327,6 +391,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a live point the host shaped (an INVALID run) runs again up to this many times before it is left out (default 1)",
     )
     p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
+    p.add_argument(
+        "--link",
+        choices=LINKS,
+        default="auto",
+        help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
+        "the lab may (default auto); results are kept per mechanism (live-kernel.csv, live-proxy.csv) and the summary reports each",
+    )
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
     p.add_argument("--page", help="also put the summary table into this Markdown file's <!-- sweep --> block (make sweep: docs/sweep.md)")
@@ -337,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = [p for p in args.panels.split(",") if p.strip() and p.strip() not in PANELS]
     if unknown:
         raise UsageError(f"unknown panels {unknown}; panels: {', '.join(PANELS)}")
-    base = LabSettings(seed=args.seed, **(QUICK if args.quick else {}))
+    base = LabSettings(seed=args.seed, link_cut=args.link, **(QUICK if args.quick else {}))
     grid = Grid(
         tuple(p.strip() for p in args.panels.split(",") if p.strip()),
         parse_list(args.blip_racks, int, "--blip-racks"),
@@ -363,8 +434,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
+    if args.live:
+        base = live_link(base)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    pin_what_was_measured(out, base, args.watch)
     say = _say
     points = grid.points()
     for p in points:
@@ -373,9 +447,15 @@ def run(args: argparse.Namespace) -> int:
     sample = live_sample(base, points, args.live, args.seed, args.live_phases)
     speed = parse_speed(args.speed)
     live_speed = speed if speed is not None else first_guess(base.nodes_total)
-    live = run_live(base, sample, out / "live.csv", args.watch, live_speed, say, retries=args.live_retries) if sample else {}
+    if (out / "live.csv").exists():
+        say(f"{out / 'live.csv'}: live points from before results were kept per link mechanism; not reused")
+    live = (
+        run_live(base, sample, live_path(out, base.link_cut), args.watch, live_speed, say, judge_live, args.live_retries) if sample else {}
+    )
     agreed = agreement(sample, model, live) if sample else None
     summary = summarize(grid, base, model, agreed, estimate_check(base, points, model))
+    summary["link"] = base.link_cut if sample else None
+    summary["agreement_by_link"] = agreement_by_link(sample, model, out, say, (base.link_cut, live)) if sample else {}
     summary["live_sample"] = [{**asdict(p), "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live]
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     table = markdown(summary)
@@ -387,11 +467,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print(table)
-        print(f"\nmap: {png}\nCSV: {out / 'model.csv'}, {out / 'live.csv'}\nsummary: {out / 'summary.md'}")
-    a = summary["agreement"]
-    if a is None or a["ratio"] is None:
-        return 0
-    return 0 if a["ratio"] >= AGREE_VERDICT and a["level_ratio"] >= AGREE_LEVEL else 1
+        csvs = ", ".join(str(p) for p in [out / "model.csv", *(live_path(out, link) for link in summary["agreement_by_link"])])
+        print(f"\nmap: {png}\nCSV: {csvs}\nsummary: {out / 'summary.md'}")
+    measured = [a for a in summary["agreement_by_link"].values() if a["ratio"] is not None]
+    return 0 if all(a["ratio"] >= AGREE_VERDICT and a["level_ratio"] >= AGREE_LEVEL for a in measured) else 1
 
 
 def _say(text: str) -> None:

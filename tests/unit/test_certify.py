@@ -119,3 +119,30 @@ def test_envoys_retry_circuit_breaker_is_what_holds_an_eager_route(tmp_path, cap
     assert certs["defaults.yaml"]["verdict"] == "holds" and certs["unlimited.yaml"]["verdict"] == "stuck"
     assert certs["unlimited.yaml"]["at_2015"]["amplification"] > 1.3 * certs["defaults.yaml"]["at_2015"]["amplification"]
     assert "at most 3 retries open at once" in " ".join(certs["defaults.yaml"]["maps"])
+
+
+def test_a_certificate_s_live_points_are_kept_per_link_mechanism(tmp_path, monkeypatch):
+    """The same policy's live sample through the link proxy, then the kernel's links: each mechanism
+    runs its own points into its own file (none is reused for the other), and each says which it is;
+    run again, nothing runs."""
+    from stormcore.settings import LabSettings
+    from stormlab.runs import certify as certify_run
+
+    ran = []
+
+    def judge(base, point, watch, speed):
+        ran.append((base.link_cut, point.key))
+        return Verdict(point.key, point.is_2015(), 0.5 if point.is_2015() else 0.0, 0.6, None, True)
+
+    monkeypatch.setattr(certify_run, "judge_live", judge)
+    points = cert.suite()
+    readings = {p.key: cert.Reading(Verdict(p.key, p.is_2015(), 0.55 if p.is_2015() else 0.0, 0.6, None), 1.0, 0.0, True) for p in points}
+    got = {}
+    for link in ("proxy", "kernel", "kernel"):
+        c = certify_run._candidate("full-jitter", LabSettings(link_cut=link, **certify_run.QUICK))
+        got[link] = certify_run.certify_live(c, points, readings, 3, 2015, 1.0, tmp_path, lambda text: None)
+    assert [link for link, _ in ran] == ["proxy"] * 3 + ["kernel"] * 3  # the third call read its file
+    assert [key for _, key in ran[:3]] == [key for _, key in ran[3:]]
+    assert got["proxy"]["link"] == "proxy" and got["kernel"]["link"] == "kernel"
+    assert got["kernel"]["agreement"]["agree"] == 3
+    assert sorted(p.name for p in tmp_path.rglob("live-*.csv")) == ["live-kernel.csv", "live-proxy.csv"]

@@ -347,3 +347,88 @@ def test_a_small_sweep_end_to_end_maps_the_2015_point_and_resumes_with_nothing_t
     before = (out / "model.csv").read_text()
     assert cli.main(argv) == 0  # run again: everything is on disk, nothing runs
     assert (out / "model.csv").read_text() == before
+
+
+def _sweep_with_a_model_on_disk(tmp_path, monkeypatch):
+    """A sweep's --out whose model results are already there (stamped with this code, so nothing of
+    the model runs), and the argv of a two-point live sample of it."""
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "sweep"
+    out.mkdir()
+    stamp = commit(out)
+    for point in Grid(("2015",), (1, 3), (5.0,), (2,)).points():
+        append_result(out / "model.csv", point, dataclasses.replace(_verdict(point, point.blip_racks == 3), commit=stamp))
+    argv = ["sweep", "--quick", "--out", str(out), "--panels", "2015", "--blip-racks", "1,3", "--blip", "5s", "--gsis", "2",
+            "--live", "2", "--live-phases", "0", "--jobs", "1", "--json"]  # fmt: skip
+    return out, argv
+
+
+def test_live_points_are_kept_per_link_mechanism_and_the_summary_reports_each(tmp_path, monkeypatch, capsys):
+    """A point measured through the link proxy is never reused for the kernel's links: each
+    mechanism has its own file, and the sweep passes only when every mechanism measured agrees."""
+    from stormlab.runs import sweep
+
+    out, argv = _sweep_with_a_model_on_disk(tmp_path, monkeypatch)
+    ran = []
+
+    def judge(base, point, watch, speed):
+        ran.append((point.settings(base).link_cut, point.key))
+        wrong = base.link_cut == "proxy" and point.blip_racks == 1  # the proxy's lab storms where the model recovers
+        return _verdict(point, point.blip_racks == 3 or wrong)
+
+    monkeypatch.setattr(sweep, "judge_live", judge)
+    monkeypatch.setattr(sweep.launcher, "available", lambda: "not root")  # auto: the proxy, as `up` would choose
+    assert cli.main([*argv, "--link", "auto"]) == 1  # 1 of 2 agree through the proxy
+    assert sorted(ran) == [("proxy", "2015|1|5|2"), ("proxy", "2015|3|5|2")]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["link"] == "proxy" and list(summary["agreement_by_link"]) == ["proxy"]
+    assert summary["agreement_by_link"]["proxy"]["disagree"] == ["2015|1|5|2"]
+
+    monkeypatch.setattr(sweep.launcher, "available", lambda: None)  # root, with iptables
+    capsys.readouterr()
+    assert cli.main([*argv, "--link", "kernel"]) == 1  # the kernel's links agree, the proxy's measured points still do not
+    assert sorted(ran[2:]) == [("kernel", "2015|1|5|2"), ("kernel", "2015|3|5|2")]  # run again, not read from the proxy's file
+    summary = json.loads(capsys.readouterr().out)
+    assert {link: a["agree"] for link, a in summary["agreement_by_link"].items()} == {"kernel": 2, "proxy": 1}
+    assert set(read_results(out / "live-kernel.csv")) == set(read_results(out / "live-proxy.csv")) == {"2015|1|5|2", "2015|3|5|2"}
+    table = (out / "summary.md").read_text()
+    assert "Live through the kernel's links and model agree on the verdict at 2 of 2" in table
+    assert "Live through the link proxy and model agree on the verdict at 1 of 2 sampled points (50.0%) (not at 2015|1|5|2)" in table
+
+    assert cli.main([*argv, "--link", "kernel"]) == 1 and len(ran) == 4  # resumed: nothing runs again
+
+
+def test_a_link_mechanism_that_is_not_one_exits_2_naming_the_choices(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["sweep", "--out", str(tmp_path / "out"), "--link", "nic"])
+    assert exited.value.code == 2 and "choose from 'auto', 'kernel', 'proxy'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_asked_for_the_kernel_s_links_where_it_may_not_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    from stormlab.runs import sweep
+
+    out, argv = _sweep_with_a_model_on_disk(tmp_path, monkeypatch)
+    monkeypatch.setattr(sweep.launcher, "available", lambda: "the kernel's links need root")
+    monkeypatch.setattr(sweep, "judge_live", lambda *a: pytest.fail("a live point ran"))
+    assert cli.main([*argv, "--link", "kernel"]) == 1
+    assert "the kernel's links need root" in capsys.readouterr().err
+    assert not (out / "live-kernel.csv").exists() and not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("change", [["--watch", "6"], ["--seed", "7"], []])
+def test_a_sweep_resumed_for_another_fleet_seed_or_watch_is_refused(tmp_path, monkeypatch, capsys, change):
+    """A point's key does not name the fleet, the seed or the moment it is judged: results measured
+    for a 400-node fleet watched 12 periods never answer for 1,000 nodes, another seed or 6 periods."""
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--quick", "--out", str(out), "--panels", "2015", "--blip-racks", "1", "--blip", "5s", "--gsis", "2",
+            "--live", "0", "--jobs", "1", "--json"]  # fmt: skip
+    assert cli.main(argv) == 0
+    before = (out / "model.csv").read_text()
+    unquick = [a for a in argv if a != "--quick"] if not change else argv
+    assert cli.main([*unquick, *change]) == 2
+    err = capsys.readouterr().err
+    assert "holds a sweep measured for other settings" in err
+    assert {"--watch": "watch_periods 12", "--seed": "seed 2015 there, 7 now"}.get(change[0] if change else "", "nodes_per_rack 40 there, 100 now") in err
+    assert (out / "model.csv").read_text() == before
