@@ -430,5 +430,6 @@ def test_a_sweep_resumed_for_another_fleet_seed_or_watch_is_refused(tmp_path, mo
     assert cli.main([*unquick, *change]) == 2
     err = capsys.readouterr().err
     assert "holds a sweep measured for other settings" in err
-    assert {"--watch": "watch_periods 12", "--seed": "seed 2015 there, 7 now"}.get(change[0] if change else "", "nodes_per_rack 40 there, 100 now") in err
+    said = {"--watch": "watch_periods 12", "--seed": "seed 2015 there, 7 now"}
+    assert said.get(change[0] if change else "", "nodes_per_rack 40 there, 100 now") in err
     assert (out / "model.csv").read_text() == before
