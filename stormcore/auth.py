@@ -13,7 +13,7 @@ import base64
 import hmac
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from aiohttp import web
@@ -102,15 +102,27 @@ def headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def token_middleware(token: str) -> Callable:
-    expected = f"Bearer {token}".encode()
+def carries(authorization: str, token: str | None) -> bool:
+    """Whether an Authorization header is ``Bearer`` ``token`` (compared in constant time; no token,
+    nobody carries it). The one bearer check of the lab, its desks and its rooms."""
+    return bool(token) and hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode())
 
+
+def whose(authorization: str, tokens: Mapping[str, str | None]) -> str | None:
+    """The name whose token an Authorization header carries, or None; every token is compared, so
+    the time says nothing of which (or whether one) matched."""
+    found = None
+    for name, token in tokens.items():
+        if carries(authorization, token):
+            found = name
+    return found
+
+
+def token_middleware(token: str) -> Callable:
     @web.middleware
     async def require_token(request: web.Request, handler: Callable) -> web.StreamResponse:
-        if request.path.startswith(PROTECTED):
-            given = request.headers.get("Authorization", "").encode()
-            if not token or not hmac.compare_digest(given, expected):
-                return json_error(401, "unauthorized", f"{request.path} needs the lab token ({ENV}) as a Bearer token")
+        if request.path.startswith(PROTECTED) and not carries(request.headers.get("Authorization", ""), token):
+            return json_error(401, "unauthorized", f"{request.path} needs the lab token ({ENV}) as a Bearer token")
         return await handler(request)
 
     return require_token

@@ -21,7 +21,7 @@ from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
 from stormlab.engine import compose, launcher
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.gameday import debrief, desk, desk_web, leaderboard, monitoring, report, roles, scoring
+from stormlab.gameday import debrief, desk, desk_web, leaderboard, monitoring, reach, report, roles, scoring
 from stormlab.gameday.alerts import Evaluator
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.labs import DockerLab, LocalLab
@@ -79,6 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=desk.DEFAULT_PORT,
         help=f"where the runner serves the status page and takes Alertmanager's pages (default {desk.DEFAULT_PORT}; 0: any free port)",
     )
+    reach.add_arguments(r, "the desk and the players' consoles")
     r.add_argument("--json", action="store_true", help="one JSON object per line on stdout: steps, progress, pages, the result")
     r.add_argument(
         "--base-port",
@@ -314,7 +315,7 @@ async def settle_then(
     assert task is not None
     for sig in launcher.TERMINATING:
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
-    host = desk_host(isinstance(lab, DockerLab))
+    where = reach.from_args(args, default=desk_host(isinstance(lab, DockerLab)))
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
 
     async def seen() -> dict:
@@ -322,9 +323,15 @@ async def settle_then(
 
     links = tuple(await asyncio.to_thread(lab.dashboards))  # asked once: the stack is up and settled
     game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on, seen, links)
-    async with desk_web.serving(book, lab.ops, host, args.desk_port, lab.ops.token, heard, game) as url:
-        say("desk", f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)", url=url)
-        book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team)
+    async with desk_web.serving(book, lab.ops, where, args.desk_port, lab.ops.token, heard, game) as served:
+        url = served.url
+        say(
+            "desk",
+            f"status page: {url}/ (post with `stormlab ops --as ROLE post-status --severity … TEXT`)",
+            url=url,
+            local=served.local_url,
+        )
+        book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team, served.local_url)
         if not args.autopilot:
             tell_roles(say, book)
         try:

@@ -16,7 +16,6 @@ Its web side is ``stormlab/gameday/desk_web.py``.
 
 from __future__ import annotations
 
-import hmac
 import html
 import logging
 import time
@@ -26,6 +25,7 @@ from typing import Any
 from chaos import journal
 from chaos.journal import Journal
 from stormcore import jsonlog
+from stormcore.auth import whose
 
 PAGES = "pages.jsonl"
 DEFAULT_PORT = 8709
@@ -141,12 +141,7 @@ class Desk:
 
     def role_of(self, authorization: str) -> str | None:
         """The role whose token a ``Bearer`` header carries, or None."""
-        given = authorization.encode()
-        found = None
-        for role, token in self.roles.items():  # every role compared: the time says nothing of which
-            if token and hmac.compare_digest(given, f"Bearer {token}".encode()):
-                found = role
-        return found
+        return whose(authorization, self.roles)
 
     def status_page(self) -> str:
         return status_page(self.posts(), self.title)

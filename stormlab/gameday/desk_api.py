@@ -63,6 +63,10 @@ INJECT: dict[str, Any] = {
 }
 HOLD = {"type": "object", "required": ["on"], "properties": {"on": {"type": "boolean"}}}
 PROTECTED = "the lab token (pages, injects, holds) or a role's token (moves, /me) as a Bearer token"
+# A desk players reach from other machines (--listen) keeps its game's readings to its own team.
+READ_GUARDED = Answer(
+    "a desk served for other machines (--listen, --tls): a role's token of this game, or the lab token, is missing", ERROR
+)
 
 OPERATIONS = {
     "alertmanager": Operation("POST", "/alertmanager", "Alertmanager's webhook: each alert a page (the lab token)", {
@@ -78,12 +82,14 @@ OPERATIONS = {
     "page": Operation("GET", "/", "the status page customers read", {200: HTML}),
     "status": Operation("GET", "/status.json", "the status page's posts and the pages", {
         200: Answer("posts and pages", {"type": "object", "required": ["posts", "pages"], "properties": {"posts": LIST, "pages": LIST}}),
+        401: READ_GUARDED,
     }),
     "game": Operation("GET", "/game.json", "the game so far, read-only (made at most once a second)", {
         200: Answer("the game", {"type": "object", "required": ["title", "team", "posts"]}),
+        401: READ_GUARDED,
     }),
     "monitoring": Operation("GET", "/monitoring.json", "what the players' monitoring shows", {
-        200: Answer("the view", OBJECT), 409: NO_GAME,
+        200: Answer("the view", OBJECT), 401: READ_GUARDED, 409: NO_GAME,
     }),
     "inject": Operation("POST", "/inject", "an inject typed live, sent now (the lab token)", {
         200: Answer("sent", {"type": "object", "required": ["inject"], "properties": {"inject": OBJECT}}),

@@ -39,7 +39,6 @@ does not know a 401: nothing is made or journaled.
 
 from __future__ import annotations
 
-import hmac
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,14 +49,15 @@ from typing import Any
 from aiohttp import web
 
 from chaos.catalog import ChaosError
-from stormcore.auth import check_strength
+from stormcore.auth import carries, check_strength
 from stormcore.documents import encoded_bytes
 from stormcore.errors import LabError, UsageError
 from stormcore.web import BadRequest, described_app, json_error, read_object
-from stormlab.gameday import bounds, desk_api, players
+from stormlab.gameday import bounds, desk_api, players, reach
 from stormlab.gameday.desk import Desk
 from stormlab.gameday.moves import ACTIONS, EVERYONE, check_role
 from stormlab.gameday.ops import Ops
+from stormlab.gameday.reach import Reach
 from stormlab.gameday.scenario import ScenarioError
 from stormlab.gameday.scoring import role_events
 
@@ -82,12 +82,18 @@ class Game:
 
 
 def app(
-    desk: Desk, ops: Ops, lab_token: str, on_page: Callable[[dict[str, Any]], None] | None = None, game: Game | None = None
+    desk: Desk,
+    ops: Ops,
+    lab_token: str,
+    on_page: Callable[[dict[str, Any]], None] | None = None,
+    game: Game | None = None,
+    guard_reads: bool = False,
 ) -> web.Application:
     """The desk's routes. A lab token anyone could guess (or none) is refused here: the desk would
-    take pages from anyone. ``game``: the runner behind it (none: no score, no injects)."""
+    take pages from anyone. ``game``: the runner behind it (none: no score, no injects).
+    ``guard_reads``: the game's readings (its JSON documents) only to its own roles' tokens and the
+    lab's, for a desk served to other machines; on loopback they are open to this host."""
     check_strength(lab_token)
-    expected = f"Bearer {lab_token}".encode()
     spent = bounds.budgets()  # what this game takes from its players, its pages and its injects, at most
 
     def over(exc: bounds.OverBudget) -> web.Response:
@@ -115,7 +121,7 @@ def app(
             views[name].forget()
 
     def with_lab_token(request: web.Request) -> bool:
-        return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
+        return carries(request.headers.get("Authorization", ""), lab_token)
 
     async def alertmanager(request: web.Request) -> web.Response:
         if not with_lab_token(request):
@@ -165,10 +171,20 @@ def app(
     async def page(request: web.Request) -> web.Response:
         return web.Response(body=await views["page"].get(), content_type="text/html")
 
+    def may_read(request: web.Request) -> bool:
+        return not guard_reads or with_lab_token(request) or desk.role_of(request.headers.get("Authorization", "")) is not None
+
+    def unread() -> web.Response:
+        return json_error(401, "unauthorized", "this game's readings take a role's token of this game (or the lab token) as a Bearer token")
+
     async def status(request: web.Request) -> web.Response:
+        if not may_read(request):
+            return unread()
         return web.Response(body=await views["status"].get(), content_type="application/json")
 
     async def so_far(request: web.Request) -> web.Response:
+        if not may_read(request):
+            return unread()
         return web.Response(body=await views["game"].get(), content_type="application/json")
 
     async def inject(request: web.Request) -> web.Response:
@@ -199,6 +215,8 @@ def app(
         return web.json_response(done)
 
     async def seen(request: web.Request) -> web.Response:
+        if not may_read(request):
+            return unread()
         if game is None:
             return json_error(409, "no_game", "no game runs behind this desk: no monitoring to show")
         return web.Response(body=await views["monitoring"].get(), content_type="application/json")
@@ -273,23 +291,18 @@ def _move(body: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
 async def serving(
     desk: Desk,
     ops: Ops,
-    host: str,
+    where: Reach,
     port: int,
     lab_token: str,
     on_page: Callable[[dict[str, Any]], None] | None = None,
     game: Game | None = None,
-) -> AsyncIterator[str]:
-    """The desk on ``host:port`` while the block runs (``on_page`` hears each page it takes); yields its URL."""
-    runner = web.AppRunner(app(desk, ops, lab_token, on_page, game), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
+) -> AsyncIterator[reach.Served]:
+    """The desk where ``where`` says, on ``port``, while the block runs (``on_page`` hears each page
+    it takes); yields where it is served (the URL its players open, the one this host's programs use)."""
+    served = await reach.start(
+        app(desk, ops, lab_token, on_page, game, guard_reads=not where.local), where, port, "desk", "--desk-port", also=[reach.DESK_NAME]
+    )
     try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise LabError(f"the desk cannot listen on {host}:{port}: {exc.strerror} (--desk-port picks another)") from None
-    bound = runner.addresses[0][1] if runner.addresses else port
-    try:
-        yield f"http://{host}:{bound}"
+        yield served
     finally:
-        await runner.cleanup()
+        await served.runner.cleanup()

@@ -166,7 +166,7 @@ function spark(points, unit) {  // a probe's series, broken where a reading is m
 }
 function shown(v, unit) { return v === null ? "no data" : unit === "ratio" ? (100 * v).toFixed(1) + "%" : String(Math.round(v)); }
 async function monitoring() {
-  const r = await fetch("/monitoring.json");
+  const r = await fetch("/monitoring.json", {headers: auth});
   if (r.status !== 200) return;
   const m = await r.json();
   document.getElementById("mon-mode").innerHTML = m.mode === "shared-fate"
@@ -219,7 +219,7 @@ async function refresh() {
     div.appendChild(b);
     pages.appendChild(div);
   }
-  const g = await (await fetch("/game.json")).json();
+  const g = await (await fetch("/game.json", {headers: auth})).json();
   document.getElementById("held").hidden = !g.held;
   await monitoring();
   const rows = document.getElementById("timeline");

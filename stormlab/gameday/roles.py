@@ -42,15 +42,16 @@ def write_private(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def issue(directory: Path, desk_url: str, title: str, team: str = "") -> dict[str, str]:
-    """New tokens for every role, and the game's card; any earlier game's are gone."""
+def issue(directory: Path, desk_url: str, title: str, team: str = "", local_url: str | None = None) -> dict[str, str]:
+    """New tokens for every role, and the game's card (``desk_url``: what the players open;
+    ``local_url``: where this host's programs reach the desk, when it differs); any earlier game's are gone."""
     folder = game_dir(directory)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
     tokens = {role: secrets.token_urlsafe(18) for role in ROLES}
     for role, token in tokens.items():
         write_private(folder / role, token + "\n")
-    card = {"desk": desk_url, "title": title, "team": team, **Child.of(os.getpid()).record()}
+    card = {"desk": desk_url, "desk_local": local_url or desk_url, "title": title, "team": team, **Child.of(os.getpid()).record()}
     write_private(folder / "game.json", json.dumps(card) + "\n")
     return tokens
 
@@ -70,6 +71,12 @@ def current(directory: Path) -> dict[str, Any] | None:
     if runner is None or not runner.alive():
         return None
     return card if isinstance(card.get("desk"), str) else None
+
+
+def local_desk(card: dict[str, Any]) -> str:
+    """Where a program on this host reaches the game's desk (a card of before has only the players' URL)."""
+    local = card.get("desk_local")
+    return local if isinstance(local, str) else card["desk"]
 
 
 def token_for(directory: Path, role: str) -> str:
@@ -93,7 +100,8 @@ def move(card: dict[str, Any], role: str | None, token_dir: Path, action: str, a
     token = token_for(token_dir, role)
     body = json.dumps({"action": action, "args": args, "as": role}).encode()
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
-    req = urllib.request.Request(f"{card['desk']}/moves", data=body, method="POST", headers=headers)
+    desk = local_desk(card)
+    req = urllib.request.Request(f"{desk}/moves", data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
             answer = json.loads(resp.read())
@@ -106,7 +114,7 @@ def move(card: dict[str, Any], role: str | None, token_dir: Path, action: str, a
             raise LabError(f"the desk failed ({exc.code}): {message}") from None
         raise UsageError(message) from None
     except OSError as exc:
-        raise LabError(f"the game's desk at {card['desk']} did not answer: {exc}") from None
+        raise LabError(f"the game's desk at {desk} did not answer: {exc}") from None
     if not isinstance(answer, dict) or not isinstance(answer.get("message"), str):
         raise LabError(f"the desk's answer is not a move's: {answer!r}")
     return answer

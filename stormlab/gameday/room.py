@@ -46,8 +46,9 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
 from stormlab.engine.story import LAB_CPU_BUDGET
-from stormlab.gameday import roles, room_compose, room_debrief
+from stormlab.gameday import reach, roles, room_compose, room_debrief
 from stormlab.gameday.moves import ROLES
+from stormlab.gameday.reach import Reach
 from stormlab.gameday.scenario import live_inject
 
 ROOM = "room"
@@ -173,21 +174,29 @@ def up(
     say=print,
     scenario: Path | None = None,
     backend: str = "local",
+    where: Reach | None = None,
+    tls: bool = False,
 ) -> dict[str, Any]:
     """Start one lab per team (each in its own state directory, on free ports; on compose a
     project each, on its block of ports); if one cannot start, stop those that did. The room's
-    card (room.json) says who is where."""
+    card (room.json) says who is where, and where its pages are served (``where``: loopback by
+    default; ``tls``: over https with a certificate made for it, kept in the room's directory)."""
+    where = where or Reach()
+    check_reach(backend, where, tls)
     home = room_dir(directory)
     earlier = read_card(directory)
     if earlier and any(team_state(earlier, t) for t in earlier.get("teams", {})):
         raise LabError(f"a room is already up (in {home}); run `stormlab room down` first")
     home.mkdir(parents=True, exist_ok=True)
+    if tls:
+        where = reach.with_certificate(where, home)
     teams = team_names(sizing.teams)
     card: dict[str, Any] = {
         "backend": backend,
         "teams": {t: str(home / t) for t in teams},
         "sizing": asdict(sizing),
         "settings": settings.to_env(),
+        "reach": where.record(),
     }
     if backend == "compose":
         card["compose"] = {t: room_compose.variables(t, n, settings, home / t) for n, t in enumerate(teams, start=1)}
@@ -313,12 +322,21 @@ def read_game(directory: Path | None = None) -> dict[str, Any] | None:
     return read_card(directory, GAME)
 
 
-def runner_argv(scenario: Path, team: str, speed: float, autopilot: bool, home: Path, desk_port: int | None = None) -> list[str]:
+def check_reach(backend: str, where: Reach, tls: bool) -> None:
+    """A room's pages are reachable from other machines on the local backend only, so far."""
+    if backend == "compose" and (tls or not where.local):
+        raise UsageError("--listen and --tls with --backend compose are not built yet: a compose room's pages are on loopback (use local)")
+
+
+def runner_argv(
+    scenario: Path, team: str, speed: float, autopilot: bool, home: Path, desk_port: int | None = None, where: Reach | None = None
+) -> list[str]:
     """A team's runner: the scenario on the team's lab (kept up), its desk on a free port (on
-    compose: ``desk_port``, where the team's Alertmanager posts), its lines as JSON, its run
-    directory and the room's leaderboard in the room's directory."""
+    compose: ``desk_port``, where the team's Alertmanager posts) where the room's pages are served,
+    its lines as JSON, its run directory and the room's leaderboard in the room's directory."""
     argv = [sys.executable, "-m", "stormlab.cli", "scenario", "run", str(scenario), "--keep-lab", "--desk-port", str(desk_port or 0)]
     argv += ["--backend", "local" if desk_port is None else "docker"]
+    argv += where.argv() if where is not None and not where.local else []
     argv += ["--team", team, "--speed", f"{speed:g}", "--json", "--out", str(home / "games" / team)]
     argv += ["--leaderboard", str(home / "leaderboard.jsonl")]
     return argv + (["--autopilot"] if autopilot else [])
@@ -350,7 +368,7 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
             desk_port = room_compose.desk_port(card["compose"][team])
         with log_path.open("w") as log:
             proc = subprocess.Popen(
-                runner_argv(scenario.resolve(), team, speed, autopilot, home, desk_port),
+                runner_argv(scenario.resolve(), team, speed, autopilot, home, desk_port, Reach.of(card.get("reach"))),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -396,7 +414,7 @@ def game_state(directory: Path | None = None) -> dict[str, dict[str, Any]]:
     for team, t in game["teams"].items():
         seen = events(Path(t["log"]))
         done = next((e for e in reversed(seen) if e.get("event") == "done"), None)
-        desk = next((e["url"] for e in seen if e.get("event") == "desk"), None)
+        desk = next((e.get("local") or e["url"] for e in seen if e.get("event") == "desk"), None)  # this host's way in
         alive = runner_alive(t)
         state = {"running": alive, "desk": desk if alive else None, "outcome": done["outcome"] if done else None}
         if done:

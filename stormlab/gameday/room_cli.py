@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import shlex
 from functools import partial
@@ -20,8 +21,9 @@ from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
 from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import room, room_compose, room_debrief, room_web
+from stormlab.gameday import reach, room, room_compose, room_debrief, room_web
 from stormlab.gameday.moves import ROLES
+from stormlab.gameday.reach import Reach
 from stormlab.gameday.scenario import ANSWERS, TEAM
 
 # The lab flags a scenario's settings decide (room up --scenario): giving one too is refused, not ignored.
@@ -62,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         help="where the labs run: local (processes on this host, default) or compose (a docker compose project per team, "
         "with its Prometheus and Alertmanager, on ports 20000 + 20n; speed 1)",
     )
+    reach.add_arguments(u, "the room's pages (the facilitator's console, every desk and every player's console)", make=True)
     lab_flags(u)
     u.set_defaults(func=lambda args: up(args, settings_from(args)))
     st = actions.add_parser("status", help="each team's lab: nodes serving, customers' error, validity")
@@ -104,9 +107,9 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     h.set_defaults(func=lambda args: hold(True))
     actions.add_parser("continue", help="let the held game go on in every team's lab").set_defaults(func=lambda args: hold(False))
     c = actions.add_parser("console", help="the facilitator's console: every team side by side in the browser, and its controls")
-    c.add_argument(
-        "--port", type=int, default=CONSOLE_PORT, help=f"where it listens on 127.0.0.1 (default {CONSOLE_PORT}; 0: any free port)"
-    )
+    c.add_argument("--port", type=int, default=CONSOLE_PORT, help=f"the port it listens on (default {CONSOLE_PORT}; 0: any free port)")
+    c.add_argument("--listen", help="the address it listens on (default: where `room up --listen` put the room's pages)")
+    c.add_argument("--public-url", help="the scheme and host its printed link uses (default: `room up`'s)")
     c.add_argument(
         "--scenario", type=Path, help="the scenario the console's start button plays in every team's lab (default: `room up --scenario`'s)"
     )
@@ -130,6 +133,8 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
 
 
 def up(args: argparse.Namespace, settings: LabSettings) -> int:
+    where = reach.from_args(args)
+    room.check_reach(args.backend, where, args.tls)
     if args.external_rack:
         raise UsageError("--external-rack runs one lab's rack: start that lab with `stormlab up`, not a room")
     if args.base_port != launcher.DEFAULT_BASE_PORT:
@@ -147,7 +152,7 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
     print(f"room: {sizing.words()}", flush=True)
     scenario_path = None if args.scenario is None else args.scenario.resolve()
     say = lambda line: print(line, flush=True)  # noqa: E731
-    card = room.up(settings.sped_up(sizing.speed), sizing, say=say, scenario=scenario_path, backend=args.backend)
+    card = room.up(settings.sped_up(sizing.speed), sizing, say=say, scenario=scenario_path, backend=args.backend, where=where, tls=args.tls)
     if args.backend == "compose":
         print("each team plays its own stack (status, chaos, ops, scenario run --backend docker) with its variables:")
         for team, variables in card["compose"].items():
@@ -158,8 +163,13 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
             )
     else:
         print("each team plays its own lab (status, chaos, ops, scenario run) with its state directory:")
-        for team, where in card["teams"].items():
-            print(f"  {team}: STORMLAB_STATE_DIR={where}")
+        for team, directory in card["teams"].items():
+            print(f"  {team}: STORMLAB_STATE_DIR={directory}")
+    said = Reach.of(card.get("reach"))
+    if not said.local:
+        print(f"the room's pages are served on {said.listen}; the players' links use {said.base()}")
+    if said.tls:
+        print(f"over https: the players check their browser shows this certificate's SHA-256 fingerprint: {said.tls.fingerprint()}")
     print("`stormlab room status` reads every team's lab; `stormlab room down` stops them all")
     return 0
 
@@ -207,21 +217,23 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-async def games() -> dict[str, dict[str, Any]]:
-    """Each team's game: its runner's state, and what its desk shows (``view``: /game.json)."""
+async def games(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each team's game: its runner's state, and what its desk shows (``view``: /game.json, read
+    with the team's lab token: a desk served to other machines shows its game to its own team only)."""
     state = room.game_state()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session:
 
-        async def view(desk: str | None) -> dict[str, Any] | None:
+        async def view(team: str, desk: str | None) -> dict[str, Any] | None:
             if not desk:
                 return None
             try:
-                async with session.get(f"{desk}/game.json") as resp:
+                token = lab_token_in(Path(card["teams"][team]))
+                async with session.get(f"{desk}/game.json", headers={"Authorization": f"Bearer {token}"}) as resp:
                     return await resp.json() if resp.status == 200 else None
             except (TimeoutError, aiohttp.ClientError, ValueError):
                 return None  # a runner between its rollbacks and its exit: the next reading says it ended
 
-        views = await asyncio.gather(*(view(s.get("desk")) for s in state.values()))
+        views = await asyncio.gather(*(view(team, s.get("desk")) for team, s in state.items()))
     out = {}
     for (team, s), v in zip(state.items(), views, strict=True):
         out[team] = s | {"view": v} | ({"score": v["score"]} if v and v.get("score") else {})
@@ -268,6 +280,9 @@ def play(args: argparse.Namespace) -> int:
         print(f"{team}: the players' consoles (hand each role its link; the token is in it):")
         for role, link in room.player_links(Path(where)).items():
             print(f"  {role:<9} {link}")
+    served = Reach.of(card.get("reach"))
+    if served.tls:
+        print(f"over https: before going on, each player checks the certificate's SHA-256 fingerprint is {served.tls.fingerprint()}")
     print("`stormlab room console` shows every team; `stormlab room end` ends the game in every lab")
     return 0
 
@@ -338,25 +353,25 @@ def console(args: argparse.Namespace) -> int:
     if args.scenario is not None or card.get("scenario"):
         start = partial(room.play, checked_scenario(the_scenario(args.scenario, card), card))
     controls = room_web.Controls(halt=room.halt, start=start, end=room.end, inject=room.inject, hold=room.hold)
-    served = room_web.app(room_web.Console(card, lambda: readings(card), controls, token, games, room.room_dir()))
-    asyncio.run(serve(served, args.port))
+    where = Reach.of(card.get("reach"))
+    if args.listen:  # another address for the console alone; the room's certificate still serves it
+        where = dataclasses.replace(where, listen=reach.parse_listen(args.listen))
+    if args.public_url:
+        where = dataclasses.replace(where, public_url=reach.parse_public_url(args.public_url))
+    links = lambda: {team: room.player_links(Path(directory)) for team, directory in card["teams"].items()}  # noqa: E731
+    shown = room_web.Console(card, lambda: readings(card), controls, token, lambda: games(card), room.room_dir(), not where.local, links)
+    asyncio.run(serve(room_web.app(shown), where, args.port))
     return 0
 
 
-async def serve(served: web.Application, port: int) -> None:
-    """The console on 127.0.0.1 until interrupted; says where (the port it got, for --port 0)."""
-    runner = web.AppRunner(served, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise LabError(f"the console cannot listen on 127.0.0.1:{port}: {exc.strerror} (--port picks another)") from None
-    bound = runner.addresses[0][1]
-    where = room.room_dir() / room.FACILITATOR
-    url = f"http://127.0.0.1:{bound}/"
-    print(f"the room's console: {url} (its controls: {url}#token=… with the token in {where})", flush=True)
+async def serve(served: web.Application, where: Reach, port: int) -> None:
+    """The console where ``where`` says until interrupted; says where (the port it got, for --port 0)."""
+    runner, url = await reach.start(served, where, port, "console", "--port")
+    token = room.room_dir() / room.FACILITATOR
+    print(f"the room's console: {url}/ (its controls: {url}/#token=… with the token in {token})", flush=True)
+    print(f"the join page to project for the class (every role's link and QR code): {url}/join#token=…", flush=True)
+    if where.tls:
+        print(f"its certificate's SHA-256 fingerprint: {where.tls.fingerprint()}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:

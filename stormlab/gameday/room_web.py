@@ -25,7 +25,6 @@ to room/facilitator): a missing or wrong token is a 401 and nothing changes.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import html
 import logging
 import time
@@ -37,9 +36,10 @@ from typing import Any
 
 from aiohttp import web
 
+from stormcore.auth import carries
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, described_app, json_error, read_object
-from stormlab.gameday import room_api, room_debrief
+from stormlab.gameday import join, room_api, room_debrief
 from stormlab.gameday.desk_web import hold_wanted
 from stormlab.gameday.leaderboard import standing
 from stormlab.gameday.moves import ROLES
@@ -47,6 +47,7 @@ from stormlab.gameday.scenario import ANSWERS, TEAM, ScenarioError
 
 log = logging.getLogger(__name__)
 HISTORY = 150  # readings kept per team (5 minutes at one every 2 s)
+LOCKED = "<p>Every team's readings show with the facilitator's token: open this page as <code>/#token=…</code> (room/facilitator).</p>"
 EVERY_S = 2.0
 Read = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any] | None]]]
 Games = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any]]]]
@@ -72,10 +73,21 @@ class Console:
     each one's game (``games()``: per team its runner's state and its desk's ``/game.json``)."""
 
     def __init__(
-        self, card: dict[str, Any], read: Read, controls: Controls, token: str, games: Games = no_games, home: Path | None = None
+        self,
+        card: dict[str, Any],
+        read: Read,
+        controls: Controls,
+        token: str,
+        games: Games = no_games,
+        home: Path | None = None,
+        guard_reads: bool = False,
+        links: Callable[[], dict[str, dict[str, str]]] = dict,
     ) -> None:
         self.card, self.read, self.controls, self.token, self.games = card, read, controls, token, games
         self.home = home  # the room's directory: its debrief, once a game has ended
+        # Served to other machines: every team's readings and game only with the facilitator's token.
+        self.guard_reads = guard_reads
+        self.links = links  # each team's role links (their tokens in them): the join page's, with her token only
         self.started = time.monotonic()
         self.last: dict[str, dict[str, Any] | None] = {team: None for team in card["teams"]}
         self.game: dict[str, dict[str, Any]] = {}
@@ -150,7 +162,7 @@ the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%). Pages, acks, 
 <select name="to">{roles}</select> <input name="message" size="60" placeholder="what they are told">
 expecting <select name="expect">{answers}</select> within <input name="within" size="5" value="5m">
 <button type="submit">send</button></form>
-<div id="room">{self.panel()}</div>
+<div id="room">{LOCKED if self.guard_reads else self.panel()}</div>
 <script>
 const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 window.addEventListener("hashchange", () => location.reload());
@@ -175,10 +187,12 @@ for (const [name, [path, sent]] of Object.entries(controls)) {{
   const b = document.getElementById(name);
   if (b) b.addEventListener("click", () => control(name, path, sent));
 }}
-setInterval(async () => {{
-  const r = await fetch("/panel");
+async function panel() {{
+  const r = await fetch("/panel", {{headers: {{"Authorization": "Bearer " + token}}}});
   if (r.status === 200) document.getElementById("room").innerHTML = await r.text();
-}}, {EVERY_S * 1000:.0f});
+}}
+panel();
+setInterval(panel, {EVERY_S * 1000:.0f});
 </script></body></html>"""
 
 
@@ -219,12 +233,19 @@ def curve(points: list[tuple[float, float]], width: int = 300, height: int = 40)
 
 
 def app(console: Console) -> web.Application:
-    expected = f"Bearer {console.token}".encode()
 
     async def page(request: web.Request) -> web.Response:
         return web.Response(text=console.page(), content_type="text/html")
 
+    def may_read(request: web.Request) -> bool:
+        return not console.guard_reads or allowed(request)
+
+    def unread() -> web.Response:
+        return json_error(401, "unauthorized", "a room served to other machines shows its teams with the facilitator's token")
+
     async def panel(request: web.Request) -> web.Response:
+        if not may_read(request):
+            return unread()
         return web.Response(text=console.panel(), content_type="text/html")
 
     async def debrief(request: web.Request) -> web.StreamResponse:
@@ -234,11 +255,21 @@ def app(console: Console) -> web.Application:
             return json_error(404, "no_debrief", "no game of this room has ended yet: the debrief is written when it does")
         return web.FileResponse(path)
 
+    async def join_page(request: web.Request) -> web.Response:
+        return web.Response(text=join.PAGE, content_type="text/html")
+
+    async def join_links(request: web.Request) -> web.Response:
+        if not allowed(request):  # every role's token is in them: the facilitator's alone, wherever the room is served
+            return refused()
+        return web.Response(text=join.links_html(await asyncio.to_thread(console.links)), content_type="text/html")
+
     async def document(request: web.Request) -> web.Response:
+        if not may_read(request):
+            return unread()
         return web.json_response(console.document())
 
     def allowed(request: web.Request) -> bool:
-        return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
+        return carries(request.headers.get("Authorization", ""), console.token)
 
     def refused() -> web.Response:
         return json_error(401, "unauthorized", "the room's controls take the facilitator's token (room/facilitator) as a Bearer token")
@@ -305,6 +336,7 @@ def app(console: Console) -> web.Application:
         task.cancel()
 
     handlers = {"page": page, "panel": panel, "document": document, "debrief": debrief, "chart": debrief, "halt": halt,
+                "join": join_page, "join_links": join_links,
                 "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
     served = described_app("stormlab room console", room_api.OPERATIONS, handlers)  # every route described: the fuzzer judges it
     served.cleanup_ctx.append(sampling)

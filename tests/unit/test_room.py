@@ -177,3 +177,51 @@ def test_room_env_unsets_an_exported_token_for_the_teams_own(tmp_path, monkeypat
     assert main(["room", "env", "team-1"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "unset STORMLAB_TOKEN STORMLAB_TOKEN_FILE" and "STORMLAB_TOKEN=" not in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--listen", "0.0.0.0"], "say which address the players use with --public-url"),
+        (["--listen", "class.local"], "--listen takes an address of this host"),
+        (["--listen", "10.0.0.5", "--public-url", "http://x:8080"], "no port"),
+        (["--tls", "--tls-cert", "c.pem", "--tls-key", "k.pem"], "--tls makes a certificate"),
+        (["--tls", "--public-url", "http://x"], "should start https://"),
+        (["--tls-cert", "c.pem"], "go together"),
+        (["--backend", "compose", "--listen", "10.0.0.5"], "not built yet"),
+    ],
+)
+def test_a_room_that_players_could_not_reach_is_refused_before_any_lab_starts(tmp_path, monkeypatch, capsys, flags, said):
+    monkeypatch.setenv("STORMLAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(room.launcher, "up", lambda *a, **k: pytest.fail("a lab started"))
+    assert main(["room", "up", "--teams", "1", "--racks", "2", "--nodes-per-rack", "4", *flags]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "state" / "room" / room.CARD).exists()
+
+
+def test_a_reachable_room_hands_its_address_to_each_team_s_runner_and_a_local_one_nothing():
+    from stormlab.gameday.reach import Reach
+
+    local = room.runner_argv(Path("s.yaml"), "team-1", 1.0, False, Path("/r"), None, Reach())
+    assert "--listen" not in local
+    reachable = room.runner_argv(Path("s.yaml"), "team-1", 1.0, False, Path("/r"), None, Reach.given("10.0.0.5", "http://203.0.113.7"))
+    at = reachable.index("--listen")
+    assert reachable[at : at + 4] == ["--listen", "10.0.0.5", "--public-url", "http://203.0.113.7"]
+
+
+def test_a_team_s_game_is_read_through_its_desk_s_loopback_port_when_it_has_one(tmp_path):
+    home = room.room_dir(tmp_path)
+    where = home / "team-1"
+    where.mkdir(parents=True)
+    (home / room.CARD).write_text(json.dumps({"teams": {"team-1": str(where)}, "sizing": {"speed": 1}}))
+    (where / room.GAME_LOG).write_text(
+        json.dumps({"event": "desk", "url": "https://203.0.113.7:9001", "local": "http://127.0.0.1:40001"}) + "\n"
+    )
+    waiting = stand_in_runner()
+    try:
+        game = {"scenario": "s.yaml", "teams": {"team-1": Child.of(waiting.pid).record() | {"log": str(where / room.GAME_LOG)}}}
+        (home / room.GAME).write_text(json.dumps(game))
+        assert room.game_state(tmp_path)["team-1"]["desk"] == "http://127.0.0.1:40001"
+    finally:
+        waiting.kill()
+        waiting.wait()
