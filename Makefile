@@ -81,9 +81,10 @@ demo: $(STAMP)
 gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
-# The map of where a blip leaves the lab stuck; the documented run is `make sweep ARGS=--quick`
-# (400 nodes: about 7 minutes of model on both cores, then 30 live points one after another,
-# 150-410 s each); updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
+# The map of where a blip leaves the lab stuck; the documented run is at 1,000 nodes, once per link:
+# `make sweep ARGS="--watch 6 --live-phases 0 --link kernel"` (as root), then `--link proxy` (about
+# 11 minutes of model on both cores once, then 30 live points per link, 100-240 s each: about 65
+# minutes); --quick: 400 nodes. Updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
 sweep: $(STAMP)
 	$(BIN)/stormlab sweep --out docs/sweep --page docs/sweep.md $(ARGS)
 

@@ -13,8 +13,9 @@ the kernel carries the racks' links instead and the proxy only decides what they
 - every rule lives in two chains of this lab's own (named by the proxy's port), jumped to from
   ``OUTPUT``; each cut's rule carries its lease's id as a comment, so what it dropped is read
   from the rule's counters, and it is deleted by the lease's revert. The chains are removed when
-  the proxy stops, cleared when it starts again, and ``stormlab down`` removes what a killed
-  proxy left behind.
+  the proxy stops, cleared when it starts again, and ``stormlab down`` (or an interrupted
+  ``up``) removes what a killed proxy left behind; a lab choosing free ports leaves alone every
+  port such rules name.
 
 Latency the kernel cannot add (it has no ``netem``): a latency fault takes its racks' links
 back through the proxy for its life (a detour). The proxy listens on every link port all along;
@@ -113,6 +114,27 @@ def dropped_bytes(listing: str, lease: str) -> int:
     return total
 
 
+RULE_PORTS = re.compile(r"STORMLAB-(?:NAT|CUT)-(\d+)|--dport (\d+)|--ctorigdstport (\d+)|--to-destination [^\s:]+:(\d+)")
+
+
+def ports_in_rules(saved: str) -> set[int]:
+    """The ports stormlab's rules name in ``iptables-save``'s output: their chains' tags (a proxy's
+    port), the link ports they match and the services they redirect to."""
+    return {int(port) for line in saved.splitlines() if "STORMLAB-" in line for match in RULE_PORTS.findall(line) for port in match if port}
+
+
+def ports_in_kernel() -> set[int]:
+    """The ports any lab's rules in the kernel name (none where the lab may not read them): a lab
+    choosing free ports leaves them alone, so a rule a killed lab left cannot catch a new lab's port."""
+    if available() is not None:
+        return set()
+    try:
+        done = subprocess.run([f"{IPTABLES}-save"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return ports_in_rules(done.stdout) if done.returncode == 0 else set()
+
+
 def available() -> str | None:
     """None if the kernel can carry the links here, else why not."""
     if os.geteuid() != 0:
@@ -175,6 +197,10 @@ class KernelLinks:
             if self._exists(table, chain):
                 self._run("-F", chain, table=table, check=False)
                 self._run("-X", chain, table=table, check=False)
+
+    def present(self) -> bool:
+        """Whether any chain or jump of this lab's is in the kernel."""
+        return any(self._exists(t, c) or self._jumps(t, c) for t, c in (("filter", self.cut), ("nat", self.nat)))
 
     def _exists(self, table: str, chain: str) -> bool:
         return subprocess.run([IPTABLES, "-w", "5", "-t", table, "-L", chain, "-n"], capture_output=True).returncode == 0

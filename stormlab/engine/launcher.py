@@ -211,6 +211,7 @@ def up(
             _wait_healthy(proc, pending, wait_s, directory)
     except BaseException:  # Ctrl-C, SIGTERM, a component that never came up: nothing stays behind
         _stop(proc)
+        _remove_kernel_links(directory)  # a link proxy stopped mid-install had no chance to
         (directory / "state.json").unlink(missing_ok=True)
         raise
     return read_state(directory) or {}
@@ -285,6 +286,8 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
     directory = directory or state_dir()
     state = read_state(directory)
     if not state or not is_supervisor(state["supervisor_pid"], directory):
+        if state:  # a lab whose supervisor died: what its link proxy left in the kernel goes too
+            _remove_kernel_links(directory)
         (directory / "state.json").unlink(missing_ok=True)
         return False
     pid = state["supervisor_pid"]
@@ -296,14 +299,28 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
         os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
     if pid in _STARTED:
         _STARTED.pop(pid).wait()
-    _remove_kernel_links(state)
+    _remove_kernel_links(directory)
     (directory / "state.json").unlink(missing_ok=True)
     return True
 
 
-def _remove_kernel_links(state: dict) -> None:
+def kernel_links_of(directory: Path) -> KernelLinks | None:
+    """The kernel's rules of the lab planned in ``directory`` (its plan.json), if it cut its links
+    there (link_cut=kernel) and this process may touch them."""
+    try:
+        plan_ = json.loads((directory / "plan.json").read_text())
+    except (OSError, ValueError):
+        return None
+    proxy = [c for c in plan_.get("components", []) if c.get("name") == "linkproxy"]
+    if plan_.get("settings", {}).get("STORMLAB_LINK_CUT") != "kernel" or not proxy or available() is not None:
+        return None
+    return KernelLinks(str(proxy[0]["port"]))
+
+
+def _remove_kernel_links(directory: Path) -> None:
     """The rules a lab's link proxy cut its links with (link_cut=kernel), if a killed proxy left
-    any: its own shutdown removes them; this is for when it had no chance to."""
-    proxy = state.get("components", {}).get("linkproxy")
-    if state.get("settings", {}).get("STORMLAB_LINK_CUT") == "kernel" and proxy and available() is None:
-        KernelLinks(str(proxy["port"])).remove()
+    any: its own shutdown removes them; this is for when it had no chance to (killed, or stopped
+    while it installed them)."""
+    links = kernel_links_of(directory)
+    if links is not None:
+        links.remove()

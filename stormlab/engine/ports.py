@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.kernel_link import ports_in_kernel
 from stormcore import roster
 from stormcore.errors import LabError
 from stormcore.settings import LabSettings
@@ -100,9 +101,11 @@ def _free_ports(n: int) -> list[int]:
     start, found = random.randrange(low, high), []
     claims = claims_dir()
     _forget_old_claims(claims)
+    ruled = ports_in_kernel()  # a rule of another lab's (or one a killed lab left) would catch it
     for offset in range(high - low):
         port = low + (start - low + offset) % (high - low)
-        if port not in _HANDED_OUT and port_free(port) and _claim(claims, port):  # not bound yet does not mean not promised
+        taken = port in _HANDED_OUT or port in ruled
+        if not taken and port_free(port) and _claim(claims, port):  # not bound yet does not mean not promised
             found.append(port)
             if len(found) == n:
                 _HANDED_OUT.update(found)

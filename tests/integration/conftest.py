@@ -83,7 +83,8 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..
         settings = settings or LabSettings(**SMALL | changes)
         started.append(directory)
         if cli:
-            assert main(["up", "--base-port", "0", "--cascade", ",".join(cascade) or "none", *flags(settings)]) == 0
+            code = main(["up", "--base-port", "0", "--cascade", ",".join(cascade) or "none", *flags(settings)])
+            assert code == 0, f"`stormlab up` exited {code}; its logs end: {logs_tail(directory)}"
             state = running(directory)
         else:
             state = launcher.up(settings, base_port=0, directory=directory, cascade=cascade, external=external)
@@ -100,6 +101,14 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..
         launcher.down(directory)
         leftovers = [pid for pid in pids if pid and alive(pid)]  # its children too, not only the supervisor
         assert leftovers == [], f"processes of the lab left behind: {leftovers}"
+        rules = launcher.kernel_links_of(directory)
+        assert rules is None or not rules.present(), f"the lab's rules left in the kernel: {rules.nat}, {rules.cut}"
+
+
+def logs_tail(directory: Path, lines: int = 8) -> str:
+    """The last lines of each of a lab's logs (why it did not come up)."""
+    logs = sorted((directory / "logs").glob("*.log"))
+    return " || ".join(f"{log.name}: " + " | ".join(log.read_text(errors="replace").splitlines()[-lines:]) for log in logs)
 
 
 def alive(pid: int) -> bool:

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from chaos.kernel_link import available
 from stormcore import roster
 from stormlab.cli import main
+from stormlab.engine import launcher
 from stormlab.runs import writecheck
 from tests.conftest import ctrl_c_reaches_it, until
 
@@ -143,6 +145,23 @@ def test_an_interrupted_start_leaves_nothing_running(tmp_path, signum):
             cli.communicate()
         for pid in processes_of(directory):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(available() is not None, reason=str(available()))
+def test_a_lab_killed_outright_leaves_no_rule_in_the_kernel_after_down(lab):
+    """The link proxy's own shutdown removes its rules; killed with its supervisor it has none, and
+    `down` (which finds the supervisor gone) removes what it left, from the lab's plan."""
+    started = lab(link_cut="kernel")
+    rules = launcher.kernel_links_of(started.directory)
+    assert rules is not None and rules.present()
+    for pid in processes_of(started.directory):
+        os.kill(pid, signal.SIGKILL)
+    until(lambda: not processes_of(started.directory), limit_s=10, interval_s=0.1, what="every process of the lab gone")
+    assert rules.present(), "the killed proxy had no chance to remove its rules"
+    assert launcher.down(started.directory) is False  # nothing was up to stop
+    assert not rules.present()
 
 
 @pytest.mark.lab

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chaos.kernel_link import KernelLinks, chains, cut, detour, dropped_bytes, redirect, reset_requests
+from chaos.kernel_link import KernelLinks, chains, cut, detour, dropped_bytes, ports_in_rules, redirect, reset_requests
 
 
 def test_a_cut_drops_the_links_connections_both_ways_or_one():
@@ -30,6 +30,21 @@ def test_what_a_lease_dropped_is_read_from_its_rules_counters():
 """
     assert dropped_bytes(listing, "stormlab-lease-3") == 960  # both of its racks, not lease 31's
     assert dropped_bytes(listing, "stormlab-lease-4") == 0
+
+
+def test_the_ports_a_labs_rules_name_are_read_from_iptables_save():
+    saved = """*nat
+:STORMLAB-NAT-14065 - [0:0]
+:DOCKER - [0:0]
+-A OUTPUT -o lo -p tcp -j STORMLAB-NAT-14065
+-A DOCKER -p tcp -m tcp --dport 9000 -j DNAT --to-destination 172.17.0.2:9000
+-A STORMLAB-NAT-14065 -d 127.0.0.1/32 -p tcp -m tcp --dport 14074 -j DNAT --to-destination 127.0.0.1:14064
+COMMIT
+*filter
+-A STORMLAB-CUT-14065 -p tcp -m conntrack --ctorigdstport 14075 -m comment --comment stormlab-lease-1 -j DROP
+COMMIT
+"""
+    assert ports_in_rules(saved) == {14065, 14074, 14064, 14075}  # docker's 9000 is not a lab's
 
 
 def test_a_labs_chains_are_its_own_and_fit_iptables():

@@ -72,3 +72,14 @@ def test_a_claim_holds_while_it_is_fresh_and_is_forgotten_after(tmp_path, monkey
     (tmp_path / "21002").unlink()
     assert ports_module._free_ports(1) == [21_000]
     assert sorted(int(p.name) for p in tmp_path.iterdir()) == [21_000, 21_001]
+
+
+def test_free_ports_leave_alone_the_ports_a_labs_rules_in_the_kernel_name(tmp_path, monkeypatch):
+    """A killed lab's redirect left in the kernel (root, link_cut=kernel) would take a new lab's
+    connections to that port elsewhere, and it would never come up healthy."""
+    monkeypatch.setattr(ports_module, "claims_dir", lambda: tmp_path)
+    monkeypatch.setattr(ports_module, "_HANDED_OUT", set())
+    monkeypatch.setattr(ports_module.random, "randrange", lambda low, high: 20_000)
+    monkeypatch.setattr(ports_module, "port_free", lambda port: True)
+    monkeypatch.setattr(ports_module, "ports_in_kernel", lambda: {20_001, 20_003})
+    assert ports_module._free_ports(4) == [20_000, 20_002, 20_004, 20_005]
