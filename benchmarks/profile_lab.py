@@ -31,6 +31,7 @@ from chaos import catalog  # noqa: E402
 from stormcore.auth import ensure_token, headers  # noqa: E402
 from stormcore.settings import LabSettings, Pace  # noqa: E402
 from stormlab import launcher, observe  # noqa: E402
+from stormlab.runs.bench import with_section  # noqa: E402
 
 PROCESSES = ("rack-00", "linkproxy", "metadata", "loadgen")
 TOP = 8
@@ -127,8 +128,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     existing = args.out.read_text() if args.out.exists() else "# stormlab benchmarks\n\n"
-    head = existing[: existing.index("## Profiles")] if "## Profiles" in existing else existing
-    args.out.write_text(head.rstrip("\n") + "\n\n" + text)
+    args.out.write_text(with_section(existing, "## Profiles", text))
     return 0
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from stormcore.errors import LabError, UsageError
 from stormcore.web import json_error
@@ -251,7 +252,7 @@ def host_of(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-def host_check(allowed: Iterable[str]) -> Callable[[web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]], Awaitable]:
+def host_check(allowed: Iterable[str]) -> Middleware:
     """A middleware that answers 421 to a request addressed to a name the page is not served under."""
     names = frozenset(name.lower() for name in allowed)
 

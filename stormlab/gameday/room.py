@@ -45,7 +45,6 @@ from stormcore.procs import Child
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher
 from stormlab.engine.speed import HERD_CPU_FACTOR, LADDER
-from stormlab.engine.story import LAB_CPU_BUDGET
 from stormlab.gameday import reach, roles, room_compose, room_debrief
 from stormlab.gameday.moves import ROLES
 from stormlab.gameday.reach import Reach
@@ -61,9 +60,15 @@ PRIVATE = (TOKEN_ENV, TOKEN_FILE_ENV)  # a token exported where the room starts:
 # What one lab takes from the host in its baseline, in cores at speed 1 (docs/rooms.md): a part that
 # does not grow with the fleet (the metadata service's loop, loadgen, the link proxy, the cascade's
 # services, the supervisor) and a part per node (the racks' renewals, the metadata service's work).
-# The herd asks HERD_CPU_FACTOR times the baseline.
+# A room's lab at the herd asks ROOM_HERD_CPU_FACTOR times the baseline: more than a lab alone
+# (HERD_CPU_FACTOR), for its customers' retries and its runner's readings grow with the herd too.
 LAB_FIXED_CORES = 0.12  # measured 2026-12-03, 2 cores: a 1,000-node lab 0.19 cores at its baseline
 LAB_CORES_PER_NODE = 0.00007  # … and a 10,000-node lab 0.81 (docs/scale.md)
+ROOM_HERD_CPU_FACTOR = 2.8  # measured 2026-12-05, 2 cores: each 400-node lab of a room 0.41-0.42 cores at the herd
+# A host running several labs (each some 14 processes) breaks the loop-lag budget sooner than one lab's
+# (LAB_CPU_BUDGET): measured 2026-12-05 here, four 400-node labs at the herd (1.64 cores, the host 91%
+# busy) ran loadgen and racks 127-256 ms late, three (1.25 cores, the host 68-80%) stayed valid.
+ROOM_CPU_BUDGET = 0.70
 # On compose a team's stack is some 36 containers: each rack and service its own interpreter, their
 # healthchecks (an exec every 5 s each), Docker's port proxies, Prometheus and Alertmanager. Measured
 # 2026-12-03 here (2 teams of 400 nodes): 0.50 cores a team at its baseline, 0.63 in the storm, 0.87
@@ -71,20 +76,19 @@ LAB_CORES_PER_NODE = 0.00007  # … and a 10,000-node lab 0.81 (docs/scale.md)
 # And a host running them breaks the loop-lag budget sooner (loadgen 210-240 ms late with the host
 # 75% busy), so compose rooms keep their herds under a lower share of the cores.
 COMPOSE_TEAM_CORES = 0.29
-COMPOSE_CPU_BUDGET = 0.70
 COMPOSE_SPEEDS = (1.0,)  # game days on compose run the stack at its STORMLAB_SPEED, 1
 
 
 def lab_cores(nodes: int, speed: float, backend: str = "local") -> float:
     """What one lab of ``nodes`` asks of the host at the herd, in cores, at ``speed``."""
-    fixed = LAB_FIXED_CORES + (COMPOSE_TEAM_CORES if backend == "compose" else 0.0)
-    return HERD_CPU_FACTOR * (fixed + LAB_CORES_PER_NODE * nodes) * speed
+    if backend == "compose":  # its herd measured at HERD_CPU_FACTOR times the stack's baseline
+        return HERD_CPU_FACTOR * (LAB_FIXED_CORES + COMPOSE_TEAM_CORES + LAB_CORES_PER_NODE * nodes) * speed
+    return ROOM_HERD_CPU_FACTOR * (LAB_FIXED_CORES + LAB_CORES_PER_NODE * nodes) * speed
 
 
 def teams_fit(nodes: int, speed: float, cores: int, backend: str = "local") -> int:
     """How many labs of ``nodes`` fit on ``cores`` at ``speed``: their herds together under the budget."""
-    budget = COMPOSE_CPU_BUDGET if backend == "compose" else LAB_CPU_BUDGET
-    return math.floor(budget * cores / lab_cores(nodes, speed, backend) + 1e-9)
+    return math.floor(ROOM_CPU_BUDGET * cores / lab_cores(nodes, speed, backend) + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -132,8 +136,8 @@ def size(teams: int, nodes: int, speed: float | None, cores: int | None = None, 
             else "or --speed auto"
         )
         raise UsageError(
-            f"{sizing.words()}: over the {COMPOSE_CPU_BUDGET if backend == 'compose' else LAB_CPU_BUDGET:.0%} "
-            f"of the host's cores a valid {'compose room' if backend == 'compose' else 'run'} may use: "
+            f"{sizing.words()}: over the {ROOM_CPU_BUDGET:.0%} "
+            f"of the host's cores a valid {'compose room' if backend == 'compose' else 'room'} may use: "
             f"at most {fit} team{'s' if fit != 1 else ''} here{hint} ({other})"
         )
     return sizing

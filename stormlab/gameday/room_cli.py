@@ -366,8 +366,8 @@ def console(args: argparse.Namespace) -> int:
 
 async def serve(served: web.Application, where: Reach, port: int) -> None:
     """The console where ``where`` says until interrupted; says where (the port it got, for --port 0)."""
-    runner, url = await reach.start(served, where, port, "console", "--port")
-    token = room.room_dir() / room.FACILITATOR
+    at = await reach.start(served, where, port, "console", "--port")
+    url, token = at.url, room.room_dir() / room.FACILITATOR
     print(f"the room's console: {url}/ (its controls: {url}/#token=… with the token in {token})", flush=True)
     print(f"the join page to project for the class (every role's link and QR code): {url}/join#token=…", flush=True)
     if where.tls:
@@ -375,7 +375,7 @@ async def serve(served: web.Application, where: Reach, port: int) -> None:
     try:
         await asyncio.Event().wait()
     finally:
-        await runner.cleanup()
+        await at.runner.cleanup()
 
 
 def env(args: argparse.Namespace) -> int:

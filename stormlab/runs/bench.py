@@ -335,6 +335,18 @@ class Bench:
         self.say(f"wrote {out}")
 
 
+def with_section(existing: str, heading: str, text: str) -> str:
+    """``existing`` (a page of ``## `` sections) with the section under ``heading`` replaced by
+    ``text`` (which starts with that heading), up to the next ``## `` section; added at the end if
+    it has none. The pages other measurements write keep theirs (`make profile`, the class's viewers)."""
+    if heading not in existing:
+        return existing.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    start = existing.index(heading)
+    following = existing.find("\n## ", start + len(heading))
+    rest = existing[following + 1 :] if following >= 0 else ""
+    return existing[:start] + text.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
+
+
 async def _measure(bench: Bench, fleets: list[tuple[int, int]]) -> None:
     bench.say("membership path against a bare handler …")
     await bench.membership_vs_bare()

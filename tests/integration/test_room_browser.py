@@ -8,13 +8,25 @@ them, its metadata service never paused); the facilitator's page shows both curv
 leaderboard; a move with another role's token, or another team's, is refused. The facilitator
 holds the game for a moment: her console says ON HOLD, a move on the lab is refused, an ack is not.
 
+Where the test may make a second machine (root: a network namespace, tests/browser.py) the class
+plays from its own laptop: the room listens on the host's end of a veth pair, over TLS with a
+certificate of the test's own that the browser pins, and the browser runs inside the namespace,
+reaching the room only there. The facilitator projects the join page (every role's link and QR
+code); a request under a foreign Host is refused, and a team's token reads neither another team's
+game nor, without it, its own. Elsewhere the room is this host's, on loopback, as before.
+
 Screenshots of both consoles in the storm go to $STORMLAB_SCREENSHOTS if set (docs/rooms/)."""
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
+import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,8 +36,8 @@ from selenium.webdriver.support.ui import Select
 
 from chaos import journal
 from stormlab.cli import main
-from stormlab.gameday import monitoring, players, roles, room, room_cli
-from tests.browser import chromium
+from stormlab.gameday import monitoring, players, reach, roles, room, room_cli
+from tests.browser import Laptop, can_make_a_laptop, chromium, laptop
 from tests.conftest import until
 
 pytestmark = pytest.mark.storm
@@ -88,23 +100,62 @@ def shot(driver, name: str, tmp_path: Path) -> None:
     driver.save_screenshot(str(where / name))
 
 
+def spki(cert: str) -> str:
+    """The certificate's public key's SHA-256, base64: what Chromium pins (--ignore-certificate-errors-spki-list)."""
+    der = ssl.PEM_cert_to_DER_cert(Path(cert).read_text())
+    key = subprocess.run(["openssl", "x509", "-inform", "der", "-pubkey", "-noout"], input=der, capture_output=True, check=True).stdout
+    spki_der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=key, capture_output=True, check=True).stdout
+    return base64.b64encode(hashlib.sha256(spki_der).digest()).decode()
+
+
+def answer(url: str, cert: str, token: str | None = None, host: str | None = None) -> int:
+    """The status a page answers a script on the class's network (the room's certificate pinned)."""
+    context = ssl.create_default_context(cafile=cert)
+    headers = ({"Authorization": f"Bearer {token}"} if token else {}) | ({"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10, context=context) as got:
+            return got.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+@pytest.fixture
+def class_laptop():
+    """The class's laptop where the test may make one (root), else None: the room on loopback."""
+    if can_make_a_laptop() is not None:
+        yield None
+        return
+    with laptop() as made:
+        yield made
+
+
 @pytest.mark.timeout(420)
-def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_knows(tmp_path, monkeypatch, capsys):
+def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_knows(tmp_path, monkeypatch, capsys, class_laptop):
     home = (tmp_path / "state").resolve()
     monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
     console = None
+    where: Laptop | None = class_laptop
+    reachable, pinned = [], []
+    if where is not None:  # the room on the host's end of the laptop's link, over TLS; the browser pins its certificate
+        tls = reach.make_certificate(tmp_path / "tls", [where.host_ip])
+        reachable = ["--listen", where.host_ip, "--tls-cert", tls.cert, "--tls-key", tls.key]
+        pinned = [f"--ignore-certificate-errors-spki-list={spki(tls.cert)}"]
     try:
         # The browser first: its start-up takes both cores for seconds, and two labs of 400 nodes at
         # speed 2 starting under it can fall into a herd they never leave (seen here: 0/400 serving).
-        with chromium() as d:
-            assert main(["room", "up", "--teams", "2", "--scenario", str(SCENARIO), "--speed", "2"]) == 0
-            assert "room: 2 teams of 400 nodes at speed 2" in capsys.readouterr().out
+        with chromium(extra=pinned, on=where) as d:
+            assert main(["room", "up", "--teams", "2", "--scenario", str(SCENARIO), "--speed", "1", *reachable]) == 0
+            out = capsys.readouterr().out
+            assert "room: 2 teams of 400 nodes at speed 1" in out
             card = room.read_card()
             a, b = (Path(card["teams"][t]) for t in ("team-1", "team-2"))
             argv = [sys.executable, "-m", "stormlab.cli", "room", "console", "--port", "0"]
             console = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
             assert console.stdout is not None
             url = console.stdout.readline().split()[3]  # "the room's console: http://127.0.0.1:PORT/ (…)"
+            if where is not None:
+                assert f"the room's pages are served on {where.host_ip}; the players' links use https://{where.host_ip}" in out, out
+                assert url.startswith(f"https://{where.host_ip}:"), url
             # the facilitator waits for the room to settle (every team's customers served) before the game
             settled = lambda: (seen := readings(card)) and len(seen) == 2 and all((e or 0.0) < 0.01 for e, _, _ in seen.values())  # noqa: E731
             until(settled, 60, 2, "the room settled")
@@ -115,7 +166,22 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             assert main(["room", "play"]) == 1  # one game at a time
             assert "a game is on" in capsys.readouterr().err
             room.wait_for_desks()
-            links = {team: room.player_links(where) for team, where in (("team-1", a), ("team-2", b))}
+            links = {team: room.player_links(lab) for team, lab in (("team-1", a), ("team-2", b))}
+            if where is not None:
+                # what a script on the class's network gets: a team's token reads its own game only, none without
+                # it; a page addressed under another name (DNS rebinding) is refused
+                mine, theirs = (links[t]["database"].split("/play#token=") for t in ("team-1", "team-2"))
+                assert links["team-1"]["database"].startswith(f"https://{where.host_ip}:")
+                assert answer(f"{mine[0]}/game.json", tls.cert, mine[1]) == 200
+                assert answer(f"{theirs[0]}/game.json", tls.cert, mine[1]) == 401
+                assert answer(f"{mine[0]}/game.json", tls.cert) == 401
+                assert answer(f"{mine[0]}/play", tls.cert, host="rebound.example") == 421
+                # the facilitator projects the join page: every role of both teams, as a link and a QR code
+                d.get(f"{url}join#token={room.facilitator_token()}")
+                until(
+                    lambda: len(d.find_elements(By.CSS_SELECTOR, "#teams figure svg")) == 2 * len(links["team-1"]), 30, 0.5, "the join page"
+                )
+                assert links["team-2"]["queues"] in d.find_element(By.ID, "teams").text
 
             # team 1's database on-call opens her console with her token: her role, her forms
             d.get(links["team-1"]["database"])
@@ -203,7 +269,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             until(recovered, 150, 2.0, "team 1's game won")
 
             # the facilitator's page: both curves, and the leaderboard with team 1 first
-            d.get(url)
+            d.get(f"{url}#token={room.facilitator_token()}")  # a reachable room's readings show with her token only
             until(lambda: "team-1 yes" in text(d, "leaderboard"), 20, what="the leaderboard")
             board = until(lambda: text(d, "leaderboard"), 10, what="the leaderboard read").splitlines()
             assert board[1].startswith("1 team-1 yes") and board[2].startswith("2 team-2 not yet"), board
@@ -223,8 +289,8 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
         assert made == ["ack", "status", "post-status", "ack", "pause-metadata", "set-capacity", "resume"], made
         assert played["score"]["recovered"] and played["score"]["actions_taken"] == 3
         assert played["roles"]["database"]["moves"] == 3
-        inject, live = played["injects"]  # fired within 2 s of its time (40 s of the game at speed 2), answered, scored
-        assert inject["at_s"] == 20.0 and 0 <= inject["fired_s"] - inject["at_s"] <= 2.0, inject
+        inject, live = played["injects"]  # fired within 2 s of its time (40 s of the game, at speed 1), answered, scored
+        assert inject["at_s"] == 40.0 and 0 <= inject["fired_s"] - inject["at_s"] <= 2.0, inject
         assert inject["answered"] and played["status_page"]["impact_named"]
         assert live["name"] == "live-1" and live["at_s"] is None and live["answered"] and live["answer_s"] < 60
         assert played["score"]["injects_answered"] == played["score"]["injects_fired"] == 2

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from stormcore.errors import UsageError
-from stormlab.runs.bench import Bench, parse_renewal_sizes
+from stormlab.runs.bench import Bench, parse_renewal_sizes, with_section
 
 
 def demo_file(tmp_path, name, nodes, speed, requested, plateau, valid, holds=True, reasons=(), tried=()):
@@ -52,3 +52,13 @@ def test_the_renewal_sizes_are_the_ones_the_bench_knows_with_the_herd_s_20_among
     for bad, said in refused.items():
         with pytest.raises(UsageError, match=said):
             parse_renewal_sizes(bad)
+
+
+def test_a_measurement_writes_its_own_section_of_the_page_and_keeps_the_others():
+    page = "# stormlab benchmarks\n\n## Fleets\n\nrows\n\n## Profiles\n\n### rack-00\n\nlines\n"
+    added = with_section(page, "## A class at once", "## A class at once\n\nfirst\n")
+    assert added.endswith("lines\n\n## A class at once\n\nfirst\n") and "## Fleets\n\nrows" in added
+    again = with_section(added, "## A class at once", "## A class at once\n\nsecond\n")
+    assert "first" not in again and again.count("## A class at once") == 1 and again.endswith("second\n")
+    profiles = with_section(again, "## Profiles", "## Profiles\n\n### metadata\n\nnew\n")
+    assert "### rack-00" not in profiles and "### metadata\n\nnew\n\n## A class at once\n\nsecond\n" in profiles

@@ -27,6 +27,16 @@ def test_more_teams_fit_on_more_cores_smaller_fleets_and_slower_speeds():
     assert room.lab_cores(1000, 0.5) == pytest.approx(room.lab_cores(1000, 1.0) / 2)
 
 
+def test_the_sizing_holds_what_was_measured_here():
+    """benchmarks/class_viewers.py on 2 cores (2026-12-05): four 400-node labs at speed 1 broke the
+    loop-lag budget at their herd (every console open or none), three stayed valid, and four at
+    speed 0.5 stayed valid with every console open: three fit at speed 1, auto slows four to 0.5."""
+    assert room.teams_fit(400, 1.0, 2) == 3
+    assert room.size(4, 400, None, cores=2).speed == 0.5
+    with pytest.raises(UsageError, match=r"over the 70% of the host's cores a valid room may use: at most 3 teams here; at --speed 0.5"):
+        room.size(4, 400, 1.0, cores=2)
+
+
 def test_a_room_that_fits_is_sized_and_one_that_does_not_is_refused_with_what_would():
     fit = room.teams_fit(1000, 1.0, 2)
     assert fit >= 1
