@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos import docker_backend as db
 from chaos.fault_shell import Exec
-from stormlab.gameday import desk, desk_web
+from stormlab.gameday import desk, desk_web, reach
 from stormlab.gameday.ops import Ops
 
 try:
@@ -162,7 +162,7 @@ def desk_on(address: str, directory: Path, token: str) -> Iterator[desk.Desk]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    serving = desk_web.serving(the_desk, Ops({"directory": str(directory)}), address, desk.DEFAULT_PORT, token)
+    serving = desk_web.serving(the_desk, Ops({"directory": str(directory)}), reach.Reach(listen=address), desk.DEFAULT_PORT, token)
     asyncio.run_coroutine_threadsafe(serving.__aenter__(), loop).result(30)
     try:
         yield the_desk
