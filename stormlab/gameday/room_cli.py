@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from stormcore.auth import lab_token_in
+from stormcore.auth import headers, lab_token_in
 from stormcore.errors import LabError, UsageError
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
@@ -228,7 +228,7 @@ async def games(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 return None
             try:
                 token = lab_token_in(Path(card["teams"][team]))
-                async with session.get(f"{desk}/game.json", headers={"Authorization": f"Bearer {token}"}) as resp:
+                async with session.get(f"{desk}/game.json", headers=headers(token)) as resp:
                     return await resp.json() if resp.status == 200 else None
             except (TimeoutError, aiohttp.ClientError, ValueError):
                 return None  # a runner between its rollbacks and its exit: the next reading says it ended
