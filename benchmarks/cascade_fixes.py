@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stormlab.gameday.scoring import moments
+from stormlab.scenarios.scoring import moments
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -34,7 +34,8 @@ from typing import Any
 import aiohttp
 
 from stormcore.labstate import state_dir
-from stormlab.gameday import room, room_cli
+from stormlab.rooms import cli as room_cli
+from stormlab.rooms import room
 from stormlab.runs.bench import with_section
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,9 +21,12 @@ from stormcore.labstate import running
 from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import first_guess, parse_speed
-from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday import ops, replay_cli, room_cli, standalone
+from stormlab.responder import cli as ops_cli
+from stormlab.rooms import cli as room_cli
+from stormlab.rooms import standalone
 from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak, sweep, writecheck
+from stormlab.scenarios import cli as gameday_cli
+from stormlab.scenarios import replay_cli
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
@@ -196,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=lambda args: demo.run(args, settings_from(args)))
     chaos_cli.add_parser(sub)
     gameday_cli.add_parser(sub)
-    ops.add_parser(sub)
+    ops_cli.add_parser(sub)
     room_cli.add_parser(sub, lab_flags, settings_from)
     replay_cli.add_parser(sub)
     tools = (

@@ -68,7 +68,7 @@ schemathesis_checks = Later("schemathesis.checks")
 requests = Later("requests")
 
 LAB_TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
-CONSOLES = ("desk", "room")  # the game's web apps, served by the fuzzer itself against the lab (``consoles``: gameday/standalone.py)
+CONSOLES = ("desk", "room")  # the game's web apps, served by the fuzzer itself against the lab (``consoles``: rooms/standalone.py)
 Consoles = Callable[[dict[str, Any], str, Path], contextlib.AbstractContextManager[dict[str, str]]]
 TARGETS = (*LAB_TARGETS, *CONSOLES)
 NO_ANSWER = "no answer"
@@ -378,7 +378,7 @@ def fuzz(
     requests_n: int, seed: int, only: tuple[str, ...], echo: Callable[[str], None] = print, consoles: Consoles | None = None
 ) -> dict[str, Any]:
     """``consoles``: what serves the desk and the room console against the lab while the block runs
-    (stormlab/gameday/standalone.py's ``serving``, handed in by the command: the game's room sits
+    (stormlab/rooms/standalone.py's ``serving``, handed in by the command: the game's room sits
     beside this one); without it they cannot be fuzzed."""
     schemathesis = _schemathesis()
     lab = Lab()

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from stormcore.settings import LabSettings
-from stormlab.gameday import room, room_cli, room_compose
+from stormlab.rooms import cli as room_cli
+from stormlab.rooms import room, room_compose
 from tests import inprocess
 
 TEAMS = ("team-1", "team-2")

@@ -35,8 +35,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos import docker_backend as db
 from chaos.fault_shell import Exec
-from stormlab.gameday import desk, desk_web, reach
-from stormlab.gameday.ops import Ops
+from stormlab.responder import desk, desk_web, reach
+from stormlab.responder.runbook import Ops
 
 try:
     import docker as sdk

@@ -13,8 +13,8 @@ import pytest
 
 from chaos import journal
 from stormlab.cli import main
-from stormlab.gameday import scoring
-from stormlab.gameday.cli import read
+from stormlab.scenarios import scoring
+from stormlab.scenarios.cli import read
 from tests.conftest import ctrl_c_reaches_it
 
 SCENARIO = """\

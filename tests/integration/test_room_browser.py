@@ -36,7 +36,9 @@ from selenium.webdriver.support.ui import Select
 
 from chaos import journal
 from stormlab.cli import main
-from stormlab.gameday import monitoring, players, reach, roles, room, room_cli
+from stormlab.responder import monitoring, players, reach, roles
+from stormlab.rooms import cli as room_cli
+from stormlab.rooms import room
 from tests.browser import Laptop, can_make_a_laptop, chromium, laptop
 from tests.conftest import until
 

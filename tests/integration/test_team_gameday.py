@@ -15,7 +15,7 @@ import pytest
 from chaos import journal
 from stormcore.auth import read_token
 from stormlab.cli import main
-from stormlab.gameday import desk
+from stormlab.responder import desk
 from tests.conftest import until
 
 # The Monday tail pages the database (one table fails while the aggregate looks fine); the

@@ -14,7 +14,7 @@ from stormcore.settings import LabSettings
 from stormcore.web import json_errors
 from stormlab.engine import launcher
 from stormlab.engine.supervisor import FAULTS, Supervisor
-from stormlab.gameday import bounds, desk_web, monitoring
+from stormlab.responder import bounds, desk_web, monitoring
 from tests.unit.test_team import LAB_TOKEN, as_role, book, page_body  # noqa: F401 (book: the fixture)
 
 

@@ -6,7 +6,7 @@ from chaos import catalog
 from chaos.catalog import ChaosError
 from chaos.cli import add_arguments
 from stormlab.cli import build_parser
-from stormlab.gameday.moves import ACTIONS
+from stormlab.responder.moves import ACTIONS
 
 
 def test_racks_are_a_count_or_a_list_and_are_checked_against_the_lab():

@@ -12,8 +12,8 @@ import yaml
 
 from stormcore import roster
 from stormcore.settings import LabSettings
-from stormlab.gameday import alerts, desk
-from stormlab.gameday.moves import ROLES
+from stormlab.responder import alerts, desk
+from stormlab.responder.moves import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "grafana/dashboards").glob("*.json"))

@@ -1,6 +1,6 @@
 """The debrief's last lines name what did not hold, so the tail of a failed run's log says why."""
 
-from stormlab.gameday import debrief
+from stormlab.scenarios import debrief
 
 JOURNAL = {
     "steps": [

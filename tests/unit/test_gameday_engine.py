@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from stormcore.settings import parse_duration
-from stormlab.gameday import report_html, scoring
-from stormlab.gameday.moves import ACTIONS
-from stormlab.gameday.reader import load
-from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import schedule
+from stormlab.responder.moves import ACTIONS
+from stormlab.scenarios import report_html, scoring
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.runner import Runner
+from stormlab.scenarios.scenario import schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 

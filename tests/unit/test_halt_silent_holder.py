@@ -13,7 +13,8 @@ import pytest
 
 from chaos import cli, client
 from stormcore.errors import LabError
-from stormlab.gameday import room, room_cli
+from stormlab.rooms import cli as room_cli
+from stormlab.rooms import room
 
 
 class Silent:

@@ -2,12 +2,12 @@
 
 import asyncio
 
-from stormlab.gameday import debrief, report, scoring
-from stormlab.gameday.cli import RealClock
-from stormlab.gameday.holds import Holds
-from stormlab.gameday.reader import load
-from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import schedule
+from stormlab.scenarios import debrief, report, scoring
+from stormlab.scenarios.cli import RealClock
+from stormlab.scenarios.holds import Holds
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.runner import Runner
+from stormlab.scenarios.scenario import schedule
 from tests.unit.test_gameday_engine import toy
 
 SCENARIO = """\

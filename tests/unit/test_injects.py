@@ -5,10 +5,11 @@ import asyncio
 
 import pytest
 
-from stormlab.gameday import debrief, scoring
-from stormlab.gameday.reader import load
-from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import ScenarioError, live_inject, schedule
+from stormlab.responder import moves
+from stormlab.scenarios import debrief, scoring
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.runner import Runner
+from stormlab.scenarios.scenario import ScenarioError, live_inject, schedule
 from tests.unit.test_gameday_engine import toy
 
 SCENARIO = """\
@@ -107,7 +108,7 @@ def test_an_inject_is_delivered_as_a_page_but_scored_as_an_inject_not_an_alert()
     journal = {"pages": pages, "player_actions": [entry(12.0, "ack", "database", alert="RetryStorm")], "samples": []}
     card = scoring.roles(journal, onset=0.0)["database"]
     assert card["first_page"] == "RetryStorm" and card["pages"] == 1 and card["time_to_ack_s"] == 2.0  # the inject is not a page here
-    assert [(mark, label) for _, _, mark, label in scoring.role_events(journal)] == [
+    assert [(mark, label) for _, _, mark, label in moves.role_events(journal)] == [
         ("inject", "exec-asks"),
         ("page", "RetryStorm"),
         ("ack", "RetryStorm"),

@@ -4,9 +4,9 @@ reading it refused or stored without its group is a gap in what the players see.
 import pytest
 from aiohttp import web
 
-from stormlab.gameday import monitoring
-from stormlab.gameday.reader import load
-from stormlab.gameday.scenario import ScenarioError
+from stormlab.responder import monitoring
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.scenario import ScenarioError
 
 
 def test_a_reading_whose_datapoint_is_missing_is_a_gap():

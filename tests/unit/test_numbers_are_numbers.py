@@ -16,8 +16,8 @@ from storage_node.policies.errors import PolicyError
 from stormcore import documents
 from stormcore.settings import LabSettings, SettingsError, parse_duration
 from stormcore.wire import WireError, parse_object
-from stormlab.gameday import reader
-from stormlab.gameday.scenario import ScenarioError
+from stormlab.scenarios import reader
+from stormlab.scenarios.scenario import ScenarioError
 
 TOKEN = "n" * 32
 NOT_NUMBERS = ("nan", "NaN", "inf", "-inf", "Infinity", "1e999")

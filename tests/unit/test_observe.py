@@ -4,8 +4,8 @@ from stormcore.settings import LabSettings
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
 from stormlab.engine.observe import host_readings, now_invalid, summarize
-from stormlab.gameday import alerts
-from stormlab.gameday.labs import KEPT
+from stormlab.responder import alerts
+from stormlab.scenarios.labs import KEPT
 
 
 def test_the_worst_of_each_reading_and_whose_it_is():

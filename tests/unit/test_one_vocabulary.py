@@ -10,7 +10,7 @@ from chaos.flags import add_fault_args, help_text
 from stormcore.errors import UsageError
 from stormcore.labstate import backend
 from stormlab.cli import build_parser
-from stormlab.gameday.ops import ACTIONS
+from stormlab.responder.runbook import ACTIONS
 
 
 @pytest.mark.parametrize(

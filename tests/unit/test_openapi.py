@@ -13,7 +13,7 @@ from stormcore import openapi, roster
 from stormcore.openapi import schema_of
 from stormcore.wire import MetadataStatus, RackStatus
 from stormlab.artefacts import apidoc
-from stormlab.gameday import standalone
+from stormlab.rooms import standalone
 
 TOKEN = "a-test-token-long-enough"
 
@@ -75,7 +75,7 @@ def test_fault_bodies_follow_the_catalog():
 def test_docs_list_every_operation():
     doc = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
     assert apidoc.markdown() in doc, "docs/api.md is out of date: python -m stormlab.artefacts.apidoc prints the table"
-    assert standalone.markdown() in doc, "docs/api.md is out of date: python -m stormlab.gameday.standalone prints the consoles' table"
+    assert standalone.markdown() in doc, "docs/api.md is out of date: python -m stormlab.rooms.standalone prints the consoles' table"
 
 
 def test_every_process_of_the_roster_has_its_description_in_the_api_doc():

@@ -8,8 +8,8 @@ import pytest
 from aiohttp import web
 
 from stormcore.errors import LabError, UsageError
-from stormlab.gameday import reach
-from stormlab.gameday.reach import Reach
+from stormlab.responder import reach
+from stormlab.responder.reach import Reach
 
 
 def test_by_default_the_pages_are_on_loopback_and_the_links_say_so():

@@ -5,7 +5,8 @@ with the facilitator's token. Moves and controls take their tokens everywhere, a
 
 import pytest
 
-from stormlab.gameday import desk_web, room_web
+from stormlab.responder import desk_web
+from stormlab.rooms import room_web
 from tests.unit.test_room_console import CARD, TOKEN, snap
 from tests.unit.test_team import LAB_TOKEN, as_role, book  # noqa: F401 (book: the fixture)
 

@@ -7,12 +7,12 @@ import math
 import pytest
 
 from stormcore.errors import UsageError
-from stormlab.gameday import replay, scoring
-from stormlab.gameday.reader import load
-from stormlab.gameday.replay import Move, Script
-from stormlab.gameday.replay_cli import read
-from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import schedule
+from stormlab.scenarios import replay, scoring
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.replay import Move, Script
+from stormlab.scenarios.replay_cli import read
+from stormlab.scenarios.runner import Runner
+from stormlab.scenarios.scenario import schedule
 from tests.unit.test_gameday_engine import toy
 
 SCENARIO = """\

@@ -17,7 +17,7 @@ from stormcore.procs import Child
 from stormcore.settings import LabSettings
 from stormlab.cli import main
 from stormlab.engine.speed import LADDER
-from stormlab.gameday import room
+from stormlab.rooms import room
 
 
 def test_more_teams_fit_on_more_cores_smaller_fleets_and_slower_speeds():
@@ -210,7 +210,7 @@ def test_a_room_that_players_could_not_reach_is_refused_before_any_lab_starts(tm
 
 
 def test_a_reachable_room_hands_its_address_to_each_team_s_runner_and_a_local_one_nothing():
-    from stormlab.gameday.reach import Reach
+    from stormlab.responder.reach import Reach
 
     local = room.runner_argv(Path("s.yaml"), "team-1", 1.0, False, Path("/r"), None, Reach())
     assert "--listen" not in local

@@ -17,7 +17,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.settings import LabSettings
 from stormlab.cli import main
 from stormlab.engine import compose
-from stormlab.gameday import room, room_compose
+from stormlab.rooms import room, room_compose
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORTS = {8700, 8702, 8704, 8705, 8706, 8707, 8708, 8709, 9090, 9093, 3000}  # one stack, its desk and the room's console

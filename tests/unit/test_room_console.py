@@ -3,8 +3,8 @@ the page, and the controls behind the facilitator's token."""
 
 import pytest
 
-from stormlab.gameday import room_web
-from stormlab.gameday.scenario import live_inject
+from stormlab.rooms import room_web
+from stormlab.scenarios.scenario import live_inject
 
 CARD = {"teams": {"team-1": "/x/team-1", "team-2": "/x/team-2"}, "sizing": {"teams": 2, "nodes": 400, "speed": 1.0}}
 TOKEN = "f" * 32

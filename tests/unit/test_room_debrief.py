@@ -3,7 +3,8 @@ the teams' scored journals (two games of the flagship on the toy lab, in virtual
 
 import json
 
-from stormlab.gameday import room_debrief, room_web, scoring
+from stormlab.rooms import room_debrief, room_web
+from stormlab.scenarios import scoring
 from tests.unit.test_gameday_engine import flagship, run, toy
 from tests.unit.test_room_console import CARD, TOKEN, snap
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stormlab.cli import main
-from stormlab.gameday import cli as gameday_cli
+from stormlab.scenarios import cli as gameday_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

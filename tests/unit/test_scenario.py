@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from stormlab.cli import main
-from stormlab.gameday.reader import load
-from stormlab.gameday.scenario import ScenarioError, schedule
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.scenario import ScenarioError, schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -89,7 +89,7 @@ def test_the_same_seed_gives_the_same_fault_schedule():
 
 
 def test_the_settings_a_scenario_needs_are_named_for_compose_and_a_running_lab():
-    from stormlab.gameday.cli import differences
+    from stormlab.scenarios.cli import differences
 
     scenario = load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
     assert differences(scenario.settings, "dynamodb-2015") == {"STORMLAB_GSI_GROWTH": "off"}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from stormlab.cli import main
-from stormlab.gameday import schema
+from stormlab.scenarios import schema
 from tests.unit.test_scenario import GOOD, SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ VALIDATOR = jsonschema_rs.validator_for(json.loads((ROOT / "scenarios/scenario.s
 
 def test_the_published_schema_is_the_one_the_reader_knows():
     assert (ROOT / "scenarios/scenario.schema.json").read_text() == schema.text(), (
-        "run: python -m stormlab.gameday.schema > scenarios/scenario.schema.json"
+        "run: python -m stormlab.scenarios.schema > scenarios/scenario.schema.json"
     )
 
 

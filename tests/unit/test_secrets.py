@@ -3,8 +3,8 @@ file is, never the token; a person at the terminal is shown the tokens to hand o
 
 import json
 
-from stormlab.gameday import cli as gameday_cli
-from stormlab.gameday.desk import Desk
+from stormlab.responder.desk import Desk
+from stormlab.scenarios import cli as gameday_cli
 
 
 def test_a_runners_json_lines_name_the_token_files_not_the_tokens(tmp_path, capsys):

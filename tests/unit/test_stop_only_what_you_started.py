@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from stormcore.procs import Child, start_ticks
-from stormlab.gameday import room
+from stormlab.rooms import room
 
 
 def editor_on_a_scenario() -> subprocess.Popen:

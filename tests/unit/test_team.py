@@ -14,12 +14,13 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
-from stormlab.gameday import alerts, desk, desk_web, monitoring, moves, players, scoring
-from stormlab.gameday.moves import ACTIONS, ROLES, check_role
-from stormlab.gameday.ops import Ops, first_look
-from stormlab.gameday.reader import load
-from stormlab.gameday.runner import Runner
-from stormlab.gameday.scenario import ScenarioError, live_inject, schedule
+from stormlab.responder import alerts, desk, desk_web, monitoring, moves, players
+from stormlab.responder.moves import ACTIONS, ROLES, check_role
+from stormlab.responder.runbook import Ops, first_look
+from stormlab.scenarios import scoring
+from stormlab.scenarios.reader import load
+from stormlab.scenarios.runner import Runner
+from stormlab.scenarios.scenario import ScenarioError, live_inject, schedule
 from tests.unit.test_gameday_engine import ToyLab, VirtualClock, flagship
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_prometheus_rule_file_is_written_from_the_one_definition():
     assert (ROOT / "prometheus/rules/alerts.yml").read_text() == alerts.rules_yaml(), (
-        "run: python -m stormlab.gameday.alerts > prometheus/rules/alerts.yml"
+        "run: python -m stormlab.responder.alerts > prometheus/rules/alerts.yml"
     )
 
 
