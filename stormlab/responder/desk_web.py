@@ -79,6 +79,202 @@ class Game:
     dashboards: tuple[dict[str, str], ...] = ()
 
 
+class Side:
+    """What the desk's handlers share: the desk and the runbook behind it, the lab token, the runner
+    (``game``; none: no score, no injects), what the game has spent of its budgets and the tokenless
+    views. ``guard_reads``: the game's readings (its JSON documents) only to its own roles' tokens
+    and the lab's, for a desk served to other machines; on loopback they are open to this host."""
+
+    def __init__(
+        self,
+        desk: Desk,
+        ops: Ops,
+        lab_token: str,
+        on_page: Callable[[dict[str, Any]], None] | None,
+        game: Game | None,
+        guard_reads: bool,
+    ) -> None:
+        check_strength(lab_token)  # a lab token anyone could guess (or none): the desk would take pages from anyone
+        self.desk, self.ops, self.lab_token, self.on_page, self.game, self.guard_reads = desk, ops, lab_token, on_page, game, guard_reads
+        self.spent = bounds.budgets()  # what this game takes from its players, its pages and its injects, at most
+        # What anyone may open without a token, made at most once a second and after each write.
+        self.views = {name: bounds.Cached(make, time.monotonic, VIEW_EVERY_S) for name, make in
+                      (("page", self.page_html), ("status", self.status_doc), ("game", self.game_doc),
+                       ("monitoring", self.monitoring_doc))}  # fmt: skip
+
+    async def page_html(self) -> bytes:
+        return self.desk.status_page().encode()
+
+    async def status_doc(self) -> bytes:
+        return _json({"posts": self.desk.posts(), "pages": self.desk.pages})
+
+    async def game_doc(self) -> bytes:
+        return _json(game_document(self.desk, self.game.so_far() if self.game else None))
+
+    async def monitoring_doc(self) -> bytes:
+        assert self.game is not None
+        return _json(await self.game.monitoring())
+
+    def written(self) -> None:
+        for name in ("page", "status", "game"):
+            self.views[name].forget()
+
+    def with_lab_token(self, request: web.Request) -> bool:
+        return carries(request.headers.get("Authorization", ""), self.lab_token)
+
+    def role_of(self, request: web.Request) -> str | None:
+        return self.desk.role_of(request.headers.get("Authorization", ""))
+
+    def may_read(self, request: web.Request) -> bool:
+        return not self.guard_reads or self.with_lab_token(request) or self.role_of(request) is not None
+
+
+SIDE = web.AppKey("desk", Side)
+
+
+def _over(exc: bounds.OverBudget) -> web.Response:
+    return json_error(exc.status, "too_large" if exc.status == 413 else "too_many", str(exc))
+
+
+def _unread() -> web.Response:
+    return json_error(401, "unauthorized", "this game's readings take a role's token of this game (or the lab token) as a Bearer token")
+
+
+async def alertmanager(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.with_lab_token(request):
+        return json_error(401, "unauthorized", "the desk takes pages with the lab token as a Bearer token")
+    body = await read_object(request)
+    alerts = body.get("alerts")
+    try:
+        side.spent["pages"].take(encoded_bytes(body), max(1, len(alerts) if isinstance(alerts, list) else 1))
+    except bounds.OverBudget as exc:
+        return _over(exc)
+    try:
+        taken = side.desk.page(body, via="alertmanager")
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    side.written()
+    if side.on_page is not None:
+        for page in taken:
+            side.on_page(page)
+    return web.json_response({"recorded": len(taken)})
+
+
+async def moves(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    role = side.role_of(request)
+    if role is None:
+        return json_error(401, "unauthorized", "the desk takes moves with a role's token (STORMLAB_ROLE_TOKEN) from this game")
+    action, args, claimed = _move(await read_object(request))
+    if claimed != role:
+        return json_error(403, "forbidden", f"this token is the {role} on-call's, not {claimed}'s")
+    try:
+        check_role(role, ACTIONS[action], args)
+    except ChaosError as exc:
+        return json_error(403, "forbidden", str(exc))
+    if side.game is not None and side.game.held() and action not in EVERYONE:
+        waits = f"the facilitator holds the game: {action} waits until it goes on (looks, acks, notes and posts do not)"
+        return json_error(409, "held", waits)
+    try:
+        side.spent["moves"].take(encoded_bytes(args))
+    except bounds.OverBudget as exc:
+        return _over(exc)
+    entry = await side.ops.run(action, args, role)
+    side.written()
+    error = entry.get("error")
+    if isinstance(error, UsageError) and "at" not in entry:  # refused before it was journaled: not a move
+        raise BadRequest(str(error))
+    code = 0 if entry["ok"] else error.exit_code if isinstance(error, (UsageError, LabError)) else 1
+    return web.json_response({"ok": entry["ok"], "message": entry["message"], "role": role, "exit_code": code})
+
+
+async def page(request: web.Request) -> web.Response:
+    return web.Response(body=await request.app[SIDE].views["page"].get(), content_type="text/html")
+
+
+async def status(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.may_read(request):
+        return _unread()
+    return web.Response(body=await side.views["status"].get(), content_type="application/json")
+
+
+async def so_far(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.may_read(request):
+        return _unread()
+    return web.Response(body=await side.views["game"].get(), content_type="application/json")
+
+
+async def inject(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.with_lab_token(request):
+        return json_error(401, "unauthorized", "the desk takes injects with the lab token as a Bearer token")
+    body = await read_object(request)
+    if side.game is None:
+        return json_error(409, "no_game", "no game runs behind this desk: nothing to send an inject in")
+    try:
+        side.spent["injects"].take(encoded_bytes(body))
+    except bounds.OverBudget as exc:
+        return _over(exc)
+    try:
+        sent = side.game.inject(body)
+    except UsageError as exc:
+        raise BadRequest(str(exc)) from None
+    side.written()
+    return web.json_response({"inject": sent})
+
+
+async def hold(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.with_lab_token(request):
+        return json_error(401, "unauthorized", "the desk takes holds with the lab token as a Bearer token")
+    on = hold_wanted(await read_object(request))
+    if side.game is None:
+        return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
+    done = side.game.hold(on)
+    side.written()
+    return web.json_response(done)
+
+
+async def seen(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    if not side.may_read(request):
+        return _unread()
+    if side.game is None:
+        return json_error(409, "no_game", "no game runs behind this desk: no monitoring to show")
+    return web.Response(body=await side.views["monitoring"].get(), content_type="application/json")
+
+
+async def me(request: web.Request) -> web.Response:
+    side = request.app[SIDE]
+    role = side.role_of(request)
+    if role is None:
+        return json_error(401, "unauthorized", "this is a role's page: open it with the role's token (/play#token=…)")
+    dashboards = list(side.game.dashboards) if side.game is not None else []
+    desk = side.desk
+    return web.json_response(
+        {
+            "role": role,
+            "team": desk.team,
+            "title": desk.title,
+            "pages": desk.unacked(role),
+            "moves": players.moves_for(role),
+            "dashboards": dashboards,
+        }
+    )
+
+
+async def play(request: web.Request) -> web.Response:
+    return web.Response(text=players.PAGE, content_type="text/html")
+
+
+# Every route, by its operation in desk_api (where each is described: the fuzzer judges it).
+HANDLERS = {"alertmanager": alertmanager, "moves": moves, "page": page, "status": status, "game": so_far, "monitoring": seen,
+            "inject": inject, "hold": hold, "me": me, "play": play}  # fmt: skip
+
+
 def app(
     desk: Desk,
     ops: Ops,
@@ -87,160 +283,10 @@ def app(
     game: Game | None = None,
     guard_reads: bool = False,
 ) -> web.Application:
-    """The desk's routes. A lab token anyone could guess (or none) is refused here: the desk would
-    take pages from anyone. ``game``: the runner behind it (none: no score, no injects).
-    ``guard_reads``: the game's readings (its JSON documents) only to its own roles' tokens and the
-    lab's, for a desk served to other machines; on loopback they are open to this host."""
-    check_strength(lab_token)
-    spent = bounds.budgets()  # what this game takes from its players, its pages and its injects, at most
-
-    def over(exc: bounds.OverBudget) -> web.Response:
-        return json_error(exc.status, "too_large" if exc.status == 413 else "too_many", str(exc))
-
-    async def page_html() -> bytes:
-        return desk.status_page().encode()
-
-    async def status_doc() -> bytes:
-        return _json({"posts": desk.posts(), "pages": desk.pages})
-
-    async def game_doc() -> bytes:
-        return _json(game_document(desk, game.so_far() if game else None))
-
-    async def monitoring_doc() -> bytes:
-        assert game is not None
-        return _json(await game.monitoring())
-
-    # What anyone may open without a token, made at most once a second and after each write.
-    views = {name: bounds.Cached(make, time.monotonic, VIEW_EVERY_S) for name, make in
-             (("page", page_html), ("status", status_doc), ("game", game_doc), ("monitoring", monitoring_doc))}  # fmt: skip
-
-    def written() -> None:
-        for name in ("page", "status", "game"):
-            views[name].forget()
-
-    def with_lab_token(request: web.Request) -> bool:
-        return carries(request.headers.get("Authorization", ""), lab_token)
-
-    async def alertmanager(request: web.Request) -> web.Response:
-        if not with_lab_token(request):
-            return json_error(401, "unauthorized", "the desk takes pages with the lab token as a Bearer token")
-        body = await read_object(request)
-        alerts = body.get("alerts")
-        try:
-            spent["pages"].take(encoded_bytes(body), max(1, len(alerts) if isinstance(alerts, list) else 1))
-        except bounds.OverBudget as exc:
-            return over(exc)
-        try:
-            taken = desk.page(body, via="alertmanager")
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
-        written()
-        if on_page is not None:
-            for page in taken:
-                on_page(page)
-        return web.json_response({"recorded": len(taken)})
-
-    async def moves(request: web.Request) -> web.Response:
-        role = desk.role_of(request.headers.get("Authorization", ""))
-        if role is None:
-            return json_error(401, "unauthorized", "the desk takes moves with a role's token (STORMLAB_ROLE_TOKEN) from this game")
-        action, args, claimed = _move(await read_object(request))
-        if claimed != role:
-            return json_error(403, "forbidden", f"this token is the {role} on-call's, not {claimed}'s")
-        try:
-            check_role(role, ACTIONS[action], args)
-        except ChaosError as exc:
-            return json_error(403, "forbidden", str(exc))
-        if game is not None and game.held() and action not in EVERYONE:
-            waits = f"the facilitator holds the game: {action} waits until it goes on (looks, acks, notes and posts do not)"
-            return json_error(409, "held", waits)
-        try:
-            spent["moves"].take(encoded_bytes(args))
-        except bounds.OverBudget as exc:
-            return over(exc)
-        entry = await ops.run(action, args, role)
-        written()
-        error = entry.get("error")
-        if isinstance(error, UsageError) and "at" not in entry:  # refused before it was journaled: not a move
-            raise BadRequest(str(error))
-        code = 0 if entry["ok"] else error.exit_code if isinstance(error, (UsageError, LabError)) else 1
-        return web.json_response({"ok": entry["ok"], "message": entry["message"], "role": role, "exit_code": code})
-
-    async def page(request: web.Request) -> web.Response:
-        return web.Response(body=await views["page"].get(), content_type="text/html")
-
-    def may_read(request: web.Request) -> bool:
-        return not guard_reads or with_lab_token(request) or desk.role_of(request.headers.get("Authorization", "")) is not None
-
-    def unread() -> web.Response:
-        return json_error(401, "unauthorized", "this game's readings take a role's token of this game (or the lab token) as a Bearer token")
-
-    async def status(request: web.Request) -> web.Response:
-        if not may_read(request):
-            return unread()
-        return web.Response(body=await views["status"].get(), content_type="application/json")
-
-    async def so_far(request: web.Request) -> web.Response:
-        if not may_read(request):
-            return unread()
-        return web.Response(body=await views["game"].get(), content_type="application/json")
-
-    async def inject(request: web.Request) -> web.Response:
-        if not with_lab_token(request):
-            return json_error(401, "unauthorized", "the desk takes injects with the lab token as a Bearer token")
-        body = await read_object(request)
-        if game is None:
-            return json_error(409, "no_game", "no game runs behind this desk: nothing to send an inject in")
-        try:
-            spent["injects"].take(encoded_bytes(body))
-        except bounds.OverBudget as exc:
-            return over(exc)
-        try:
-            sent = game.inject(body)
-        except UsageError as exc:
-            raise BadRequest(str(exc)) from None
-        written()
-        return web.json_response({"inject": sent})
-
-    async def hold(request: web.Request) -> web.Response:
-        if not with_lab_token(request):
-            return json_error(401, "unauthorized", "the desk takes holds with the lab token as a Bearer token")
-        on = hold_wanted(await read_object(request))
-        if game is None:
-            return json_error(409, "no_game", "no game runs behind this desk: nothing to hold")
-        done = game.hold(on)
-        written()
-        return web.json_response(done)
-
-    async def seen(request: web.Request) -> web.Response:
-        if not may_read(request):
-            return unread()
-        if game is None:
-            return json_error(409, "no_game", "no game runs behind this desk: no monitoring to show")
-        return web.Response(body=await views["monitoring"].get(), content_type="application/json")
-
-    async def me(request: web.Request) -> web.Response:
-        role = desk.role_of(request.headers.get("Authorization", ""))
-        if role is None:
-            return json_error(401, "unauthorized", "this is a role's page: open it with the role's token (/play#token=…)")
-        dashboards = list(game.dashboards) if game is not None else []
-        return web.json_response(
-            {
-                "role": role,
-                "team": desk.team,
-                "title": desk.title,
-                "pages": desk.unacked(role),
-                "moves": players.moves_for(role),
-                "dashboards": dashboards,
-            }
-        )
-
-    async def play(request: web.Request) -> web.Response:
-        return web.Response(text=players.PAGE, content_type="text/html")
-
-    handlers = {"alertmanager": alertmanager, "moves": moves, "page": page, "status": status, "game": so_far, "monitoring": seen,
-                "inject": inject, "hold": hold, "me": me, "play": play}  # fmt: skip
-    return described_app("stormlab desk", desk_api.OPERATIONS, handlers)  # every route described: the fuzzer judges it
+    """The desk's routes over ``desk`` (a weak lab token is refused: see Side)."""
+    served = described_app("stormlab desk", desk_api.OPERATIONS, HANDLERS)
+    served[SIDE] = Side(desk, ops, lab_token, on_page, game, guard_reads)
+    return served
 
 
 def game_document(desk: Desk, so_far: dict[str, Any] | None) -> dict[str, Any]:

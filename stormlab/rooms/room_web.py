@@ -233,112 +233,139 @@ def curve(points: list[tuple[float, float]], width: int = 300, height: int = 40)
     )
 
 
+CONSOLE = web.AppKey("console", Console)
+
+
+def _may_read(request: web.Request) -> bool:
+    return not request.app[CONSOLE].guard_reads or _allowed(request)
+
+
+def _unread() -> web.Response:
+    return json_error(401, "unauthorized", "a room served to other machines shows its teams with the facilitator's token")
+
+
+def _allowed(request: web.Request) -> bool:
+    return carries(request.headers.get("Authorization", ""), request.app[CONSOLE].token)
+
+
+def _refused() -> web.Response:
+    return json_error(401, "unauthorized", "the room's controls take the facilitator's token (room/facilitator) as a Bearer token")
+
+
+async def page(request: web.Request) -> web.Response:
+    return web.Response(text=request.app[CONSOLE].page(), content_type="text/html")
+
+
+async def panel(request: web.Request) -> web.Response:
+    if not _may_read(request):
+        return _unread()
+    return web.Response(text=request.app[CONSOLE].panel(), content_type="text/html")
+
+
+async def debrief(request: web.Request) -> web.StreamResponse:
+    home = request.app[CONSOLE].home
+    name = room_debrief.CHART if request.path.endswith(".png") else room_debrief.PAGE
+    path = None if home is None else home / name
+    if path is None or not path.exists():
+        return json_error(404, "no_debrief", "no game of this room has ended yet: the debrief is written when it does")
+    return web.FileResponse(path)
+
+
+async def join_page(request: web.Request) -> web.Response:
+    return web.Response(text=join.PAGE, content_type="text/html")
+
+
+async def join_links(request: web.Request) -> web.Response:
+    if not _allowed(request):  # every role's token is in them: the facilitator's alone, wherever the room is served
+        return _refused()
+    return web.Response(text=join.links_html(await asyncio.to_thread(request.app[CONSOLE].links)), content_type="text/html")
+
+
+async def document(request: web.Request) -> web.Response:
+    if not _may_read(request):
+        return _unread()
+    return web.json_response(request.app[CONSOLE].document())
+
+
+async def halt(request: web.Request) -> web.Response:
+    if not _allowed(request):
+        return _refused()
+    done = await asyncio.to_thread(request.app[CONSOLE].controls.halt)
+    return web.json_response(
+        {"halted": {team: count for team, (count, _) in done.items()}, "unanswered": {t: f for t, (_, f) in done.items() if f}}
+    )
+
+
+async def start(request: web.Request) -> web.Response:
+    if not _allowed(request):
+        return _refused()
+    controls = request.app[CONSOLE].controls
+    body = await read_object(request)
+    autopilot = body.get("autopilot", False)
+    if not isinstance(autopilot, bool):
+        raise BadRequest("autopilot is true or false")
+    if controls.start is None:
+        return json_error(409, "no_scenario", "this console was started without --scenario: nothing to start")
+    try:
+        game = await asyncio.to_thread(controls.start, autopilot)
+    except LabError as exc:
+        return json_error(409, "conflict", str(exc))
+    return web.json_response({"started": sorted(game["teams"]), "scenario": game["scenario"]})
+
+
+async def inject(request: web.Request) -> web.Response:
+    if not _allowed(request):
+        return _refused()
+    console = request.app[CONSOLE]
+    body = await read_object(request)
+    team = body.pop("team", "all")
+    if not isinstance(team, str) or (team != "all" and team not in console.card["teams"]):
+        raise BadRequest(f"team: all, or one of {', '.join(console.card['teams'])}")
+    try:
+        sent = await asyncio.to_thread(console.controls.inject, body, None if team == "all" else team)
+    except ScenarioError as exc:
+        raise BadRequest(str(exc)) from None
+    return web.json_response({"sent": sent})
+
+
+async def hold(request: web.Request) -> web.Response:
+    if not _allowed(request):
+        return _refused()
+    told = await asyncio.to_thread(request.app[CONSOLE].controls.hold, hold_wanted(await read_object(request)))
+    return web.json_response({"told": told})
+
+
+async def end(request: web.Request) -> web.Response:
+    if not _allowed(request):
+        return _refused()
+    ended = await asyncio.to_thread(request.app[CONSOLE].controls.end)
+    return web.json_response({"ended": {team: state.get("outcome") for team, state in ended.items()}})
+
+
+async def sampling(served: web.Application) -> AsyncIterator[None]:
+    """The console reads every team every EVERY_S while it is served."""
+    console = served[CONSOLE]
+
+    async def loop() -> None:
+        while True:
+            try:
+                await console.sample()
+            except Exception:  # a lab going down mid-read: the next reading says so; the console goes on
+                log.exception("reading the room failed")
+            await asyncio.sleep(EVERY_S)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+
+
+# Every route, by its operation in room_api (where each is described: the fuzzer judges it).
+HANDLERS = {"page": page, "panel": panel, "document": document, "debrief": debrief, "chart": debrief, "halt": halt,
+            "join": join_page, "join_links": join_links, "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
+
+
 def app(console: Console) -> web.Application:
-
-    async def page(request: web.Request) -> web.Response:
-        return web.Response(text=console.page(), content_type="text/html")
-
-    def may_read(request: web.Request) -> bool:
-        return not console.guard_reads or allowed(request)
-
-    def unread() -> web.Response:
-        return json_error(401, "unauthorized", "a room served to other machines shows its teams with the facilitator's token")
-
-    async def panel(request: web.Request) -> web.Response:
-        if not may_read(request):
-            return unread()
-        return web.Response(text=console.panel(), content_type="text/html")
-
-    async def debrief(request: web.Request) -> web.StreamResponse:
-        name = room_debrief.CHART if request.path.endswith(".png") else room_debrief.PAGE
-        path = None if console.home is None else console.home / name
-        if path is None or not path.exists():
-            return json_error(404, "no_debrief", "no game of this room has ended yet: the debrief is written when it does")
-        return web.FileResponse(path)
-
-    async def join_page(request: web.Request) -> web.Response:
-        return web.Response(text=join.PAGE, content_type="text/html")
-
-    async def join_links(request: web.Request) -> web.Response:
-        if not allowed(request):  # every role's token is in them: the facilitator's alone, wherever the room is served
-            return refused()
-        return web.Response(text=join.links_html(await asyncio.to_thread(console.links)), content_type="text/html")
-
-    async def document(request: web.Request) -> web.Response:
-        if not may_read(request):
-            return unread()
-        return web.json_response(console.document())
-
-    def allowed(request: web.Request) -> bool:
-        return carries(request.headers.get("Authorization", ""), console.token)
-
-    def refused() -> web.Response:
-        return json_error(401, "unauthorized", "the room's controls take the facilitator's token (room/facilitator) as a Bearer token")
-
-    async def halt(request: web.Request) -> web.Response:
-        if not allowed(request):
-            return refused()
-        done = await asyncio.to_thread(console.controls.halt)
-        return web.json_response(
-            {"halted": {team: count for team, (count, _) in done.items()}, "unanswered": {t: f for t, (_, f) in done.items() if f}}
-        )
-
-    async def start(request: web.Request) -> web.Response:
-        if not allowed(request):
-            return refused()
-        body = await read_object(request)
-        autopilot = body.get("autopilot", False)
-        if not isinstance(autopilot, bool):
-            raise BadRequest("autopilot is true or false")
-        if console.controls.start is None:
-            return json_error(409, "no_scenario", "this console was started without --scenario: nothing to start")
-        try:
-            game = await asyncio.to_thread(console.controls.start, autopilot)
-        except LabError as exc:
-            return json_error(409, "conflict", str(exc))
-        return web.json_response({"started": sorted(game["teams"]), "scenario": game["scenario"]})
-
-    async def inject(request: web.Request) -> web.Response:
-        if not allowed(request):
-            return refused()
-        body = await read_object(request)
-        team = body.pop("team", "all")
-        if not isinstance(team, str) or (team != "all" and team not in console.card["teams"]):
-            raise BadRequest(f"team: all, or one of {', '.join(console.card['teams'])}")
-        try:
-            sent = await asyncio.to_thread(console.controls.inject, body, None if team == "all" else team)
-        except ScenarioError as exc:
-            raise BadRequest(str(exc)) from None
-        return web.json_response({"sent": sent})
-
-    async def hold(request: web.Request) -> web.Response:
-        if not allowed(request):
-            return refused()
-        told = await asyncio.to_thread(console.controls.hold, hold_wanted(await read_object(request)))
-        return web.json_response({"told": told})
-
-    async def end(request: web.Request) -> web.Response:
-        if not allowed(request):
-            return refused()
-        ended = await asyncio.to_thread(console.controls.end)
-        return web.json_response({"ended": {team: state.get("outcome") for team, state in ended.items()}})
-
-    async def sampling(served: web.Application) -> AsyncIterator[None]:
-        async def loop() -> None:
-            while True:
-                try:
-                    await console.sample()
-                except Exception:  # a lab going down mid-read: the next reading says so; the console goes on
-                    log.exception("reading the room failed")
-                await asyncio.sleep(EVERY_S)
-
-        task = asyncio.create_task(loop())
-        yield
-        task.cancel()
-
-    handlers = {"page": page, "panel": panel, "document": document, "debrief": debrief, "chart": debrief, "halt": halt,
-                "join": join_page, "join_links": join_links,
-                "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
-    served = described_app("stormlab room console", room_api.OPERATIONS, handlers)  # every route described: the fuzzer judges it
+    served = described_app("stormlab room console", room_api.OPERATIONS, HANDLERS)
+    served[CONSOLE] = console
     served.cleanup_ctx.append(sampling)
     return served
