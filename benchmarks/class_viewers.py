@@ -129,7 +129,7 @@ def main() -> int:
         before = sum(cpu_s(pid) for pid in pids)
         time.sleep(args.window)
         idle = sum(cpu_s(pid) for pid in pids) - before
-        storming = {team: (snap or {}).get("customer_error_ratio") for team, snap in asyncio.run(room_cli.readings(card)).items()}
+        storming = {team: s.reading.customer_error_ratio if s else None for team, s in asyncio.run(room_cli.readings(card)).items()}
         stormlab("room", "end")
         validity, reasons = {}, {}
         for team in card["teams"]:

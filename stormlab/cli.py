@@ -20,6 +20,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
 from stormlab.engine import launcher, observe
+from stormlab.engine.reading import Reading
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.responder import cli as ops_cli
 from stormlab.rooms import cli as room_cli
@@ -137,13 +138,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not state:
         raise LabError("no lab is up: start one with `stormlab up`")
 
-    async def read() -> dict:
+    async def read() -> Reading:
         async with aiohttp.ClientSession() as session:
             return await observe.snapshot(session, state)
 
     snap = asyncio.run(read())
-    snap.pop("racks")
-    print(json.dumps(snap, indent=1) if args.json else observe.render(snap))
+    print(json.dumps(snap.to_json(), indent=1) if args.json else observe.render(snap))
     return 0
 
 

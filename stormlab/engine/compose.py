@@ -26,6 +26,7 @@ from stormcore.errors import LabError
 from stormcore.settings import LabSettings
 from stormcore.wire import RackStatus
 from stormlab.engine import observe
+from stormlab.engine.reading import Reading
 
 # The processes whose /status the stack publishes, with their default ports (compose's *_PORT).
 PUBLISHED = {p.name: p.published_port for p in roster.SINGLE if p.engines}
@@ -252,7 +253,7 @@ class DockerStack:
             )
         return out
 
-    def _sample(self) -> dict[str, Any]:
+    def _sample(self) -> Reading:
         raw = {name: get_json(f"{url}/status") for name, url in self.published.items()}
         racks = self.racks()
         return observe.summarize(
@@ -266,7 +267,7 @@ class DockerStack:
             settings=self.settings,
         )
 
-    async def sample(self) -> dict[str, Any]:
+    async def sample(self) -> Reading:
         return await asyncio.to_thread(self._sample)
 
     def dashboards(self) -> list[dict[str, str]]:

@@ -23,6 +23,7 @@ from stormcore.wire import (
     Status,
     WireError,
 )
+from stormlab.engine.reading import Reading
 from stormlab.engine.story import Sample, host_fields, invalid_reasons
 
 TIMEOUT = aiohttp.ClientTimeout(total=2.0)
@@ -42,7 +43,7 @@ async def snapshot(
     nodes: bool = False,
     lag_window_s: float | None = None,
     token: str | None = None,
-) -> dict[str, Any]:
+) -> Reading:
     """One reading of the whole local lab; missing components show as unreachable.
 
     ``loop_lag_p99_s`` is the worst component's p99 over the last 10 s, or over ``lag_window_s``;
@@ -59,7 +60,7 @@ async def snapshot(
     held = [reply for reply in replies[len(names) :] if reply]
     settings = LabSettings.from_env(state["settings"])
     racks = [r for n, raw in by_name.items() if n.startswith("rack-") and (r := read_status(RackStatus, raw))]
-    return {"speed": settings.speed, "links": state.get("links", "")} | summarize(
+    return summarize(
         endpoints={n: c["url"] for n, c in comps.items()},
         unreachable=sorted(n for n, r in by_name.items() if r is None),
         statuses={name: read_status(kind, by_name.get(name)) for name, kind in STATUS_TYPES.items()},
@@ -69,7 +70,7 @@ async def snapshot(
         faults=[f for r in [by_name.get("linkproxy") or {}, *held] for f in r.get("faults", [])],
         nodes=nodes,
         settings=settings,
-    )
+    ).but(speed=settings.speed, links=state.get("links", ""))
 
 
 async def wait_serving(
@@ -80,10 +81,10 @@ async def wait_serving(
     start = time.monotonic()
     while time.monotonic() < start + limit_s:
         snap = await snapshot(session, state)
-        if snap["nodes_total"] and snap["nodes_serving"] == snap["nodes_total"]:
+        if snap.nodes_total and snap.nodes_serving == snap.nodes_total:
             return time.monotonic() - start
         if say:
-            say(f"  … {snap['nodes_serving']}/{snap['nodes_total']} nodes serving")
+            say(f"  … {snap.nodes_serving}/{snap.nodes_total} nodes serving")
         await asyncio.sleep(2.0)
     raise LabError(f"not every node was serving after {limit_s:.0f}s")
 
@@ -183,39 +184,37 @@ def summarize(
     faults: list[dict[str, Any]],
     nodes: bool = False,
     settings: LabSettings | None = None,
-) -> dict[str, Any]:
+) -> Reading:
     """The lab in one reading, from its processes' statuses: the one shape `status`, the demo
     and game days (local or on compose) read. A process that did not answer gives None.
     ``settings``: the lab's racks and cells, for each cell's share of its nodes disqualified
     (none given: one cell)."""
     renewal = [r.renewal_p99_s for r in racks if r.renewal_p99_s is not None]
-    picked = {
+    picked: dict[str, Any] = {
         key: getattr(statuses[name], field) if statuses.get(name) is not None else None
         for name, fields in PICKED.items()
         for key, field in fields.items()
     }
-    return {
-        "endpoints": endpoints,
-        "unreachable": unreachable,
-        "nodes_total": sum(r.nodes_total for r in racks),
-        "nodes_serving": sum(r.nodes_serving for r in racks),
-        "nodes_disqualified": sum(r.nodes_disqualified for r in racks),
-        "nodes_starting": sum(r.nodes_starting for r in racks),
-        "racks_link_down": sorted(r.rack for r in racks if not r.link_up),
-        "cell_disqualified_fraction": by_cell(racks, settings),
-        **picked,
-        "table_error_ratio": picked["table_error_ratio"] or {},
-        "membership_sizes": picked["membership_sizes"] or {},
-        "renewal_p99_s": max(renewal) if renewal else None,
-        "renewal_attempts_total": {a: sum(r.renewal_attempts_total.get(a, 0) for r in racks) for a in ("first", "retry")},
-        "allowance_s": allowance_s,
-        **{key: host.get(key) for key, _, by in HOST_KEYS},
-        "lab_cpu_cores": host.get("lab_cpu_cores"),
-        "host_cores": host.get("host_cores"),
-        **{by: host.get(by, "") for _, _, by in HOST_KEYS if by},
-        "faults": faults,
-        "racks": {r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
-    }
+    host_picked: dict[str, Any] = {key: host.get(key) for key, _, _ in HOST_KEYS} | {by: host.get(by) or "" for _, _, by in HOST_KEYS if by}
+    return Reading(
+        endpoints=endpoints,
+        unreachable=unreachable,
+        nodes_total=sum(r.nodes_total for r in racks),
+        nodes_serving=sum(r.nodes_serving for r in racks),
+        nodes_disqualified=sum(r.nodes_disqualified for r in racks),
+        nodes_starting=sum(r.nodes_starting for r in racks),
+        racks_link_down=sorted(r.rack for r in racks if not r.link_up),
+        cell_disqualified_fraction=by_cell(racks, settings),
+        **picked | {"table_error_ratio": picked["table_error_ratio"] or {}, "membership_sizes": picked["membership_sizes"] or {}},
+        renewal_p99_s=max(renewal) if renewal else None,
+        renewal_attempts_total={a: sum(r.renewal_attempts_total.get(a, 0) for r in racks) for a in ("first", "retry")},
+        allowance_s=allowance_s,
+        **host_picked,
+        lab_cpu_cores=host.get("lab_cpu_cores"),
+        host_cores=host.get("host_cores"),
+        faults=faults,
+        racks={r.rack: dataclasses.asdict(r) for r in racks} if nodes else None,
+    )
 
 
 def by_cell(racks: list[RackStatus], settings: LabSettings | None) -> dict[str, float | None]:
@@ -229,21 +228,21 @@ def by_cell(racks: list[RackStatus], settings: LabSettings | None) -> dict[str, 
     return {str(cell): (d / n if n else None) for cell, (d, n) in sorted(counts.items())}
 
 
-def now_invalid(snap: dict[str, Any]) -> list[str]:
+def now_invalid(snap: Reading) -> list[str]:
     """The validity check on one reading (the last 10 s): what `status` can judge. A whole run's
     verdict, with the herd and its worst window, is the demo's and the game day's."""
-    allowance = snap.get("allowance_s") or 0.0
-    reading = Sample(0.0, 0, 0, 0, 0, None, None, snap.get("loop_lag_p99_s") or 0.0, **host_fields(snap))
+    allowance = snap.allowance_s or 0.0
+    reading = Sample(0.0, 0, 0, 0, 0, None, None, snap.loop_lag_p99_s or 0.0, **host_fields(snap))
     return invalid_reasons([reading], 0.0, None, allowance, 1.0) if allowance else []
 
 
-def render(snap: dict[str, Any]) -> str:
+def render(snap: Reading) -> str:
     """The human view of a snapshot."""
 
     def pct(x: float | None) -> str:
         return "  n/a" if x is None else f"{100 * x:5.1f}%"
 
-    pace = Pace(snap.get("speed") or 1.0)
+    pace = Pace(snap.speed or 1.0)
 
     def sec(x: float | None) -> str:  # the lab's times, in profile time
         return "n/a" if x is None else f"{pace.profile(x):.3f}s"
@@ -253,45 +252,43 @@ def render(snap: dict[str, Any]) -> str:
 
     reasons = now_invalid(snap)
     valid = "ok" if not reasons else "INVALID: " + "; ".join(reasons)
-    lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap["endpoints"].items()]
-    if snap["unreachable"]:
-        lines.append(f"unreachable: {', '.join(snap['unreachable'])}")
+    lines = ["endpoints:"] + [f"  {n:<10} {u}" for n, u in snap.endpoints.items()]
+    if snap.unreachable:
+        lines.append(f"unreachable: {', '.join(snap.unreachable)}")
     lines += [
-        f"nodes:      {snap['nodes_serving']} serving, {snap['nodes_disqualified']} disqualified, "
-        f"{snap['nodes_starting']} starting (of {snap['nodes_total']})",
-        f"customers:  {pct(snap['customer_error_ratio'])} of requests failing (last 10 s)"
-        + "".join(f"; cell {c} {pct(r).strip()}" for c, r in sorted((snap.get("cell_error_ratio") or {}).items(), key=lambda i: int(i[0]))),
-        f"metadata:   {snap['metadata_inflight']} in flight on {snap['metadata_cores']} cores"
-        f"{' (PAUSED)' if snap['metadata_paused'] else ''}"
-        + (" (cell 0's service; the other cells' answer on their own /status)" if snap.get("cell_error_ratio") else ""),
-        f"renewals:   p99 {sec(snap['renewal_p99_s'])} against an allowance of {sec(snap['allowance_s'])}",
-        f"host:       event-loop lag p99 {wall(snap['loop_lag_p99_s'])} ({snap['loop_lag_by'] or 'n/a'}), busiest "
-        f"{pct(snap['cpu_ratio'])} of a core ({snap['cpu_by'] or 'n/a'}), the lab {snap['lab_cpu_cores'] or 0:.2f} of "
-        f"{snap['host_cores'] or '?'} cores, longest wait for a core {wall(snap['cpu_wait_s'])} a run, "
-        f"host busy {pct(snap['host_cpu_ratio'])}, steal {pct(snap['host_steal_ratio'])} (last 10 s)",
+        f"nodes:      {snap.nodes_serving} serving, {snap.nodes_disqualified} disqualified, "
+        f"{snap.nodes_starting} starting (of {snap.nodes_total})",
+        f"customers:  {pct(snap.customer_error_ratio)} of requests failing (last 10 s)"
+        + "".join(f"; cell {c} {pct(r).strip()}" for c, r in sorted((snap.cell_error_ratio or {}).items(), key=lambda i: int(i[0]))),
+        f"metadata:   {snap.metadata_inflight} in flight on {snap.metadata_cores} cores"
+        f"{' (PAUSED)' if snap.metadata_paused else ''}"
+        + (" (cell 0's service; the other cells' answer on their own /status)" if snap.cell_error_ratio else ""),
+        f"renewals:   p99 {sec(snap.renewal_p99_s)} against an allowance of {sec(snap.allowance_s)}",
+        f"host:       event-loop lag p99 {wall(snap.loop_lag_p99_s)} ({snap.loop_lag_by or 'n/a'}), busiest "
+        f"{pct(snap.cpu_ratio)} of a core ({snap.cpu_by or 'n/a'}), the lab {snap.lab_cpu_cores or 0:.2f} of "
+        f"{snap.host_cores or '?'} cores, longest wait for a core {wall(snap.cpu_wait_s)} a run, "
+        f"host busy {pct(snap.host_cpu_ratio)}, steal {pct(snap.host_steal_ratio)} (last 10 s)",
         f"speed:      {pace.speed:g}x (the lab's times above in profile time; the host's in wall-clock ms)",
         f"validity:   {valid}",
     ]
-    if snap.get("links"):
-        lines.append(f"links:      {snap['links']}")
-    if snap.get("queue_error_ratio") is not None:
+    if snap.links:
+        lines.append(f"links:      {snap.links}")
+    if snap.queue_error_ratio is not None:
+        lines.append(f"queues:     {pct(snap.queue_error_ratio)} of send/receive failing (metadata age {sec(snap.queue_metadata_age_s)})")
+    if snap.scaling_backlog is not None:
         lines.append(
-            f"queues:     {pct(snap['queue_error_ratio'])} of send/receive failing (metadata age {sec(snap['queue_metadata_age_s'])})"
+            f"scaling:    {pct(snap.scaling_api_error_ratio)} of API calls failing; backlog {snap.scaling_backlog} "
+            f"activities, the oldest {sec(snap.scaling_backlog_oldest_s)}"
         )
-    if snap.get("scaling_backlog") is not None:
+    if snap.metric_put_error_ratio is not None:
         lines.append(
-            f"scaling:    {pct(snap['scaling_api_error_ratio'])} of API calls failing; backlog {snap['scaling_backlog']} "
-            f"activities, the oldest {sec(snap['scaling_backlog_oldest_s'])}"
+            f"metrics:    {pct(snap.metric_put_error_ratio)} of PutMetricData failing, "
+            f"{pct(snap.metric_gap_ratio)} of datapoints without their group (gaps)"
         )
-    if snap.get("metric_put_error_ratio") is not None:
-        lines.append(
-            f"metrics:    {pct(snap['metric_put_error_ratio'])} of PutMetricData failing, "
-            f"{pct(snap['metric_gap_ratio'])} of datapoints without their group (gaps)"
-        )
-    if snap.get("login_p99_s") is not None:
-        lines.append(f"console:    login median {sec(snap.get('login_p50_s'))}, p99 {sec(snap['login_p99_s'])}")
-    if snap["racks_link_down"]:
-        lines.append(f"links down: racks {snap['racks_link_down']}")
-    for f in snap["faults"]:
+    if snap.login_p99_s is not None:
+        lines.append(f"console:    login median {sec(snap.login_p50_s)}, p99 {sec(snap.login_p99_s)}")
+    if snap.racks_link_down:
+        lines.append(f"links down: racks {snap.racks_link_down}")
+    for f in snap.faults:
         lines.append(f"fault:      {f['fault']} #{f['id']} on {f['target']}, {f['left_s']:.1f}s left")
     return "\n".join(lines)

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stormlab.engine.reading import Reading
+
 STORM_RATIO = 0.2  # a lab losing a fifth of its customer requests is in a storm
 RECOVERED_RATIO = 0.01
 LAG_BUDGET = 0.05  # of the allowance, the whole run's p99: above it the host, not the model, shapes the run
@@ -69,18 +71,18 @@ class Sample:
     host_steal_ratio: float | None = None
 
 
-def host_fields(reading: Mapping[str, Any]) -> dict[str, Any]:
+def host_fields(reading: Reading) -> dict[str, Any]:
     """A reading's host figures (a snapshot, or a game day's sample) as :class:`Sample` fields."""
     return {
-        "lag_by": reading.get("loop_lag_by") or "",
-        "cpu_ratio": reading.get("cpu_ratio"),
-        "cpu_by": reading.get("cpu_by") or "",
-        "cpu_wait_s": reading.get("cpu_wait_s"),
-        "wait_by": reading.get("wait_by") or "",
-        "lab_cpu_cores": reading.get("lab_cpu_cores"),
-        "host_cores": reading.get("host_cores"),
-        "host_cpu_ratio": reading.get("host_cpu_ratio"),
-        "host_steal_ratio": reading.get("host_steal_ratio"),
+        "lag_by": reading.loop_lag_by,
+        "cpu_ratio": reading.cpu_ratio,
+        "cpu_by": reading.cpu_by,
+        "cpu_wait_s": reading.cpu_wait_s,
+        "wait_by": reading.wait_by,
+        "lab_cpu_cores": reading.lab_cpu_cores,
+        "host_cores": reading.host_cores,
+        "host_cpu_ratio": reading.host_cpu_ratio,
+        "host_steal_ratio": reading.host_steal_ratio,
     }
 
 

@@ -21,21 +21,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stormcore.settings import Pace
-from stormlab.engine.reading import probe_value
+from stormlab.engine.reading import THIN_MARGIN, Reading
 
 
 @dataclass(frozen=True)
 class Term:
     series: str  # the recording rule Prometheus compares
-    probe: str  # the same quantity in a game day's sample (stormlab.engine.reading.probe_value)
+    probe: str  # the same quantity in a game day's sample (stormlab.engine.reading.Reading.probe)
     op: str  # ">" or "<"
     value: float
 
     def promql(self) -> str:
         return f"{self.series} {self.op} {self.value:g}"
 
-    def holds(self, sample: dict[str, Any]) -> tuple[bool, float | None]:
-        got = probe_value(sample, self.probe)
+    def holds(self, sample: Reading) -> tuple[bool, float | None]:
+        got = sample.probe(self.probe)
         if got is None:
             return False, None
         return (got > self.value if self.op == ">" else got < self.value), got
@@ -62,7 +62,7 @@ class Alert:
             return " or ".join([first, *rest])
         return first + "".join(f" and on () ({r})" for r in rest)
 
-    def holds(self, sample: dict[str, Any]) -> tuple[bool, float | None]:
+    def holds(self, sample: Reading) -> tuple[bool, float | None]:
         """Whether the condition holds on one sample, and the first term's value ($value)."""
         results = [t.holds(sample) for t in self.terms]
         if not results:
@@ -84,7 +84,7 @@ ALERTS = (
         "A brief network blip can now start a retry storm. Watch the membership size "
         "distribution; raise the allowance or add metadata capacity before it happens.",
         role="database",
-        terms=(Term("stormlab:metadata_margin:ratio", "margin", ">", 0.6),),
+        terms=(Term("stormlab:metadata_margin:ratio", "margin", ">", THIN_MARGIN),),
     ),
     Alert(
         "RetryStorm",
@@ -300,7 +300,7 @@ class Evaluator:
         self.since: dict[str, float] = {}  # alert -> when its condition began to hold
         self.firing: dict[str, dict[str, Any]] = {}
 
-    def observe(self, t: float, sample: dict[str, Any], wall: float) -> None:
+    def observe(self, t: float, sample: Reading, wall: float) -> None:
         """One sample at run time ``t`` (seconds), taken at ``wall`` (epoch seconds)."""
         for alert in self.alerts:
             holds, value = alert.holds(sample)
@@ -331,8 +331,8 @@ def webhook(status: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"version": "4", "status": status, "receiver": role, "groupLabels": {"role": role}, "alerts": alerts}
 
 
-def _worst_table(sample: dict[str, Any]) -> str | None:
-    tables = {t: v for t, v in (sample.get("table_error_ratio") or {}).items() if v is not None}
+def _worst_table(sample: Reading) -> str | None:
+    tables = {t: v for t, v in sample.table_error_ratio.items() if v is not None}
     return max(tables, key=lambda t: tables[t]) if tables else None
 
 

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         snap = asyncio.run(ops.reading())
         look = first_look(snap)
         ops.journal.record("status", {}, True, look, role=args.role)
-        print(json.dumps(snap | {"first_look": look.splitlines()}, indent=1))
+        print(json.dumps(snap.to_json() | {"first_look": look.splitlines()}, indent=1))
         return 0
     entry = asyncio.run(ops.run(args.action, kwargs, args.role))
     print(entry["message"])
@@ -148,7 +148,7 @@ def through_desk(game: dict[str, Any], args: argparse.Namespace, kwargs: dict[st
         if state is None:
             raise LabError("no lab is up to read")
         snap = asyncio.run(Ops(state, docker=stack).reading())
-        print(json.dumps(snap | {"first_look": first_look(snap).splitlines()}, indent=1))
+        print(json.dumps(snap.to_json() | {"first_look": first_look(snap).splitlines()}, indent=1))
         return 0
     print(answer["message"])
     return 0 if answer["ok"] else int(answer.get("exit_code") or 1)

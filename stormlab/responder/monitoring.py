@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from services.scaling.app import GROUPS
+from stormlab.engine.reading import Reading
 
 MONITORING = ("direct", "shared-fate")  # what the players' monitoring reads: the lab, or the lab's own metrics service
 
@@ -52,10 +53,10 @@ def view(readings: list[tuple[float, float]], seen: dict[str, dict[float, float]
     }
 
 
-def direct(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def direct(samples: list[Reading]) -> dict[str, Any]:
     """The view from the runner's own readings (nothing is lost on the way)."""
-    readings = [(s["t"], float(i)) for i, s in enumerate(samples)]
-    seen = {p: {float(i): s[p] for i, s in enumerate(samples) if s.get(p) is not None} for p, _, _ in WATCHED}
+    readings = [(s.t, float(i)) for i, s in enumerate(samples)]
+    seen = {p: {float(i): v for i, s in enumerate(samples) if (v := s.probe(p)) is not None} for p, _, _ in WATCHED}
     return view(readings, seen, "direct")
 
 
@@ -74,17 +75,17 @@ class SharedFate:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
         return self._session
 
-    def observe(self, sample: dict[str, Any], wall: float) -> None:
+    def observe(self, sample: Reading, wall: float) -> None:
         """A reading taken: published in the background (the runner does not wait on CloudWatch)."""
         task = asyncio.get_running_loop().create_task(self.publish(sample, round(wall, 3)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def publish(self, sample: dict[str, Any], at: float) -> None:
+    async def publish(self, sample: Reading, at: float) -> None:
         """Each watched probe of a reading as a datapoint; the reading joins the view once every one
         was answered (or refused): one still on its way is not shown as a gap."""
         for probe, _, _ in WATCHED:
-            value = sample.get(probe)
+            value = sample.probe(probe)
             if value is None:
                 continue
             body = {"namespace": NAMESPACE, "name": probe, "group": GROUP_OF[probe], "value": float(value), "timestamp": at}
@@ -95,7 +96,7 @@ class SharedFate:
                 ok = False
             self.published += 1
             self.refused += not ok
-        bisect.insort(self.readings, (sample["t"], at))
+        bisect.insort(self.readings, (sample.t, at))
 
     async def read(self) -> dict[str, Any]:
         """The view as the metrics service gives it back (a probe it cannot answer for: all gaps)."""

@@ -24,21 +24,20 @@ from stormcore.fleet import cell_name
 from stormcore.labstate import state_dir
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
+from stormlab.engine.reading import THIN_MARGIN, Reading
 from stormlab.responder import alerts, desk
 from stormlab.responder.moves import ACTIONS, EVERYONE, SEVERITIES, Action, check_role, fault_of, move_values
 
 STORM_FRACTION = alerts.BY_NAME["RetryStorm"].terms[0].value  # RetryStorm's line (CellRetryStorm's too): nodes disqualified
 
 
-def first_look(snap: dict[str, Any]) -> str:
+def first_look(snap: Reading) -> str:
     """The responder's first lines: is it the storm, where (with cells: which cell), and how close
     is the margin."""
-    p99, allowance = snap.get("metadata_processing_p99_s"), snap.get("allowance_s")
-    margin = f"{p99 / allowance:.0%} of the allowance" if p99 is not None and allowance else "n/a"
-    total = snap.get("nodes_total") or 0
-    disq = snap.get("nodes_disqualified") or 0
-    worst = sorted(((v or 0.0, t) for t, v in snap.get("table_error_ratio", {}).items()), reverse=True)[:3]
-    cells = {c: f for c, f in (snap.get("cell_disqualified_fraction") or {}).items() if f is not None}
+    margin = f"{snap.margin:.0%} of the allowance" if snap.margin is not None else "n/a"
+    total, disq = snap.nodes_total, snap.nodes_disqualified
+    worst = sorted(((v or 0.0, t) for t, v in snap.table_error_ratio.items()), reverse=True)[:3]
+    cells = {c: f for c, f in snap.cell_disqualified_fraction.items() if f is not None}
     storming = sorted((c for c, f in cells.items() if f > STORM_FRACTION), key=int) if len(cells) > 1 else []
     flag = f" --cell {storming[0]}" if len(storming) == 1 else ""
     runbook = f"Runbook: pause-metadata{flag}, set-capacity{flag}, resume{flag} --staged"
@@ -48,7 +47,7 @@ def first_look(snap: dict[str, Any]) -> str:
         f"STORM{where}: renewals are timing out and nodes disqualify themselves; retries keep the metadata service overloaded. {runbook}"
         if (total and disq / total > STORM_FRACTION) or storming
         else "margin is thin: big memberships take most of the allowance"
-        if p99 and allowance and p99 / allowance > 0.6
+        if snap.margin is not None and snap.margin > THIN_MARGIN
         else "no storm"
     )
     by_cell = (
@@ -57,7 +56,7 @@ def first_look(snap: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"diagnosis:  {diagnosis}",
-            f"margin:     membership processing p99 is {margin} (sizes {snap.get('membership_sizes', {})})"
+            f"margin:     membership processing p99 is {margin} (sizes {dict(snap.membership_sizes)})"
             + (" (cell 0's service)" if len(cells) > 1 else ""),
             f"fleet:      {disq} of {total} nodes disqualified",
             *by_cell,
@@ -166,14 +165,12 @@ class Ops:
         message = f"acknowledged {page['alert']} (paged {age:.0f}s ago): {page['summary']}"
         return self.journal.record("ack", {"alert": page["alert"]}, True, message, role=role)
 
-    async def reading(self) -> dict[str, Any]:
-        """One reading of the lab (the shape `stormlab status --json` prints)."""
+    async def reading(self) -> Reading:
+        """One reading of the lab (what `stormlab status --json` prints)."""
         if self.docker is not None:
             return await self.docker.sample()
         async with aiohttp.ClientSession() as session:
-            snap = await observe.snapshot(session, self.state)
-        snap.pop("racks", None)
-        return snap
+            return await observe.snapshot(session, self.state)
 
     async def status(self) -> str:
         snap = await self.reading()

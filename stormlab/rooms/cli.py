@@ -175,11 +175,11 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
     return 0
 
 
-async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """Each team's snapshot (None: its lab is not up)."""
+async def readings(card: dict[str, Any]) -> dict[str, room_web.Seen | None]:
+    """Each team's reading and its validity (None: its lab is not up)."""
     async with aiohttp.ClientSession() as session:
 
-        async def one(team: str) -> dict[str, Any] | None:
+        async def one(team: str) -> room_web.Seen | None:
             state = await asyncio.to_thread(room.team_state, card, team)
             if not state:
                 return None
@@ -187,8 +187,7 @@ async def readings(card: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
                 snap = await room_compose.sample(card["compose"][team], Path(card["teams"][team]))
             else:
                 snap = await observe.snapshot(session, state, token=lab_token_in(Path(card["teams"][team])))
-            snap.pop("racks", None)
-            return snap | {"invalid": observe.now_invalid(snap)}
+            return room_web.Seen(snap, observe.now_invalid(snap))
 
         teams = list(card["teams"])
         found = await asyncio.gather(*(one(team) for team in teams))
@@ -200,19 +199,21 @@ def status(args: argparse.Namespace) -> int:
     seen = asyncio.run(readings(card))
     games = room.game_state()
     if args.json:
-        print(json.dumps({"room": card, "teams": seen, "games": games}, indent=1))
+        teams = {team: None if s is None else s.to_json() for team, s in seen.items()}
+        print(json.dumps({"room": card, "teams": teams, "games": games}, indent=1))
         return 0
     print(f"room: {card['sizing']['teams']} teams of {card['sizing']['nodes']:,} nodes at speed {card['sizing']['speed']:g}")
-    for team, snap in seen.items():
-        if snap is None:
+    for team, one in seen.items():
+        if one is None:
             print(f"  {team}: not up")
             continue
-        valid = "valid" if not snap["invalid"] else "INVALID: " + "; ".join(snap["invalid"])
-        error = snap["customer_error_ratio"]
+        valid = "valid" if not one.invalid else "INVALID: " + "; ".join(one.invalid)
+        snap = one.reading
+        error = snap.customer_error_ratio
         game = games.get(team)
         playing = "" if game is None else "; game on" if game["running"] else f"; game ended: {game['outcome'] or game.get('said')}"
         print(
-            f"  {team}: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, customers "
+            f"  {team}: {snap.nodes_serving}/{snap.nodes_total} nodes serving, customers "
             f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}{playing}"
         )
     return 0

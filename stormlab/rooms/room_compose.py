@@ -30,6 +30,7 @@ from stormcore.errors import LabError, UsageError
 from stormcore.settings import USER_POLICIES, LabSettings
 from stormlab.engine import compose
 from stormlab.engine.compose import DockerStack, docker_state, get_json
+from stormlab.engine.reading import Reading
 from stormlab.responder import roles
 
 BACKENDS = ("local", "compose")  # where a room's labs run: processes on this host, or a compose project each
@@ -219,7 +220,7 @@ def state(team_env: Mapping[str, str], team_dir: Path) -> dict[str, Any] | None:
     return docker_state(team_dir, environment(team_env, team_dir))
 
 
-async def sample(team_env: Mapping[str, str], team_dir: Path) -> dict[str, Any]:
+async def sample(team_env: Mapping[str, str], team_dir: Path) -> Reading:
     """The team's reading, as `stormlab status --backend docker` takes it (the racks from Prometheus)."""
     return await DockerStack(team_dir, environment(team_env, team_dir)).sample()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
+from stormlab.engine.reading import readings
 from stormlab.responder.moves import is_move
 
 PAGE, CHART = "debrief.html", "debrief.png"
@@ -73,9 +74,9 @@ def draw(journals: dict[str, dict[str, Any]], out: Path) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 4))
     for (team, journal), colour in zip(journals.items(), COLOURS * 4, strict=False):
-        samples = journal["samples"]
-        ts = [s["t"] for s in samples]
-        errors = [100 * (s.get("customer_error_ratio") or 0.0) for s in samples]
+        samples = readings(journal["samples"])
+        ts = [s.t for s in samples]
+        errors = [100 * (s.customer_error_ratio or 0.0) for s in samples]
         ax.plot(ts, errors, color=colour, lw=1.3, label=team)
         made = [a for a in journal["player_actions"] if is_move(a) and a.get("ok")]
         for n, move in enumerate(made):

@@ -39,6 +39,7 @@ from aiohttp import web
 from stormcore.auth import carries
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, described_app, json_error, read_object
+from stormlab.engine.reading import Reading
 from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.desk_web import hold_wanted
 from stormlab.responder.moves import ROLES
@@ -50,7 +51,20 @@ log = logging.getLogger(__name__)
 HISTORY = 150  # readings kept per team (5 minutes at one every 2 s)
 LOCKED = "<p>Every team's readings show with the facilitator's token: open this page as <code>/#token=…</code> (room/facilitator).</p>"
 EVERY_S = 2.0
-Read = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any] | None]]]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A team's last reading, and what the validity check found wrong with it (nothing: valid)."""
+
+    reading: Reading
+    invalid: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.reading.to_json() | {"invalid": self.invalid}
+
+
+Read = Callable[[], Coroutine[Any, Any, dict[str, Seen | None]]]
 Games = Callable[[], Coroutine[Any, Any, dict[str, dict[str, Any]]]]
 
 
@@ -90,16 +104,16 @@ class Console:
         self.guard_reads = guard_reads
         self.links = links  # each team's role links (their tokens in them): the join page's, with her token only
         self.started = time.monotonic()
-        self.last: dict[str, dict[str, Any] | None] = {team: None for team in card["teams"]}
+        self.last: dict[str, Seen | None] = {team: None for team in card["teams"]}
         self.game: dict[str, dict[str, Any]] = {}
         self.history: dict[str, deque[tuple[float, float]]] = {team: deque(maxlen=HISTORY) for team in card["teams"]}
 
     async def sample(self) -> None:
         self.last, self.game = await asyncio.gather(self.read(), self.games())
         at = round(time.monotonic() - self.started, 1)
-        for team, snap in self.last.items():
-            if snap and snap.get("customer_error_ratio") is not None:
-                self.history[team].append((at, snap["customer_error_ratio"]))
+        for team, seen in self.last.items():
+            if seen and seen.reading.customer_error_ratio is not None:
+                self.history[team].append((at, seen.reading.customer_error_ratio))
 
     def leaderboard(self) -> list[dict[str, Any]]:
         """The teams whose game has a score, best first (recovered, then fewest error-minutes)."""
@@ -109,7 +123,7 @@ class Console:
     def document(self) -> dict[str, Any]:
         return {
             "room": self.card,
-            "teams": self.last,
+            "teams": {team: None if seen is None else seen.to_json() for team, seen in self.last.items()},
             "history": {t: list(h) for t, h in self.history.items()},
             "games": self.game,
             "leaderboard": self.leaderboard(),
@@ -118,15 +132,15 @@ class Console:
     def panel(self) -> str:
         e = html.escape
         rows = []
-        for team, snap in self.last.items():
+        for team, seen in self.last.items():
             game = game_cells(self.game.get(team))
-            if snap is None:
+            if seen is None:
                 rows.append(f"<tr data-team='{e(team)}'><td>{e(team)}</td><td colspan='4'>not up</td>{game}</tr>")
                 continue
-            error = snap.get("customer_error_ratio")
-            valid = "valid" if not snap.get("invalid") else "INVALID: " + "; ".join(snap["invalid"])
+            snap, error = seen.reading, seen.reading.customer_error_ratio
+            valid = "valid" if not seen.invalid else "INVALID: " + "; ".join(seen.invalid)
             rows.append(
-                f"<tr data-team='{e(team)}'><td>{e(team)}</td><td>{snap['nodes_serving']}/{snap['nodes_total']}</td>"
+                f"<tr data-team='{e(team)}'><td>{e(team)}</td><td>{snap.nodes_serving}/{snap.nodes_total}</td>"
                 f"<td>{'n/a' if error is None else f'{error:.1%}'}</td><td>{e(valid)}</td>"
                 f"<td>{curve(list(self.history[team]))}</td>{game}</tr>"
             )

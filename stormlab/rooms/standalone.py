@@ -65,7 +65,7 @@ def room(token: str, directory: Path) -> web.Application:
     }
     (home / room_mod.CARD).write_text(json.dumps(card, indent=1))
 
-    async def read() -> dict[str, dict[str, Any] | None]:
+    async def read() -> dict[str, room_web.Seen | None]:
         await asyncio.sleep(0)
         return {"team-1": None}
 

@@ -266,10 +266,10 @@ class Bench:
                     pass  # the table says never
                 await asyncio.sleep(settings.renewal_period_s * 2)  # a baseline of two renewal periods
                 snap = await observe.snapshot(session, state, lag_window_s=settings.renewal_period_s * 2)
-                row["lab_cpu_cores"] = round(snap["lab_cpu_cores"] or 0.0, 3)
+                row["lab_cpu_cores"] = round(snap.lab_cpu_cores or 0.0, 3)
                 # at speed 1: the work per second scales with the speed
-                row["cpu_cores_per_1000_nodes"] = round(1000 * settings.pace.per_profile(snap["lab_cpu_cores"] or 0.0) / nodes, 3)
-                row["loop_lag_p99_ms"] = round(1000 * (snap["loop_lag_p99_s"] or 0.0), 1)
+                row["cpu_cores_per_1000_nodes"] = round(1000 * settings.pace.per_profile(snap.lab_cpu_cores or 0.0) / nodes, 3)
+                row["loop_lag_p99_ms"] = round(1000 * (snap.loop_lag_p99_s or 0.0), 1)
                 rack = state["components"]["rack-00"]["url"]
                 times, size = [], 0
                 for _ in range(10):

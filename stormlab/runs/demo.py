@@ -31,6 +31,7 @@ from stormcore.fleet import cell_of, grid_slot, holds_gsi_heavy, node_index, rac
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.artefacts.chart import write_chart
 from stormlab.engine import launcher, observe
+from stormlab.engine.reading import Reading
 from stormlab.engine.speed import Baseline, afford, first_guess, next_slower, parse_speed
 from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
 
@@ -94,40 +95,40 @@ class Demo:
     def profile_s(self, wall_s: float | None) -> float | None:
         return self.pace.profile(wall_s)
 
-    async def sample(self, session: aiohttp.ClientSession) -> dict:
+    async def sample(self, session: aiohttp.ClientSession) -> Reading:
         snap = await observe.snapshot(session, self.state)
-        if snap.get("cell_error_ratio"):
-            self.cell_readings.append((self.now(), snap["cell_error_ratio"]))
+        if snap.cell_error_ratio:
+            self.cell_readings.append((self.now(), dict(snap.cell_error_ratio)))
         self.samples.append(
             Sample(
                 self.now(),
-                snap["customer_requests_total"] or 0,
-                snap["customer_failures_total"] or 0,
-                snap["nodes_disqualified"],
-                snap["metadata_inflight"] or 0,
-                self.profile_s(snap["renewal_p99_s"]),
-                self.profile_s(snap["metadata_processing_p99_s"]),
-                snap["loop_lag_p99_s"] or 0.0,
+                snap.customer_requests_total or 0,
+                snap.customer_failures_total or 0,
+                snap.nodes_disqualified,
+                snap.metadata_inflight or 0,
+                self.profile_s(snap.renewal_p99_s),
+                self.profile_s(snap.metadata_processing_p99_s),
+                snap.loop_lag_p99_s or 0.0,
                 **host_fields(snap),
             )
         )
         return snap
 
-    def live_line(self, snap: dict, origin: float, label: str) -> None:
+    def live_line(self, snap: Reading, origin: float, label: str) -> None:
         recent = rolling([s for s in self.samples if s.t >= self.samples[-1].t - 8.0], 4.0)  # profile seconds
         err = recent[-1][1] if recent else 0.0
         bar = "#" * round(30 * err)
-        renewal = self.profile_s(snap["renewal_p99_s"]) or 0.0
+        renewal = self.profile_s(snap.renewal_p99_s) or 0.0
         self.say(
             f"{label} {self.now() - origin:+6.0f}s  customer errors {100 * err:5.1f}% |{bar:<30}|  "
-            f"disqualified {snap['nodes_disqualified']:4d}  metadata in flight {snap['metadata_inflight'] or 0:4d}  "
-            f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap['loop_lag_p99_s'] or 0):.0f}ms"
-            + "".join(f"  cell {c} {100 * (r or 0):4.1f}%" for c, r in sorted((snap.get("cell_error_ratio") or {}).items()))
+            f"disqualified {snap.nodes_disqualified:4d}  metadata in flight {snap.metadata_inflight or 0:4d}  "
+            f"renewal p99 {renewal:.2f}s/{self.allowance_s:.2f}s  lag {1000 * (snap.loop_lag_p99_s or 0):.0f}ms"
+            + "".join(f"  cell {c} {100 * (r or 0):4.1f}%" for c, r in sorted((snap.cell_error_ratio or {}).items()))
         )
 
-    async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> dict:
+    async def watch(self, session: aiohttp.ClientSession, seconds: float, origin: float, label: str, every: int) -> Reading:
         """Sample once a wall-clock second for ``seconds`` of profile time."""
-        end, tick, snap = self.now() + seconds, 0, {}
+        end, tick, snap = self.now() + seconds, 0, Reading()
         while self.now() < end:
             taken = time.monotonic()
             snap = await self.sample(session)
@@ -156,7 +157,7 @@ class Demo:
 
     async def per_node(self, session: aiohttp.ClientSession) -> dict[str, dict]:
         snap = await observe.snapshot(session, self.state, nodes=True)
-        return {n["id"]: n for r in snap["racks"].values() for n in r["nodes"]}
+        return {n["id"]: n for r in (snap.racks or {}).values() for n in r["nodes"]}
 
     def by_class(self, nodes: dict[str, dict]) -> dict[str, float]:
         """The fraction of the big-membership and of the small-membership nodes refusing now."""
@@ -195,7 +196,7 @@ class Demo:
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
             run_window = self.pace.wall(self.now() - settle_start)
-            run_lag = (await observe.snapshot(session, self.state, lag_window_s=run_window))["loop_lag_p99_s"]
+            run_lag = (await observe.snapshot(session, self.state, lag_window_s=run_window)).loop_lag_p99_s
         outside = sum(
             1 for n, node in after.items() if node["disqualifications"] > before[n]["disqualifications"] and rack_of(n) not in racks
         )
@@ -231,9 +232,9 @@ class Demo:
         if speed < self.speed:
             raise Slower(speed, why)
 
-    def margin(self, snap: dict) -> str:
-        sizes = snap["membership_sizes"]
-        p99 = self.profile_s(snap["metadata_processing_p99_s"]) or 0.0
+    def margin(self, snap: Reading) -> str:
+        sizes = snap.membership_sizes
+        p99 = self.profile_s(snap.metadata_processing_p99_s) or 0.0
         return (
             f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
             f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from stormcore.settings import SettingsError, parse_duration
-from stormlab.engine.reading import probe_value
+from stormlab.engine.reading import Reading
 
 WATCHING, TRYING, DRAINING, ADDING, READMITTING, READMITTED = (
     "watching",
@@ -102,10 +102,10 @@ class Autopilot:
     restored: bool = False
     moves: list[tuple[float, Move]] = field(default_factory=list)
 
-    def decide(self, sample: dict[str, Any], now_s: float) -> Move | None:
+    def decide(self, sample: Reading, now_s: float) -> Move | None:
         """The next move this reading calls for, or None."""
         r = self.rules
-        storm = (probe_value(sample, "disqualified_fraction") or 0.0) > r.storm
+        storm = (sample.disqualified_fraction or 0.0) > r.storm
         if self.state == WATCHING:
             if storm:
                 return self._storm_move()
@@ -115,7 +115,7 @@ class Autopilot:
                 return PAUSE
             return self._try() if now_s - self.last_try_s >= r.retry_s else None
         if self.state == DRAINING:
-            inflight = sample.get("metadata_inflight")
+            inflight = sample.metadata_inflight
             return _with(ADD, cores=r.cores) if inflight is not None and inflight < r.drained else None
         if self.state == ADDING:
             return _with(ADD, cores=r.cores)
@@ -131,12 +131,12 @@ class Autopilot:
     def _try(self) -> Move:
         return _with(TRY, cores=self.rules.cores)
 
-    def _tail_move(self, sample: dict[str, Any]) -> Move | None:
+    def _tail_move(self, sample: Reading) -> Move | None:
         """The Monday tail: one table failing while the aggregate looks fine."""
         if self.restored:
             return None
-        aggregate = sample.get("customer_error_ratio")
-        worst = probe_value(sample, "worst_table_error_ratio")
+        aggregate = sample.customer_error_ratio
+        worst = sample.worst_table_error_ratio
         if aggregate is None or worst is None or aggregate >= 0.01 or worst <= self.rules.tail:
             return None
         return RESTORE if self.tail_looked else LOOK_TABLES

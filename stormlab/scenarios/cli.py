@@ -205,7 +205,7 @@ def play(scenario: Scenario, plan: list, seed: int, args: argparse.Namespace, la
     lab.ops.journal, lab.ops.unacked = book.journal, book.unacked  # the autopilot's moves go into it too
     evaluator = None if isinstance(lab, DockerLab) else Evaluator(lambda body: page(book, body, "runner", say), args.speed)
     shared = shared_fate(scenario, lab)
-    watching = [] if evaluator is None else [lambda sample: evaluator.observe(sample["t"], sample, time.time())]
+    watching = [] if evaluator is None else [lambda sample: evaluator.observe(sample.t, sample, time.time())]
     watching += [] if shared is None else [lambda sample: shared.observe(sample, time.time())]
     runner = Runner(
         scenario,
@@ -295,11 +295,11 @@ async def settle_then(
     deadline, calm_since = time.monotonic() + limit_s, None
     while time.monotonic() < deadline:
         snap = await lab.sample()
-        tables = [v or 0.0 for v in (snap.get("table_error_ratio") or {}).values()]
+        tables = [v or 0.0 for v in snap.table_error_ratio.values()]
         calm = (
-            snap["nodes_total"]
-            and snap["nodes_serving"] == snap["nodes_total"]
-            and max([snap["customer_error_ratio"] or 0.0, *tables]) < 0.01  # every table: the aggregate can hide one
+            snap.nodes_total
+            and snap.nodes_serving == snap.nodes_total
+            and max([snap.customer_error_ratio or 0.0, *tables]) < 0.01  # every table: the aggregate can hide one
         )
         calm_since = (calm_since or time.monotonic()) if calm else None
         if calm_since and time.monotonic() - calm_since >= 5:
@@ -307,8 +307,7 @@ async def settle_then(
         await asyncio.sleep(1.0)
     say(
         "settled",
-        f"settled: {snap['nodes_serving']}/{snap['nodes_total']} nodes serving, "
-        f"customer errors {100 * (snap['customer_error_ratio'] or 0):.1f}%",
+        f"settled: {snap.nodes_serving}/{snap.nodes_total} nodes serving, customer errors {100 * (snap.customer_error_ratio or 0):.1f}%",
     )
     lab.started_at, lab.started_mono = time.time(), time.monotonic()
     # SIGTERM cancels the run like Ctrl-C does: the runner's rollbacks still run.

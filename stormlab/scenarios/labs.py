@@ -18,49 +18,8 @@ from stormcore.errors import LabError, UsageError
 from stormcore.settings import Pace, parse_duration
 from stormlab.engine import observe
 from stormlab.engine.compose import DockerStack
+from stormlab.engine.reading import Reading
 from stormlab.responder.runbook import Ops
-
-KEPT = (
-    "customer_error_ratio",
-    "table_error_ratio",
-    "nodes_total",
-    "nodes_serving",
-    "nodes_disqualified",
-    "cell_disqualified_fraction",
-    "metadata_inflight",
-    "metadata_cores",
-    "metadata_paused",
-    "metadata_processing_p99_s",
-    "allowance_s",
-    "renewal_p99_s",
-    "renewal_attempts_total",
-    "loop_lag_p99_s",
-    # what the host gave the lab (the validity check)
-    "loop_lag_by",
-    "cpu_ratio",
-    "cpu_by",
-    "cpu_wait_s",
-    "wait_by",
-    "lab_cpu_cores",
-    "host_cores",
-    "host_cpu_ratio",
-    "host_steal_ratio",
-    "membership_sizes",
-    "queue_error_ratio",
-    "queue_metadata_age_s",
-    "scaling_api_error_ratio",
-    "scaling_backlog",
-    "login_p50_s",
-    "login_p99_s",
-    "metric_put_error_ratio",
-    "metric_gap_ratio",
-    # running totals: a window's ratio from two samples (benchmarks/cascade_fixes.py)
-    "queue_requests_total",
-    "queue_failures_total",
-    "metric_puts_total",
-    "metric_put_failures_total",
-    "metric_gaps_total",
-)
 
 
 def scaled(args: dict[str, Any], speed: float) -> dict[str, Any]:
@@ -102,11 +61,10 @@ class LocalLab(_Lab):
         self.started_at, self.started_mono = time.time(), time.monotonic()
         self.session: aiohttp.ClientSession | None = None
 
-    async def sample(self) -> dict[str, Any]:
+    async def sample(self) -> Reading:
         if self.session is None:
             self.session = aiohttp.ClientSession()
-        snap = await observe.snapshot(self.session, self.state)
-        return {k: snap.get(k) for k in KEPT}
+        return await observe.snapshot(self.session, self.state)
 
     async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         values = scaled(args, speed)
@@ -149,12 +107,11 @@ class DockerLab(_Lab):
     def dashboards(self) -> list[dict[str, str]]:
         return self.stack.dashboards()
 
-    async def sample(self) -> dict[str, Any]:
+    async def sample(self) -> Reading:
         snap = await self.stack.sample()
-        kept = {k: snap.get(k) for k in KEPT}
         if self.promql:
-            kept["promql"] = {expr: await asyncio.to_thread(self.stack.scalar, expr) for expr in self.promql}
-        return kept
+            snap = snap.but(promql={expr: await asyncio.to_thread(self.stack.scalar, expr) for expr in self.promql})
+        return snap
 
     async def fault(self, fault: str, args: dict[str, Any], speed: float) -> dict[str, Any]:
         values = scaled(args, speed)

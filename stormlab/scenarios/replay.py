@@ -18,6 +18,7 @@ from typing import Any
 
 from stormcore.errors import UsageError
 from stormcore.settings import SettingsError, parse_duration
+from stormlab.engine.reading import readings
 from stormlab.responder.moves import is_move
 
 
@@ -82,7 +83,7 @@ class Script:
 
 def curve(journal: dict[str, Any]) -> list[tuple[float, float]]:
     """The customers' error over a game: (seconds into it, ratio)."""
-    return [(s["t"], s["customer_error_ratio"]) for s in journal["samples"] if s.get("customer_error_ratio") is not None]
+    return [(s.t, s.customer_error_ratio) for s in readings(journal["samples"]) if s.customer_error_ratio is not None]
 
 
 def apart(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> dict[str, float | int]:

@@ -10,23 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
+from stormlab.engine.reading import Reading, readings
 from stormlab.responder.moves import EVENT_NAMES, ROLES, role_events
 from stormlab.scenarios import report_html
 from stormlab.scenarios.scoring import records
 
 SERIES = (
-    ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.get("customer_error_ratio"))),
-    ("disqualified", "nodes disqualified", lambda s, p: s.get("nodes_disqualified")),
-    ("renewal-latency", "renewal p99 (s) against the allowance", lambda s, p: s.get("renewal_p99_s")),
+    ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.customer_error_ratio)),
+    ("disqualified", "nodes disqualified", lambda s, p: s.nodes_disqualified),
+    ("renewal-latency", "renewal p99 (s) against the allowance", lambda s, p: s.renewal_p99_s),
     ("retries", "renewal retries per second", lambda s, p: _rate(s, p, "retry")),
-    ("metadata-inflight", "metadata requests in flight", lambda s, p: s.get("metadata_inflight")),
+    ("metadata-inflight", "metadata requests in flight", lambda s, p: s.metadata_inflight),
     # the cascade: the services whose control planes live in the lab's tables
-    ("cascade-scaling-api", "scaling API errors (%)", lambda s, p: _pct(s.get("scaling_api_error_ratio"))),
-    ("cascade-scaling-backlog", "scaling activities waiting", lambda s, p: s.get("scaling_backlog")),
-    ("cascade-metric-gaps", "datapoints without their group (%)", lambda s, p: _pct(s.get("metric_gap_ratio"))),
-    ("cascade-metric-errors", "PutMetricData errors (%)", lambda s, p: _pct(s.get("metric_put_error_ratio"))),
-    ("cascade-queue-errors", "queue send/receive errors (%)", lambda s, p: _pct(s.get("queue_error_ratio"))),
-    ("cascade-login", "console login p99 (s)", lambda s, p: s.get("login_p99_s")),
+    ("cascade-scaling-api", "scaling API errors (%)", lambda s, p: _pct(s.scaling_api_error_ratio)),
+    ("cascade-scaling-backlog", "scaling activities waiting", lambda s, p: s.scaling_backlog),
+    ("cascade-metric-gaps", "datapoints without their group (%)", lambda s, p: _pct(s.metric_gap_ratio)),
+    ("cascade-metric-errors", "PutMetricData errors (%)", lambda s, p: _pct(s.metric_put_error_ratio)),
+    ("cascade-queue-errors", "queue send/receive errors (%)", lambda s, p: _pct(s.queue_error_ratio)),
+    ("cascade-login", "console login p99 (s)", lambda s, p: s.login_p99_s),
 )
 
 
@@ -34,17 +35,17 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else 100 * x
 
 
-def _rate(sample: dict, prev: dict | None, attempt: str) -> float | None:
-    if prev is None or sample["t"] <= prev["t"]:
+def _rate(sample: Reading, prev: Reading | None, attempt: str) -> float | None:
+    if prev is None or sample.t <= prev.t:
         return None
-    now, before = (sample.get("renewal_attempts_total") or {}), (prev.get("renewal_attempts_total") or {})
+    now, before = sample.renewal_attempts_total, prev.renewal_attempts_total
     if attempt not in now or attempt not in before:
         return None
-    return max(0.0, now[attempt] - before[attempt]) / (sample["t"] - prev["t"])
+    return max(0.0, now[attempt] - before[attempt]) / (sample.t - prev.t)
 
 
 def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
-    end = journal["samples"][-1]["t"] if journal["samples"] else 0.0
+    end = Reading.from_json(journal["samples"][-1]).t if journal["samples"] else 0.0
     return [
         (r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"])
         for r in records(journal)
@@ -54,8 +55,8 @@ def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
 
 def draw(journal: dict[str, Any], out: Path) -> list[Path]:
     plt = pyplot()
-    samples = journal["samples"]
-    ts = [s["t"] for s in samples]
+    samples = readings(journal["samples"])
+    ts = [s.t for s in samples]
     windows = fault_windows(journal)
     moves = journal["player_actions"]
     paths = []
@@ -66,7 +67,7 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(11, 3.2))
         ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
         if name == "renewal-latency" and samples:
-            ax.axhline(samples[-1].get("allowance_s") or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
+            ax.axhline(samples[-1].allowance_s or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
         if name == "customer-errors":
             ax.axhline(55, color="#7f8c8d", ls=":", lw=1, label="2015: about 55%")
         palette = {"blip": "#f39c12", "gsi-growth": "#d5f5e3", "stuck-partition": "#d6eaf8"}
@@ -116,10 +117,10 @@ def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
     if not events:
         return None
     lanes = [r for r in (*ROLES, "lab", "anyone") if any(e[1] == r for e in events)]
-    samples = journal["samples"]
+    samples = readings(journal["samples"])
     fig, (top, low) = plt.subplots(2, 1, figsize=(11, 2.4 + 0.7 * len(lanes)), sharex=True, height_ratios=(1.2, 0.45 * len(lanes) + 0.4))
-    errors = [_pct(s.get("customer_error_ratio")) for s in samples]
-    top.plot([s["t"] for s in samples], [float("nan") if x is None else x for x in errors], color="#2c3e50", lw=1.3)
+    errors = [_pct(s.customer_error_ratio) for s in samples]
+    top.plot([s.t for s in samples], [float("nan") if x is None else x for x in errors], color="#2c3e50", lw=1.3)
     top.set_ylabel("customer errors (%)", fontsize=8)
     top.grid(alpha=0.3)
     for start, stop, fault in fault_windows(journal):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from stormcore.settings import Pace
-from stormlab.engine.reading import probe_value
+from stormlab.engine.reading import JOURNALED, Reading
 from stormlab.scenarios.autopilot import Autopilot, Rules
 from stormlab.scenarios.holds import Holds
 from stormlab.scenarios.replay import Script
@@ -20,7 +20,7 @@ from stormlab.scenarios.scenario import Check, Inject, Planned, Scenario, Step, 
 
 
 class Lab(Protocol):
-    async def sample(self) -> dict[str, Any]: ...
+    async def sample(self) -> Reading: ...
 
     async def fault(self, fault: str, args: dict, speed: float) -> dict[str, Any]: ...
 
@@ -37,9 +37,9 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
-def probe(sample: dict[str, Any], check: Check) -> float | None:
+def probe(sample: Reading, check: Check) -> float | None:
     """The value a check looks at, from one sample of the lab."""
-    return probe_value(sample, check.probe, check.table, check.expr)
+    return sample.probe(check.probe, check.table, check.expr)
 
 
 class Runner:
@@ -54,7 +54,7 @@ class Runner:
         speed: float = 1.0,
         tick_s: float = 1.0,
         echo: Callable[[str], None] = print,
-        observers: tuple[Callable[[dict[str, Any]], None], ...] = (),
+        observers: tuple[Callable[[Reading], None], ...] = (),
         progress: Callable[[dict[str, Any]], None] | None = None,
         progress_every_s: float = 5.0,
         on_inject: Callable[[dict[str, Any]], None] = lambda inject: None,
@@ -66,7 +66,7 @@ class Runner:
         self.tick_s = self.pace.wall(tick_s)
         self.observers, self.progress, self.progress_every_s = observers, progress, progress_every_s
         self.t0 = 0.0
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[Reading] = []
         self.steps: list[dict[str, Any]] = []
         self.rollbacks: list[dict[str, Any]] = []
         self.waiting: dict[str, Any] = {}  # what the run waits for now: step, condition, probe, deadline
@@ -102,7 +102,7 @@ class Runner:
             self.echo(f"[{self.elapsed():7.1f}s] the game goes on after {self.holds.record(wall)[-1]['held_s']:g}s held")
         return {"changed": changed, "held": self.holds.on, "t": round(self.elapsed(), 3), "started": True}
 
-    async def tick(self) -> dict[str, Any]:
+    async def tick(self) -> Reading:
         await self.clock.sleep(self.tick_s)
         while self.holds.on:  # every wait, deadline and inject of the game waits with it
             await self.clock.sleep(self.tick_s)
@@ -110,10 +110,10 @@ class Runner:
         self.tell_progress(sample)
         await self.pilot_moves(sample)
         if self.script is not None:
-            await self.script.due(sample["t"])
+            await self.script.due(sample.t)
         return sample
 
-    async def pilot_moves(self, sample: dict[str, Any]) -> None:
+    async def pilot_moves(self, sample: Reading) -> None:
         """The rules' autopilot sees this reading and makes the move it calls for, if any."""
         if self._pilot is None:
             return
@@ -127,8 +127,8 @@ class Runner:
         pilot.told(move, bool(record.get("ok")), self.pace.profile(self.elapsed()))
         self.echo(f"[{record['at_s']:7.1f}s]   {'ok' if record['passed'] else 'FAILED':6} {move.name}: {record.get('detail', '')}")
 
-    async def take_sample(self) -> dict[str, Any]:
-        sample = {"t": round(self.elapsed(), 3), **await self.lab.sample()}
+    async def take_sample(self) -> Reading:
+        sample = (await self.lab.sample()).but(t=round(self.elapsed(), 3))
         self.samples.append(sample)
         for observe in self.observers:
             observe(sample)
@@ -138,11 +138,11 @@ class Runner:
         self.check_stop(sample)
         return sample
 
-    def fire_injects(self, sample: dict[str, Any]) -> None:
+    def fire_injects(self, sample: Reading) -> None:
         """Each inject whose time has come, or whose condition has held for its ``for``, fires once."""
         for due in [d for d in self._due if d.now(sample)]:
             self._due.remove(due)
-            self.fire(due.inject, sample["t"], due.at, self.pace.wall(due.inject.within_s))
+            self.fire(due.inject, sample.t, due.at, self.pace.wall(due.inject.within_s))
 
     def fire(self, i: Inject, t: float, at: float | None, within: float) -> dict[str, Any]:
         """Send an inject now (``t``: the run's time; ``within``: wall seconds), recorded for its score."""
@@ -169,33 +169,33 @@ class Runner:
         live = live_inject(body, f"live-{number}")
         return self.fire(live, self.elapsed(), None, live.within_s)
 
-    def check_stop(self, sample: dict[str, Any]) -> None:
+    def check_stop(self, sample: Reading) -> None:
         """A stop condition that has held for its ``for`` ends the run (the rollbacks run)."""
         for i, check in enumerate(self.scenario.stop_when):
             value = probe(sample, check)
             if not check.holds(value):
                 self._stop_since.pop(i, None)
                 continue
-            since = self._stop_since.setdefault(i, sample["t"])
-            if sample["t"] - since >= self.pace.wall(check.for_s):
+            since = self._stop_since.setdefault(i, sample.t)
+            if sample.t - since >= self.pace.wall(check.for_s):
                 raise Aborted(f"stop condition {check.describe()} held (value {_fmt(value)})")
 
-    def tell_progress(self, sample: dict[str, Any]) -> None:
+    def tell_progress(self, sample: Reading) -> None:
         """Every few seconds: which step, what it waits for, the value now and the time left."""
-        if self.progress is None or not self.waiting or sample["t"] - self._last_progress < self.pace.wall(self.progress_every_s):
+        if self.progress is None or not self.waiting or sample.t - self._last_progress < self.pace.wall(self.progress_every_s):
             return
-        self._last_progress = sample["t"]
+        self._last_progress = sample.t
         w = self.waiting
         value = probe(sample, w["check"]) if w.get("check") else None
         self.progress(
             {
-                "t": sample["t"],
+                "t": sample.t,
                 "step": w["step"],
                 "waiting_for": w["for"],
                 "probe": w["check"].probe if w.get("check") else None,
                 "value": value,
-                "left_s": None if w.get("until") is None else round(max(0.0, w["until"] - sample["t"]), 1),
-                "customer_error_ratio": sample.get("customer_error_ratio"),
+                "left_s": None if w.get("until") is None else round(max(0.0, w["until"] - sample.t), 1),
+                "customer_error_ratio": sample.customer_error_ratio,
             }
         )
 
@@ -386,7 +386,7 @@ class Runner:
             ],
             "steps": self.steps,
             "rollbacks": self.rollbacks,
-            "samples": self.samples,
+            "samples": [s.to_json(JOURNALED) for s in self.samples],
             "player_actions": self.on_game_clock(self.lab.player_actions()),
             "injects": self.injected,
             "holds": self.holds.record(self.clock.now() - self.t0) if self.started else [],
@@ -402,11 +402,11 @@ class Due:
         self.at = None if inject.at_s is None else pace.wall(inject.at_s)
         self.held = None if inject.when is None else Hold(inject.when, pace.wall(inject.when.for_s))
 
-    def now(self, sample: dict[str, Any]) -> bool:
+    def now(self, sample: Reading) -> bool:
         if self.held is None:
             assert self.at is not None, "the reader gives every inject a time or a condition"
-            return sample["t"] >= self.at
-        return self.held.see(probe(sample, self.held.check), sample["t"])
+            return sample.t >= self.at
+        return self.held.see(probe(sample, self.held.check), sample.t)
 
 
 class Hold:
@@ -443,11 +443,11 @@ class Watch:
         self.mean: float | None = None
         self.last: float | None = None
 
-    def see(self, sample: dict[str, Any]) -> None:
+    def see(self, sample: Reading) -> None:
         if self.met is not None:
             return
         self.last = probe(sample, self.held.check)
-        if self.held.see(self.last, sample["t"]):
+        if self.held.see(self.last, sample.t):
             self.met, self.mean = self.held.since, self.held.mean()
 
     def record(self) -> dict[str, Any]:

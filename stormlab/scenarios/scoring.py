@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.lease import describe_effect
-from stormlab.engine.reading import CASCADE_PROBES, probe_value
+from stormlab.engine.reading import CASCADE_PROBES, Reading, readings
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.responder.desk import TEAM
 from stormlab.responder.moves import INJECT, ROLES, acted_as, is_move
@@ -89,19 +89,19 @@ def window(journal: dict[str, Any], start: float | None, end: float | None, prob
     if start is None or end is None:
         return None
     name, table = one_table(probe)
-    values = [v for x in journal["samples"] if start <= x["t"] <= end and (v := probe_value(x, name, table)) is not None]
+    values = [v for x in readings(journal["samples"]) if start <= x.t <= end and (v := x.probe(name, table)) is not None]
     if not values:
         return None
     return f"mean {_value(name, sum(values) / len(values))}, worst {_value(name, max(values))}"
 
 
-def error_minutes(samples: list[dict[str, Any]]) -> float:
+def error_minutes(samples: list[Reading]) -> float:
     """Customer error-minutes: the error ratio integrated over the run (lab minutes)."""
     total = 0.0
     for a, b in zip(samples, samples[1:], strict=False):
-        ea, eb = a.get("customer_error_ratio"), b.get("customer_error_ratio")
+        ea, eb = a.customer_error_ratio, b.customer_error_ratio
         if ea is not None and eb is not None:
-            total += (ea + eb) / 2 * (b["t"] - a["t"])
+            total += (ea + eb) / 2 * (b.t - a.t)
     return total / 60
 
 
@@ -126,7 +126,7 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
         "onset_s": None if onset is None else round(onset, 1),
         "time_to_detect_s": detect_s,
         "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
-        "customer_error_minutes": round(error_minutes(journal["samples"]), 3),
+        "customer_error_minutes": round(error_minutes(readings(journal["samples"])), 3),
         "actions_taken": len(in_phase),
         "failed_actions": sum(1 for a in in_phase if not a["ok"]),
         "recovered": recovered is not None,
@@ -169,9 +169,9 @@ def answers(inject: dict[str, Any], entry: dict[str, Any], impacted: dict[str, f
 def impacted_tables(journal: dict[str, Any], since: float) -> dict[str, float]:
     """The tables whose customers failed (over IMPACTED) after ``since``, and each one's worst."""
     hit: dict[str, float] = {}
-    for s in journal["samples"]:
-        if s["t"] >= since:
-            for table, ratio in (s.get("table_error_ratio") or {}).items():
+    for s in readings(journal["samples"]):
+        if s.t >= since:
+            for table, ratio in s.table_error_ratio.items():
                 if ratio is not None and ratio > IMPACTED:
                     hit[table] = max(hit.get(table, 0.0), ratio)
     return hit
@@ -198,11 +198,11 @@ def validity(journal: dict[str, Any], period_s: float) -> dict[str, Any]:
     """The demo's validity check on a game day's samples (wall-clock seconds; ``period_s``: the
     run's renewal period). The herd is the 3 periods after the first blip; the whole-run lag p99
     is not in a game day's samples, so its 10 s windows are judged."""
-    raw = journal["samples"]
+    raw = readings(journal["samples"])
     if not raw:
         return {"valid": True, "invalid_reasons": []}
-    samples = [Sample(r["t"], 0, 0, 0, 0, None, None, r.get("loop_lag_p99_s") or 0.0, **host_fields(r)) for r in raw]
-    allowance = max((r.get("allowance_s") or 0.0 for r in raw), default=0.0)
+    samples = [Sample(r.t, 0, 0, 0, 0, None, None, r.loop_lag_p99_s or 0.0, **host_fields(r)) for r in raw]
+    allowance = max((r.allowance_s or 0.0 for r in raw), default=0.0)
     blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip"), None)
     reasons = invalid_reasons(samples, 0.0, blip, allowance, period_s) if allowance else []
     return {"valid": not reasons, "invalid_reasons": reasons, **host_figures(samples, 0.0)}

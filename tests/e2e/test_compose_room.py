@@ -105,7 +105,7 @@ def test_a_room_on_compose_shares_nothing_between_its_teams(the_room):
     deadline = time.monotonic() + 45
     while time.monotonic() < deadline and after < 5:  # team 2 read through team 1's worst
         for team, s in asyncio.run(room_cli.readings(card)).items():  # what `room status` reads, in this process
-            worst[team] = max(worst[team], (s or {}).get("customer_error_ratio") or 0.0)
+            worst[team] = max(worst[team], (s.reading.customer_error_ratio if s else None) or 0.0)
         after += worst["team-1"] > 0.1
         time.sleep(1)
     print(f"the worst customers' error through team 1's blip: {worst}")

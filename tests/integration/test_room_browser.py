@@ -52,7 +52,7 @@ def readings(card: dict) -> dict:
     serving, and what the host broke of its validity budgets in the last 10 s (loop lag, CPU
     steal: [] when the reading is valid), now."""
     seen = asyncio.run(room_cli.readings(card))
-    return {team: (snap["customer_error_ratio"], snap["nodes_serving"], snap["invalid"]) for team, snap in seen.items() if snap}
+    return {team: (s.reading.customer_error_ratio, s.reading.nodes_serving, s.invalid) for team, s in seen.items() if s}
 
 
 def host_shaped(through: list[tuple[float | None, int, list[str]]]) -> str:

@@ -13,6 +13,7 @@ from chaos.control import LeaseRunner, Recorder, add_fault_routes
 from stormcore.settings import LabSettings
 from stormcore.web import json_errors
 from stormlab.engine import launcher
+from stormlab.engine.reading import Reading
 from stormlab.engine.supervisor import FAULTS, Supervisor
 from stormlab.responder import bounds, desk_web, monitoring
 from tests.unit.test_team import LAB_TOKEN, as_role, book, page_body  # noqa: F401 (book: the fixture)
@@ -93,7 +94,7 @@ async def test_tokenless_views_are_made_at_most_once_a_second_and_after_each_wri
 
     async def seen():
         made["monitoring"] += 1
-        return monitoring.direct([{"t": 1.0, "customer_error_ratio": 0.5}])
+        return monitoring.direct([Reading(t=1.0, customer_error_ratio=0.5)])
 
     monkeypatch.setattr(desk_web, "VIEW_EVERY_S", 3600.0)  # the readers below all come within it, however slow the host
     game = desk_web.Game(so_far, lambda b: b, lambda on: {}, lambda: False, seen)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stormcore.settings import parse_duration
+from stormlab.engine.reading import Reading
 from stormlab.responder.moves import ACTIONS
 from stormlab.scenarios import report_html, scoring
 from stormlab.scenarios.reader import load
@@ -47,27 +48,33 @@ class ToyLab:
         if self.resumed_at is not None and t >= self.resumed_at + 20:
             storm = False
         error = 1.0 if self.paused else 0.55 if storm else 0.002 if self.stuck else 0.0
-        return {
-            "customer_error_ratio": error,
-            "nodes_total": 1000,
-            "nodes_serving": 1000,
-            "nodes_disqualified": 150 if storm else 0,
-            "metadata_inflight": 0 if self.paused else 180 if storm else 10,
-            "metadata_processing_p99_s": 0.7 if self.growth else 0.2,
-            "allowance_s": 1.0,
-            "metadata_paused": self.paused,
-            "table_error_ratio": {"metric-groups": 1.0 if self.stuck else 0.0, "orders": error, "scaling-groups": 0.3 if storm else 0.0},
-            "renewal_attempts_total": {"first": t, "retry": 0},
-            # the queues ride the storm out on their cache: they fail only while the fleet is held back
-            "queue_error_ratio": 0.6 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
-            # the scaling table's rows on disqualified nodes: its API fails in part in the storm, its backlog drains after
-            "scaling_api_error_ratio": 1.0 if self.paused else 0.3 if storm else 0.0,
-            "metric_gap_ratio": 0.3 if storm else 0.0,
-            "metric_put_error_ratio": 0.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
-            "login_p50_s": 1.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.01,
-            "login_p99_s": 1.5 if self.paused or storm or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.01,
-            "scaling_backlog": 0 if self.storm_at is None or (self.resumed_at is not None and t > self.resumed_at + 60) else 40,
-        }
+        return Reading.from_json(
+            {
+                "customer_error_ratio": error,
+                "nodes_total": 1000,
+                "nodes_serving": 1000,
+                "nodes_disqualified": 150 if storm else 0,
+                "metadata_inflight": 0 if self.paused else 180 if storm else 10,
+                "metadata_processing_p99_s": 0.7 if self.growth else 0.2,
+                "allowance_s": 1.0,
+                "metadata_paused": self.paused,
+                "table_error_ratio": {
+                    "metric-groups": 1.0 if self.stuck else 0.0,
+                    "orders": error,
+                    "scaling-groups": 0.3 if storm else 0.0,
+                },
+                "renewal_attempts_total": {"first": t, "retry": 0},
+                # the queues ride the storm out on their cache: they fail only while the fleet is held back
+                "queue_error_ratio": 0.6 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
+                # the scaling table's rows on disqualified nodes: its API fails in part in the storm, its backlog drains after
+                "scaling_api_error_ratio": 1.0 if self.paused else 0.3 if storm else 0.0,
+                "metric_gap_ratio": 0.3 if storm else 0.0,
+                "metric_put_error_ratio": 0.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.0,
+                "login_p50_s": 1.5 if self.paused or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.01,
+                "login_p99_s": 1.5 if self.paused or storm or (self.resumed_at is not None and t < self.resumed_at + 10) else 0.01,
+                "scaling_backlog": 0 if self.storm_at is None or (self.resumed_at is not None and t > self.resumed_at + 60) else 40,
+            }
+        )
 
     async def fault(self, fault, args, speed):
         if fault == "blip":

@@ -169,7 +169,7 @@ def test_an_inject_typed_live_is_sent_at_once_and_scored_like_the_scenarios():
 
     async def game():
         play = asyncio.create_task(runner.run())
-        while not runner.samples or runner.samples[-1]["t"] < 60:  # the game's first minute, in virtual time
+        while not runner.samples or runner.samples[-1].t < 60:  # the game's first minute, in virtual time
             await asyncio.sleep(0)
         sent = runner.inject_now({"to": "queues", "message": "Are the queues fine?", "within": "30s"})
         again = runner.inject_now({"to": "team", "message": "A second one", "expect": "note"})

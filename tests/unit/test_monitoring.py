@@ -4,6 +4,7 @@ reading it refused or stored without its group is a gap in what the players see.
 import pytest
 from aiohttp import web
 
+from stormlab.engine.reading import Reading
 from stormlab.responder import monitoring
 from stormlab.scenarios.reader import load
 from stormlab.scenarios.scenario import ScenarioError
@@ -18,7 +19,7 @@ def test_a_reading_whose_datapoint_is_missing_is_a_gap():
     watched = len(monitoring.WATCHED)
     assert shown["gaps"] == round((1 + 3 * (watched - 1)) / (3 * watched), 3)
     assert {p["group"] for p in shown["probes"]} == set(monitoring.GROUP_OF.values()) and len(set(monitoring.GROUP_OF.values())) == watched
-    direct = monitoring.direct([{"t": 1.0, "customer_error_ratio": 0.5, "nodes_disqualified": 0}])
+    direct = monitoring.direct([Reading(t=1.0, customer_error_ratio=0.5, nodes_disqualified=0)])
     assert direct["mode"] == "direct" and direct["series"]["customer_error_ratio"] == [[1.0, 0.5]]
 
 
@@ -60,7 +61,7 @@ async def test_shared_fate_shows_what_the_metrics_service_kept(aiohttp_server):
     shared = monitoring.SharedFate(str(server.make_url("/")))
     try:
         for t in (1.0, 2.0, 3.0):
-            await shared.publish({"t": t, "customer_error_ratio": t / 10, "nodes_disqualified": 150}, at=t)
+            await shared.publish(Reading(t=t, customer_error_ratio=t / 10, nodes_disqualified=150), at=t)
         shown = await shared.read()
     finally:
         await shared.close()

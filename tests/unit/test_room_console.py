@@ -3,6 +3,7 @@ the page, and the controls behind the facilitator's token."""
 
 import pytest
 
+from stormlab.engine.reading import Reading
 from stormlab.rooms import room_web
 from stormlab.scenarios.scenario import live_inject
 
@@ -11,7 +12,7 @@ TOKEN = "f" * 32
 
 
 def snap(error, serving=400, invalid=()):
-    return {"customer_error_ratio": error, "nodes_serving": serving, "nodes_total": 400, "invalid": list(invalid)}
+    return room_web.Seen(Reading(customer_error_ratio=error, nodes_serving=serving, nodes_total=400), list(invalid))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from chaos import catalog, journal
 from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
+from stormlab.engine.reading import Reading
 from stormlab.responder import alerts, desk, desk_web, monitoring, moves, players
 from stormlab.responder.moves import ACTIONS, ROLES, check_role
 from stormlab.responder.runbook import Ops, first_look
@@ -50,7 +51,7 @@ def test_the_runner_fires_an_alert_after_its_for_and_resolves_it_when_the_condit
     bodies = []
     storm = alerts.BY_NAME["RetryStorm"]
     ev = alerts.Evaluator(bodies.append, speed=2.0, alerts=[storm])  # for: 1m at speed 2 is 30 s
-    sample = {"nodes_total": 100, "nodes_disqualified": 15}
+    sample = Reading(nodes_total=100, nodes_disqualified=15)
     for t in range(0, 30):
         ev.observe(float(t), sample, 1_000_000.0 + t)
     assert bodies == []
@@ -62,15 +63,15 @@ def test_the_runner_fires_an_alert_after_its_for_and_resolves_it_when_the_condit
     assert alert["annotations"]["summary"] == "15% of storage nodes are disqualified"
     ev.observe(31.0, sample, 1_000_031.0)
     assert len(bodies) == 1  # firing once, not once a sample
-    ev.observe(32.0, {"nodes_total": 100, "nodes_disqualified": 0}, 1_000_032.0)
+    ev.observe(32.0, Reading(nodes_total=100, nodes_disqualified=0), 1_000_032.0)
     assert bodies[-1]["status"] == "resolved" and bodies[-1]["alerts"][0]["endsAt"].endswith("Z")
 
 
 def test_the_monday_tail_alert_names_its_table_and_needs_the_aggregate_low():
     bodies = []
     ev = alerts.Evaluator(bodies.append, alerts=[alerts.BY_NAME["TableSLOBurn"]])
-    tail = {"customer_error_ratio": 0.002, "table_error_ratio": {"metric-groups": 0.9, "catalog": 0.0}}
-    storm = {"customer_error_ratio": 0.55, "table_error_ratio": {"metric-groups": 0.9, "catalog": 0.5}}
+    tail = Reading(customer_error_ratio=0.002, table_error_ratio={"metric-groups": 0.9, "catalog": 0.0})
+    storm = Reading(customer_error_ratio=0.55, table_error_ratio={"metric-groups": 0.9, "catalog": 0.5})
     for t in range(0, 70):
         ev.observe(float(t), storm, float(t))
     assert bodies == []  # the aggregate is high: the fleet-wide alerts speak, not this one
@@ -134,7 +135,7 @@ def test_scaling_the_workers_shares_the_backlog_out_again_keeping_each_groups_or
 
 
 def look(**snap) -> dict[str, str]:
-    return dict(line.split(":", 1) for line in first_look({"nodes_total": 400, "allowance_s": 1.0} | snap).splitlines())
+    return dict(line.split(":", 1) for line in first_look(Reading.from_json({"nodes_total": 400, "allowance_s": 1.0} | snap)).splitlines())
 
 
 def test_the_first_look_names_the_storm_and_its_runbook():
@@ -431,7 +432,7 @@ async def test_a_roles_console_knows_its_role_by_its_token_and_the_game_is_read_
     }
 
     async def seen():
-        return monitoring.direct([{"t": 1.0, "customer_error_ratio": 0.55}, {"t": 2.0, "customer_error_ratio": 0.56}])
+        return monitoring.direct([Reading(t=1.0, customer_error_ratio=0.55), Reading(t=2.0, customer_error_ratio=0.56)])
 
     boards = ({"title": "stormlab · Storm overview", "url": "http://127.0.0.1:20035/d/stormlab-storm"},)
     game = desk_web.Game(
