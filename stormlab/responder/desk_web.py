@@ -340,11 +340,21 @@ async def serving(
     lab_token: str,
     on_page: Callable[[dict[str, Any]], None] | None = None,
     game: Game | None = None,
+    alerts: tuple[str, int] | None = None,
 ) -> AsyncIterator[reach.Served]:
     """The desk where ``where`` says, on ``port``, while the block runs (``on_page`` hears each page
-    it takes); yields where it is served (the URL its players open, the one this host's programs use)."""
+    it takes); yields where it is served (the URL its players open, the one this host's programs use).
+    ``alerts``: an address and port where it also takes pages in plain http (a compose stack's
+    Alertmanager, over the host's bridge, while the players reach it elsewhere, over TLS perhaps)."""
+    plain = (alerts[0], alerts[1], "--desk-port") if alerts else None
     served = await reach.start(
-        app(desk, ops, lab_token, on_page, game, guard_reads=not where.local), where, port, "desk", "--desk-port", also=[reach.DESK_NAME]
+        app(desk, ops, lab_token, on_page, game, guard_reads=not where.local),
+        where,
+        port,
+        "desk",
+        "--play-port" if alerts else "--desk-port",
+        also=[reach.DESK_NAME],
+        plain=plain,
     )
     try:
         yield served

@@ -277,13 +277,24 @@ class Served:
     runner: web.AppRunner
     url: str
     local_url: str
+    plain_url: str | None = None  # the plain-http site asked for beside them (a compose stack's Alertmanager posts there)
 
 
-async def start(served: web.Application, reach: Reach, port: int, what: str, flag: str, also: Iterable[str] = ()) -> Served:
+async def start(
+    served: web.Application,
+    reach: Reach,
+    port: int,
+    what: str,
+    flag: str,
+    also: Iterable[str] = (),
+    plain: tuple[str, int, str] | None = None,
+) -> Served:
     """``served`` listening where ``reach`` says, with the Host check (``also``: more names it is
     served under), and when it is reachable from other machines on a loopback port too. A port that
-    cannot be had is a LabError naming ``flag``, the option that picks another."""
-    served.middlewares.append(host_check(reach.hosts() | set(also)))
+    cannot be had is a LabError naming ``flag``, the option that picks another. ``plain``: (address,
+    port, its option) of one more site in plain http whatever ``reach`` says: the address a compose
+    stack's containers reach the host at, where its Alertmanager posts (over the host's own bridge)."""
+    served.middlewares.append(host_check(reach.hosts() | set(also) | ({plain[0]} if plain else set())))
     context = reach.tls.context() if reach.tls else None
     runner = web.AppRunner(served, access_log=None)
     await runner.setup()
@@ -294,8 +305,19 @@ async def start(served: web.Application, reach: Reach, port: int, what: str, fla
         await runner.cleanup()
         raise LabError(f"the {what} cannot listen on {_bracketed(reach.listen)}:{port}: {exc.strerror} ({flag} picks another)") from None
     bound = runner.addresses[0][1] if runner.addresses else port
+    plain_url = None
+    if plain is not None:
+        address, plain_port, plain_flag = plain
+        try:
+            await web.TCPSite(runner, address, plain_port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise LabError(
+                f"the {what} cannot listen on {_bracketed(address)}:{plain_port}: {exc.strerror} ({plain_flag} picks another)"
+            ) from None
+        plain_url = f"http://{_bracketed(address)}:{runner.addresses[-1][1]}"
     if reach.local:
-        return Served(runner, reach.url(bound), reach.url(bound))
+        return Served(runner, reach.url(bound), reach.url(bound), plain_url)
     loopback = web.TCPSite(runner, LOOPBACK, 0)
     try:
         await loopback.start()
@@ -303,4 +325,4 @@ async def start(served: web.Application, reach: Reach, port: int, what: str, fla
         await runner.cleanup()
         raise LabError(f"the {what} cannot listen on loopback for this host's programs: {exc.strerror}") from None
     mine = runner.addresses[-1][1]  # the sites' sockets in the order they started: the loopback one last
-    return Served(runner, reach.url(bound), f"http://{LOOPBACK}:{mine}")
+    return Served(runner, reach.url(bound), f"http://{LOOPBACK}:{mine}", plain_url)

@@ -187,7 +187,6 @@ def up(
     card (room.json) says who is where, and where its pages are served (``where``: loopback by
     default; ``tls``: over https with a certificate made for it, kept in the room's directory)."""
     where = where or Reach()
-    check_reach(backend, where, tls)
     home = room_dir(directory)
     earlier = read_card(directory)
     if earlier and any(team_state(earlier, t) for t in earlier.get("teams", {})):
@@ -327,21 +326,25 @@ def read_game(directory: Path | None = None) -> dict[str, Any] | None:
     return read_card(directory, GAME)
 
 
-def check_reach(backend: str, where: Reach, tls: bool) -> None:
-    """A room's pages are reachable from other machines on the local backend only, so far."""
-    if backend == "compose" and (tls or not where.local):
-        raise UsageError("--listen and --tls with --backend compose are not built yet: a compose room's pages are on loopback (use local)")
-
-
 def runner_argv(
-    scenario: Path, team: str, speed: float, autopilot: bool, home: Path, desk_port: int | None = None, where: Reach | None = None
+    scenario: Path,
+    team: str,
+    speed: float,
+    autopilot: bool,
+    home: Path,
+    desk_port: int | None = None,
+    where: Reach | None = None,
+    play_port: int = 0,
 ) -> list[str]:
     """A team's runner: the scenario on the team's lab (kept up), its desk on a free port (on
-    compose: ``desk_port``, where the team's Alertmanager posts) where the room's pages are served,
+    compose: ``desk_port``, where the team's Alertmanager posts, and the players' pages on
+    ``play_port`` when the room is served to other machines) where the room's pages are served,
     its lines as JSON, its run directory and the room's leaderboard in the room's directory."""
     argv = [sys.executable, "-m", "stormlab.cli", "scenario", "run", str(scenario), "--keep-lab", "--desk-port", str(desk_port or 0)]
     argv += ["--backend", "local" if desk_port is None else "docker"]
-    argv += where.argv() if where is not None and not where.local else []
+    reachable = where is not None and not where.local
+    argv += where.argv() if where is not None and reachable else []
+    argv += ["--play-port", str(play_port)] if reachable and desk_port is not None else []
     argv += ["--team", team, "--speed", f"{speed:g}", "--json", "--out", str(home / "games" / team)]
     argv += ["--leaderboard", str(home / "leaderboard.jsonl")]
     return argv + (["--autopilot"] if autopilot else [])
@@ -367,13 +370,13 @@ def play(scenario: Path, autopilot: bool = False, directory: Path | None = None)
         log_path = Path(where) / GAME_LOG
         # the team's token from its own directory, never one exported where the room started
         env = {k: v for k, v in os.environ.items() if k not in PRIVATE} | {"STORMLAB_STATE_DIR": where}
-        desk_port = None
+        desk_port, play_port = None, 0
         if card.get("backend") == "compose":
             env = room_compose.environment(card["compose"][team], Path(where))
-            desk_port = room_compose.desk_port(card["compose"][team])
+            desk_port, play_port = room_compose.desk_port(card["compose"][team]), room_compose.play_port(card["compose"][team])
         with log_path.open("w") as log:
             proc = subprocess.Popen(
-                runner_argv(scenario.resolve(), team, speed, autopilot, home, desk_port, Reach.of(card.get("reach"))),
+                runner_argv(scenario.resolve(), team, speed, autopilot, home, desk_port, Reach.of(card.get("reach")), play_port),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -8,7 +8,9 @@ variables are all `scenario run --backend docker`, `chaos` and `ops` need to fin
 Each team's ports: ``PORT_BASE + PORT_STRIDE * n`` and the offsets below (team 1: the metadata
 service on 20020, loadgen 20022, … its desk 20029, Prometheus 20030, Alertmanager 20033, Grafana
 20035), all on 127.0.0.1 but Grafana (``STORMLAB_BIND``). Alertmanager posts each team's pages to
-that team's desk: the room writes the team's copy of alertmanager/ with the desk's port in it.
+that team's desk: the room writes the team's copy of alertmanager/ with the desk's port in it. The
+desk takes them on the address containers reach the host at, in plain http; a room served to other
+machines (``--listen``, ``--tls``) serves the team's players' pages on a port of its own (20031).
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ OFFSETS = {
     "METRICS_PORT": 7,
     "DESK_PORT": 9,
     "PROMETHEUS_PORT": 10,
+    "PLAY_PORT": 11,
     "ALERTMANAGER_PORT": 13,
     "GRAFANA_PORT": 15,
 }
+RUNNERS_PORTS = ("DESK_PORT", "PLAY_PORT")  # the team's runner's, on this host: no compose variable
 DESK_IN_CONFIG = "stormlab-desk:8709"  # where alertmanager/alertmanager.yml posts the pages (one stack's desk)
 COMPOSE_FILE = compose.ROOT / "docker-compose.yml"
 ALERTMANAGER_DIR = compose.ROOT / "alertmanager"
@@ -91,7 +95,7 @@ def variables(team: str, number: int, settings: LabSettings, team_dir: Path) -> 
             "compose stack's racks run the image's code: run this room with --backend local"
         )
     out = {k: v for k, v in wanted.items() if k in passed}
-    out |= {k: str(v) for k, v in ports(number).items() if k != "DESK_PORT"}
+    out |= {k: str(v) for k, v in ports(number).items() if k not in RUNNERS_PORTS}
     return out | {"COMPOSE_PROJECT_NAME": project(team), "STORMLAB_ALERTMANAGER_DIR": str(team_dir / "alertmanager")}
 
 
@@ -100,6 +104,11 @@ def alertmanager_config(text: str, desk_port: int) -> str:
     if DESK_IN_CONFIG not in text:
         raise LabError(f"alertmanager/alertmanager.yml no longer posts to {DESK_IN_CONFIG}: the room cannot route a team's pages")
     return text.replace(DESK_IN_CONFIG, f"stormlab-desk:{desk_port}")
+
+
+def play_port(team_env: Mapping[str, str]) -> int:
+    """The port of the team's players' pages when the room is served to other machines (or over TLS)."""
+    return int(team_env["METADATA_PORT"]) - OFFSETS["METADATA_PORT"] + OFFSETS["PLAY_PORT"]
 
 
 def desk_port(team_env: Mapping[str, str]) -> int:

@@ -80,6 +80,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=desk.DEFAULT_PORT,
         help=f"where the runner serves the status page and takes Alertmanager's pages (default {desk.DEFAULT_PORT}; 0: any free port)",
     )
+    r.add_argument(
+        "--play-port",
+        type=int,
+        default=0,
+        help="with --backend docker and --listen or --tls: the port of the players' pages (default 0: any free port); the "
+        "desk's --desk-port stays on the address containers reach the host at, in plain http, for the stack's Alertmanager",
+    )
     reach.add_arguments(r, "the desk and the players' consoles")
     r.add_argument("--json", action="store_true", help="one JSON object per line on stdout: steps, progress, pages, the result")
     r.add_argument(
@@ -315,7 +322,12 @@ async def settle_then(
     assert task is not None
     for sig in launcher.TERMINATING:
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
-    where = reach.from_args(args, default=desk_host(isinstance(lab, DockerLab)))
+    bridge = desk_host(isinstance(lab, DockerLab))
+    where = reach.from_args(args, default=bridge)
+    # On compose the stack's Alertmanager posts to the desk port on the host's bridge in plain http; players
+    # reached elsewhere (or over TLS) get a port of their own.
+    apart = isinstance(lab, DockerLab) and (where.listen != bridge or where.tls is not None)
+    alerts, port = ((bridge, args.desk_port), args.play_port) if apart else (None, args.desk_port)
     heard = partial(announce, say)  # Alertmanager's pages, printed as they arrive
 
     async def seen() -> dict:
@@ -323,7 +335,7 @@ async def settle_then(
 
     links = tuple(await asyncio.to_thread(lab.dashboards))  # asked once: the stack is up and settled
     game = desk_web.Game(partial(so_far, runner, book, lab), runner.inject_now, runner.hold, lambda: runner.holds.on, seen, links)
-    async with desk_web.serving(book, lab.ops, where, args.desk_port, lab.ops.token, heard, game) as served:
+    async with desk_web.serving(book, lab.ops, where, port, lab.ops.token, heard, game, alerts) as served:
         url = served.url
         say(
             "desk",

@@ -89,8 +89,9 @@ class Stack:
         assert done.returncode == code, f"{' '.join(argv)} exited {done.returncode}: {done.stdout}{done.stderr}"
         return done.stdout if code == 0 else done.stdout + done.stderr
 
-    def scenario(self, text: str) -> dict:
-        """`stormlab scenario run --backend docker` on this stack; returns its journal."""
+    def scenario(self, text: str, *flags: str) -> dict:
+        """`stormlab scenario run --backend docker [FLAGS]` on this stack; returns its journal (what
+        the runner printed: ``said``)."""
         work, started = Path(tempfile.mkdtemp(prefix="stormlab-e2e-")), time.monotonic()
         (work / "scenario.yaml").write_text(text)
         env = {**self.env, "STORMLAB_STATE_DIR": str(work / "state")}
@@ -106,6 +107,7 @@ class Stack:
                 "docker",
                 "--out",
                 str(work / "runs"),
+                *flags,
             ],
             cwd=ROOT,
             env=env,
@@ -114,6 +116,7 @@ class Stack:
             timeout=600,
         )
         print(out.stdout, out.stderr, f"the scenario took {time.monotonic() - started:.1f} s", sep="\n")
+        self.said = out.stdout
         journals = list((work / "runs").glob("*/journal.json"))
         # a runner that died wrote no journal: say how it ended, with all it said
         assert len(journals) == 1, f"the scenario run exited {out.returncode} with {len(journals)} journals:\n{out.stdout}\n{out.stderr}"

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from stormcore import roster
 from stormlab.artefacts.dashboard_png import draw, every_value
+from stormlab.responder import reach
 from tests.e2e.compose_stack import CASCADE, PROJECT, ROOT, Stack, one, wait_for
 
 LAB = [*roster.ENGINE_SERVICES, "prometheus", "alertmanager"]  # rack: one service, 10 replicas
@@ -105,8 +108,11 @@ def test_the_storm_on_compose(stack):
     assert stack.value("stormlab:customer_errors:ratio_rate1m") < 0.01
 
     # The blip, in a game day: Prometheus fires RetryStorm, Alertmanager routes it to the database
-    # on-call at the runner's desk (its webhook, on the docker bridge).
-    storm = stack.scenario(STORM)
+    # on-call at the runner's desk (its webhook, on the docker bridge, in plain http), while the
+    # players' pages are served over TLS on a port of their own (a class on its own laptops).
+    tls = reach.make_certificate(Path(tempfile.mkdtemp(prefix="stormlab-e2e-tls-")), reach.Reach().hosts())
+    storm = stack.scenario(STORM, "--listen", "127.0.0.1", "--tls-cert", tls.cert, "--tls-key", tls.key)
+    assert "status page: https://127.0.0.1:" in stack.said, stack.said
     assert storm["outcome"] == "passed", [s for s in storm["steps"] if not s["passed"]]
     blip = next(s for s in storm["steps"] if s["name"] == "the blip")
     assert blip["passed"], blip

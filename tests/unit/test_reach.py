@@ -172,3 +172,39 @@ def test_a_certificate_that_cannot_serve_is_refused_before_anything_starts(tmp_p
 def test_a_public_url_must_say_the_scheme_the_pages_are_served_in(certificate):
     with pytest.raises(UsageError, match="should start https://"):
         Reach("10.0.0.5", "http://class.example.org", certificate)
+
+
+def test_a_compose_game_s_desk_takes_alertmanager_s_pages_in_plain_http_while_its_players_use_tls(certificate, tmp_path):
+    """On compose the stack's Alertmanager posts to the desk's port on the host's bridge, in plain http;
+    the players' pages are served where --listen says, over TLS, on a port of their own."""
+    import ssl
+
+    from stormlab.responder import desk_web
+    from stormlab.responder.desk import Desk
+    from stormlab.responder.runbook import Ops
+
+    token = "t" * 32
+    (tmp_path / ".env").write_text(f"STORMLAB_TOKEN={token}\n")
+    book = Desk(tmp_path, title="the 2015 storm", team="blue")
+    ops = Ops({"directory": str(tmp_path), "components": {}}, journal=book.journal)
+    page = {"alerts": [{"status": "firing", "labels": {"alertname": "RetryStorm", "role": "database", "severity": "critical"},
+                        "annotations": {"summary": "15% of storage nodes are disqualified"}}]}  # fmt: skip
+
+    async def main() -> None:
+        where = Reach("127.0.0.1", None, certificate)
+        async with desk_web.serving(book, ops, where, 0, token, alerts=("127.0.0.1", 0)) as served:
+            assert served.url.startswith("https://") and served.plain_url and served.plain_url.startswith("http://127.0.0.1:")
+            assert len({u.rsplit(":", 1)[1] for u in (served.url, served.local_url, served.plain_url)}) == 3
+            auth = {"Authorization": f"Bearer {token}"}
+            async with aiohttp.ClientSession() as http:
+                async with http.post(served.plain_url + "/alertmanager", json=page, headers=auth) as answer:
+                    assert answer.status == 200 and (await answer.json()) == {"recorded": 1}
+                async with http.post(
+                    served.plain_url + "/alertmanager", json=page, headers=auth | {"Host": "stormlab-desk:8709"}
+                ) as answer:
+                    assert answer.status == 200  # the name the stack's containers post to
+                pinned = ssl.create_default_context(cafile=certificate.cert)
+                async with http.get(served.url + "/status.json", ssl=pinned, headers=auth) as answer:
+                    assert answer.status == 200 and len((await answer.json())["pages"]) == 2
+
+    asyncio.run(main())

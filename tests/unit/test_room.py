@@ -198,7 +198,6 @@ def test_room_env_unsets_an_exported_token_for_the_teams_own(tmp_path, monkeypat
         (["--tls", "--tls-cert", "c.pem", "--tls-key", "k.pem"], "--tls makes a certificate"),
         (["--tls", "--public-url", "http://x"], "should start https://"),
         (["--tls-cert", "c.pem"], "go together"),
-        (["--backend", "compose", "--listen", "10.0.0.5"], "not built yet"),
     ],
 )
 def test_a_room_that_players_could_not_reach_is_refused_before_any_lab_starts(tmp_path, monkeypatch, capsys, flags, said):

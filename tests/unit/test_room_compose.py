@@ -43,7 +43,7 @@ def test_a_teams_variables_are_its_project_its_ports_and_the_settings_compose_ca
     got = room_compose.variables("team-2", 2, settings, tmp_path / "team-2")
     assert got["COMPOSE_PROJECT_NAME"] == "stormlab-team-2"
     assert got["STORMLAB_ALERTMANAGER_DIR"] == str(tmp_path / "team-2" / "alertmanager")
-    assert (got["METADATA_PORT"], got["PROMETHEUS_PORT"]) == ("20040", "20050") and "DESK_PORT" not in got
+    assert (got["METADATA_PORT"], got["PROMETHEUS_PORT"]) == ("20040", "20050") and "DESK_PORT" not in got and "PLAY_PORT" not in got
     assert (got["STORMLAB_RACKS"], got["STORMLAB_NODES_PER_RACK"], got["STORMLAB_SEED"]) == ("10", "40", "2015")
     assert set(k for k in got if k.startswith("STORMLAB_")) - {"STORMLAB_ALERTMANAGER_DIR"} <= room_compose.carried()
     assert "STORMLAB_TOKEN" not in got  # each stack makes its own
@@ -104,6 +104,18 @@ def test_a_teams_runner_plays_its_stack_with_the_desk_its_alertmanager_posts_to(
     assert argv[argv.index("--backend") + 1] == "docker" and argv[argv.index("--desk-port") + 1] == "20029"
     local = room.runner_argv(Path("s.yaml"), "team-1", 2.0, False, tmp_path)
     assert local[local.index("--backend") + 1] == "local" and local[local.index("--desk-port") + 1] == "0"
+    assert "--play-port" not in argv + local  # on loopback the desk's port serves the players too
+
+
+def test_a_compose_room_served_to_a_class_gives_each_team_s_players_a_port_of_their_own(tmp_path):
+    from stormlab.responder.reach import Reach
+
+    team_env = room_compose.variables("team-2", 2, LabSettings(), tmp_path)
+    desk, play = room_compose.desk_port(team_env), room_compose.play_port(team_env)
+    assert (desk, play) == (20049, 20051) and play in room_compose.ports(2).values()  # checked free with the stack's ports
+    argv = room.runner_argv(Path("s.yaml"), "team-2", 1.0, False, tmp_path, desk, Reach.given("10.0.0.5", None), play)
+    assert argv[argv.index("--desk-port") + 1] == "20049" and argv[argv.index("--play-port") + 1] == "20051"
+    assert argv[argv.index("--listen") + 1] == "10.0.0.5"
 
 
 STAND_IN = """#!{python}
