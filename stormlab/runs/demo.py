@@ -233,11 +233,11 @@ class Demo:
             raise Slower(speed, why)
 
     def margin(self, snap: Reading) -> str:
-        sizes = snap.membership_sizes
+        sizes = dict(snap.membership_sizes)
         p99 = self.profile_s(snap.metadata_processing_p99_s) or 0.0
         return (
             f"THE MARGIN: membership sizes {sizes} (entries: nodes); the biggest renewals take "
-            f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * p99 / self.allowance_s:.0f}% used), "
+            f"{p99:.2f}s of the {self.allowance_s:.2f}s allowance ({100 * (snap.margin or 0.0):.0f}% used), "
             "and nobody was watching membership size"
         )
 
