@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from stormcore import auth
 from stormcore.errors import LabError, UsageError
 from stormcore.procs import Child
 from stormlab.responder.moves import ROLES
@@ -99,9 +100,10 @@ def move(card: dict[str, Any], role: str | None, token_dir: Path, action: str, a
         )
     token = token_for(token_dir, role)
     body = json.dumps({"action": action, "args": args, "as": role}).encode()
-    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     desk = local_desk(card)
-    req = urllib.request.Request(f"{desk}/moves", data=body, method="POST", headers=headers)
+    req = urllib.request.Request(
+        f"{desk}/moves", data=body, method="POST", headers={"Content-Type": "application/json"} | auth.headers(token)
+    )
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
             answer = json.loads(resp.read())

@@ -75,3 +75,22 @@ async def test_the_join_page_shows_every_role_s_link_and_code_to_the_facilitator
     shown = await (await client.get("/join/links", headers=as_role(TOKEN))).text()
     assert shown.count("<svg") == 2 and "https://10.0.0.5:9001/play#token=db1" in shown and "token=q1" in shown
     assert "team-2" in shown and "room play" in shown  # a team with no game yet says so
+
+
+def test_the_bearer_token_is_written_and_checked_in_one_place():
+    """stormcore/auth.py alone writes "Bearer …" (headers) and checks it (carries, whose): no module
+    of the lab, its desks or its rooms spells the scheme itself (the pages' JavaScript aside)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spelled = []
+    for package in ("stormcore", "chaos", "services", "metadata_service", "storage_node", "stormlab"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path.relative_to(root).as_posix() == "stormcore/auth.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                first = node.values[0] if isinstance(node, ast.JoinedStr) and node.values else node
+                if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("Bearer "):
+                    spelled.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert spelled == []
