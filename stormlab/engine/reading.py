@@ -8,6 +8,7 @@ what `stormlab status --json` prints and a game day's journal keeps. Pure."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,12 +114,15 @@ class Reading:
                 given[name] = empty
         return cls(**given)
 
-    def to_json(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+    def to_json(self, only: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The reading as JSON: every figure of the lab (``status --json``), or ``only`` those
         named (a game day's journal: JOURNALED); each rack's status and ``promql`` when asked."""
-        names = [n for n in FIELDS if n not in ("t", "promql", "racks")] if only is None else [n for n in FIELDS if n in set(only)]
-        asked = {name: value for name in ("racks", "promql") if (value := getattr(self, name)) is not None}
-        return {name: getattr(self, name) for name in names} | asked
+        doc = {name: getattr(self, name) for name in _named(only)}
+        if self.racks is not None and only is None:
+            doc["racks"] = self.racks
+        if self.promql is not None:
+            doc["promql"] = self.promql
+        return doc
 
     def but(self, **changes: Any) -> Reading:
         """The same reading with ``changes``."""
@@ -216,6 +220,29 @@ EMPTY: dict[str, Any] = {
 }
 
 
+@functools.cache
+def _named(only: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The fields ``to_json`` writes, in their order: every figure, or ``only`` those."""
+    return tuple(n for n in FIELDS if n not in ("t", "promql", "racks")) if only is None else tuple(n for n in FIELDS if n in only)
+
+
+class Journaled(dict[str, Any]):
+    """A sample as a game day's journal keeps it (JSON: JOURNALED), holding the reading it was made
+    from: a runner's journal, scored every second while the consoles watch, is read back without
+    parsing each sample again."""
+
+    __slots__ = ("reading",)
+
+    def __init__(self, reading: Reading) -> None:
+        super().__init__(reading.to_json(JOURNALED))
+        self.reading = reading
+
+    def _measured(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a journal's sample is what was measured: copy it (dict(sample)) to change it")
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = setdefault = clear = _measured
+
+
 def readings(docs: Iterable[Mapping[str, Any]]) -> list[Reading]:
-    """Readings from their JSON (a game day's journal's samples)."""
-    return [Reading.from_json(d) for d in docs]
+    """Readings from their JSON (a game day's journal's samples: read from its file, or the runner's own)."""
+    return [d.reading if isinstance(d, Journaled) else Reading.from_json(d) for d in docs]

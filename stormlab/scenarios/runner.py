@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from stormcore.settings import Pace
-from stormlab.engine.reading import JOURNALED, Reading
+from stormlab.engine.reading import Journaled, Reading
 from stormlab.scenarios.autopilot import Autopilot, Rules
 from stormlab.scenarios.holds import Holds
 from stormlab.scenarios.replay import Script
@@ -67,6 +67,7 @@ class Runner:
         self.observers, self.progress, self.progress_every_s = observers, progress, progress_every_s
         self.t0 = 0.0
         self.samples: list[Reading] = []
+        self.journaled: list[Journaled] = []  # the same samples as the journal keeps them, each made once
         self.steps: list[dict[str, Any]] = []
         self.rollbacks: list[dict[str, Any]] = []
         self.waiting: dict[str, Any] = {}  # what the run waits for now: step, condition, probe, deadline
@@ -130,6 +131,7 @@ class Runner:
     async def take_sample(self) -> Reading:
         sample = (await self.lab.sample()).but(t=round(self.elapsed(), 3))
         self.samples.append(sample)
+        self.journaled.append(Journaled(sample))
         for observe in self.observers:
             observe(sample)
         for watch in self._watches:
@@ -386,7 +388,7 @@ class Runner:
             ],
             "steps": self.steps,
             "rollbacks": self.rollbacks,
-            "samples": [s.to_json(JOURNALED) for s in self.samples],
+            "samples": self.journaled,
             "player_actions": self.on_game_clock(self.lab.player_actions()),
             "injects": self.injected,
             "holds": self.holds.record(self.clock.now() - self.t0) if self.started else [],

@@ -259,8 +259,10 @@ def test_a_game_day_judged_invalid_says_so_in_its_report():
     quiet = scoring.validity(journal, period_s=10.0)
     assert quiet["valid"] is True and quiet["invalid_reasons"] == []
     blip_at = next(r["at_s"] for r in scoring.records(journal) if r.get("fault") == "blip")
-    for sample in journal["samples"]:  # a rack's loop stalls 10 s after the blip
-        sample |= {"loop_lag_p99_s": 0.3 if blip_at + 9 <= sample["t"] <= blip_at + 11 else 0.002, "loop_lag_by": "rack-07"}
+    journal["samples"] = [  # a rack's loop stalls 10 s after the blip
+        dict(sample) | {"loop_lag_p99_s": 0.3 if blip_at + 9 <= sample["t"] <= blip_at + 11 else 0.002, "loop_lag_by": "rack-07"}
+        for sample in journal["samples"]
+    ]
     journal["validity"] = scoring.validity(journal, period_s=10.0)
     (reason,) = journal["validity"]["invalid_reasons"]
     assert reason.startswith("at the herd") and "rack-07" in reason and "300 ms" in reason

@@ -9,7 +9,7 @@ import pytest
 
 from stormcore.wire import RackStatus
 from stormlab.engine.observe import summarize
-from stormlab.engine.reading import FIELDS, JOURNALED, PROBES, Reading, readings
+from stormlab.engine.reading import FIELDS, JOURNALED, PROBES, Journaled, Reading, readings
 from stormlab.responder import alerts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +61,18 @@ def test_its_json_is_the_shape_status_printed_and_a_journal_keeps_what_a_game_da
     # a journal written before a field was kept, or with a null where a count is: the empty value
     old = Reading.from_json({"t": 1.0, "customer_error_ratio": 0.5, "table_error_ratio": None, "unknown_key": 3})
     assert old.table_error_ratio == {} and old.customer_error_ratio == 0.5 and old.nodes_total == 0
+
+
+def test_a_runner_s_journal_is_read_back_without_parsing_its_samples_again_and_nobody_edits_them():
+    taken = Reading(t=3.0, customer_error_ratio=0.55, nodes_total=400, nodes_disqualified=60)
+    kept = Journaled(taken)
+    assert json.loads(json.dumps([kept]))[0] == dict(kept) == taken.to_json(JOURNALED)  # written as any journal is
+    assert readings([kept])[0] is taken  # the reading itself, not parsed again (scored every second while consoles watch)
+    assert readings([dict(kept)])[0] == taken  # a copy, or a file, is parsed
+    with pytest.raises(TypeError, match="what was measured"):
+        kept["customer_error_ratio"] = 0.0
+    with pytest.raises(TypeError):
+        kept |= {"t": 0.0}
 
 
 READING_NAMES = {"snap", "sample", "reading"}
