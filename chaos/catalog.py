@@ -160,7 +160,9 @@ def _racks_from_text(text: str, racks_total: int | None) -> list[int]:
             count = int(text)
         except ValueError:
             raise ChaosError(f"racks must be a count or a comma list of rack numbers, got {text!r}") from None
-        if count < 1 or (racks_total is not None and count > racks_total):
+        if count < 1:
+            raise ChaosError(f"racks {count}: a count of racks is at least 1 (or name them: 0,1,2)")
+        if racks_total is not None and count > racks_total:
             raise ChaosError(f"racks {count}: the lab has {racks_total} racks")
         return list(range(count))
     try:

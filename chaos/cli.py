@@ -125,8 +125,22 @@ def lab_state(docker: bool, fault: str | None = None) -> dict[str, Any]:
         }
     state = running()
     if not state:
-        raise ChaosError("no lab is up: start one with `stormlab up`")
+        raise LabError("no lab is up: start one with `stormlab up`")
     return state
+
+
+def check_offline(args: argparse.Namespace) -> None:
+    """What the command line says that can be judged with no lab: each argument given, read as the
+    catalog reads it (the fleet's size aside), and --fraction's range. With no lab up, bad input is
+    told as such (exit 2) rather than "no lab is up" (exit 1); with one, the lab's own checks speak."""
+    fault = catalog.FAULTS[args.fault]
+    for arg in fault.args:
+        raw = getattr(args, arg.key, None)
+        if raw is not None and not (arg.key == "racks" and raw == "all"):
+            arg.parse(raw, None)
+    fraction = getattr(args, "fraction", None)
+    if fraction is not None and not 0 < fraction <= 1:
+        raise ChaosError("--fraction must be more than 0 and at most 1")
 
 
 ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, listing, halt
@@ -144,7 +158,11 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
         racks_total = max(runner.racks(), default=-1) + 1
         req = catalog.request(args.fault, values_from(args, racks_total, cells_in(os.environ)), racks_total)
         return engine.apply(req.body, runner, args.dry_run, args.wait)
-    state = lab_state(docker, args.fault)
+    try:
+        state = lab_state(docker, args.fault)
+    except LabError:  # no lab: bad input is still told as such (exit 2), before "no lab is up" (exit 1)
+        check_offline(args)
+        raise
     values = values_from(args, client.racks_total(state), cells_in(state["settings"]))
     if args.dry_run:
         url, req = client.build(state, args.fault, values)

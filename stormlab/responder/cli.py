@@ -44,7 +44,7 @@ from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
 from stormlab.engine.compose import DockerStack
 from stormlab.responder import roles
-from stormlab.responder.moves import ACTIONS, ROLES, SEVERITIES
+from stormlab.responder.moves import ACTIONS, ROLES, SEVERITIES, Action, fault_of, move_values
 from stormlab.responder.runbook import Ops, first_look
 
 
@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         state = running()
         if not state:
+            check_offline(spec, kwargs)  # bad input is told as such (exit 2), not hidden behind "no lab is up" (exit 1)
             raise LabError(
                 "no lab is up: start one with `stormlab up` or `stormlab scenario run` (or --backend docker for the compose stack)"
             )
@@ -137,6 +138,14 @@ def run(args: argparse.Namespace) -> int:
     if not entry["ok"]:
         raise entry["error"]
     return 0
+
+
+def check_offline(spec: Action, kwargs: dict[str, Any]) -> None:
+    """A move's arguments read as the catalog reads them, where no lab is up to judge them. With a lab
+    up, the move is made (a bad one journaled as a failed move, as the game day scores it)."""
+    fault = fault_of(spec, kwargs)
+    if fault is not None:
+        catalog.request(fault, move_values(spec, kwargs))
 
 
 def through_desk(game: dict[str, Any], args: argparse.Namespace, kwargs: dict[str, Any]) -> int:
