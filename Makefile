@@ -12,7 +12,7 @@ PROMETHEUS_PORT ?= 9090
 GRAFANA_PORT ?= 3000
 ALERTMANAGER_PORT ?= 9093
 
-.PHONY: install test test-lab test-storm test-all test-unit check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean \
+.PHONY: install test test-lab test-storm test-all test-unit check constraints demo gameday soak soak-compose fuzz bench sizing k8s-config sweep mitigations profile local-up local-status local-down clean cli-table \
         up down blip logs token grafana-password e2e
 
 # What running the lab needs (the lab and its charts), and what testing it needs on top (the test
@@ -82,7 +82,7 @@ gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
 # The map of where a blip leaves the lab stuck; the documented run is at 1,000 nodes, once per link:
-# `make sweep ARGS="--watch 6 --live-phases 0 --link kernel"` (as root), then `--link proxy` (about
+# `make sweep ARGS="--watch-periods 6 --live-phases 0 --link kernel"` (as root), then `--link proxy` (about
 # 11 minutes of model on both cores once, then 30 live points per link, 100-240 s each: about 65
 # minutes); --quick: 400 nodes. Updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
 sweep: $(STAMP)
@@ -131,6 +131,11 @@ sizing: $(STAMP)
 k8s-config: $(STAMP)
 	$(BIN)/python -m stormlab.artefacts.k8s_config
 
+# docs/cli.md's table of every flag and what it means, from the parser (a test keeps it the same)
+cli-table: $(STAMP)
+	$(BIN)/python -c 'from pathlib import Path; from stormlab.cli import build_parser; from stormlab.artefacts import cli_page, blocks; \
+		blocks.replace_block(Path("docs/cli.md"), "flags", cli_page.markdown(build_parser()))'
+
 # py-spy profiles of rack-00, the link proxy, the metadata service and loadgen at a fleet size
 # (default 10,000 nodes at speed 0.25); their top lines go into docs/benchmarks.md.
 profile: $(STAMP)
@@ -162,14 +167,14 @@ up:
 	@echo "  lab token         make token   (generated at the first start; Grafana's admin password: make grafana-password)"
 	@echo "  Prometheus        http://localhost:$(PROMETHEUS_PORT)/alerts"
 	@echo "  Alertmanager      http://localhost:$(ALERTMANAGER_PORT)   (its pages go to the runner of 'stormlab scenario run --backend docker')"
-	@echo "  start the storm   make blip   ($(COMPOSE) run --rm chaos blip --racks 3 --duration 5s)"
+	@echo "  start the storm   make blip   ($(COMPOSE) run --rm chaos blip --rack-set 3 --duration 5s)"
 	@echo "  stop everything   make down"
 
 down:
 	$(COMPOSE) down -v --remove-orphans
 
 blip:
-	$(COMPOSE) run --rm chaos blip --racks 3 --duration 5s
+	$(COMPOSE) run --rm chaos blip --rack-set 3 --duration 5s
 
 logs:
 	$(COMPOSE) logs -f --tail=100

@@ -67,7 +67,9 @@ class Arg:
 
     @property
     def flag(self) -> str:
-        return "--" + self.key.replace("_", "-")
+        """Its command-line flag: ``--KEY``, but a selection of racks is ``--rack-set`` (``--racks``
+        is a fleet's size wherever a lab is started)."""
+        return "--rack-set" if self.kind == RACKS else "--" + self.key.replace("_", "-")
 
     def upper(self) -> float | None:
         return self.hi() if callable(self.hi) else self.hi
@@ -84,8 +86,9 @@ class Arg:
             extra.append("one of " + ", ".join(self.choices))
         if self.lo is not None and self.kind in (DURATION, NUMBER, INTEGER):
             extra.append(self.limits())
-        if self.default not in (None, False):
-            extra.append(f"default {self.default}")
+        if self.default is not None and self.default is not False:  # a default of 0 is said too
+            number = self.kind == DURATION and isinstance(self.default, (int, float))
+            extra.append(f"default {self.default:g}s" if number else f"default {self.default}")
         return self.help + (f" ({'; '.join(extra)})" if extra else "")
 
     def parse(self, raw: Any, racks_total: int | None = None) -> Any:
@@ -283,7 +286,7 @@ def timed_keys() -> set[str]:
 DURATION_ARG = Arg(
     "duration_s", DURATION, "how long the lease lasts, e.g. 5s, 500ms, 2m", lo=0, lo_open=True, hi=max_duration_s, required=True
 )
-RACKS_ARG = Arg("racks", RACKS, "how many racks (3 = racks 0,1,2) or which (2,5,7)", default="3")
+RACKS_ARG = Arg("racks", RACKS, "how many racks (3: racks 0,1,2), which (2,5,7), or one alone (3,: rack 3)", default="3")
 TARGET_ARG = Arg("target", TARGET, f"the process: {roster.targets_text()}", required=True)
 
 
@@ -357,7 +360,7 @@ _FAULTS = (
         "the path heals; the service's next requests go through",
         (
             Arg("target", CHOICE, "the service", required=True, choices=SERVICES),
-            Arg("racks", RACKS, "how many racks (3 = racks 0,1,2), which (2,5,7), or all", default="all"),
+            Arg("racks", RACKS, "how many racks (3: racks 0,1,2), which (2,5,7), one alone (3,: rack 3), or all", default="all"),
             DURATION_ARG,
         ),
     ),

@@ -24,12 +24,14 @@ from chaos.catalog import ChaosError
 from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
 from chaos.journal import Journal
 from chaos.lease import describe_effect
-from stormcore import roster
+from stormcore import commandline, roster
 from stormcore.auth import ensure_token
-from stormcore.errors import LabError, UsageError
+from stormcore.commandline import Parser
+from stormcore.errors import LabError
 from stormcore.fleet import racks_of_cell
 from stormcore.labstate import backend, running, state_dir
 from stormcore.racks import cell_holders, cells_in
+from stormcore.settings import DEFAULT_PROFILE, profile
 
 FORMATTER = HelpFormatter
 
@@ -53,15 +55,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = faults.add_parser(fault.name, help=help_text(fault.help), description=describe(fault), formatter_class=FORMATTER)
         add_fault_args(p, fault)
         if any(a.kind == catalog.RACKS for a in fault.args):
-            p.add_argument("--fraction", type=float, help="instead of --racks: this fraction of the racks")
+            p.add_argument(
+                "--fraction", type=float, help="instead of --rack-set: this fraction of the racks (more than 0, at most 1; default: none)"
+            )
         if fault.name == "partition":
-            p.add_argument("--between", nargs=2, metavar=("A", "B"), help="instead of --racks: racks:1,2 and metadata")
+            p.add_argument("--between", nargs=2, metavar=("A", "B"), help="instead of --rack-set: racks:1,2 and metadata (default: none)")
             p.add_argument("--one-way", action="store_true", help="with --between: drop only traffic from A to B")
         p.add_argument("--dry-run", action="store_true", help="print the exact request and change nothing")
         p.add_argument("--wait", action="store_true", help="stay until the fault ends (Ctrl-C leaves it to end by itself)")
     listing = faults.add_parser("list", help="every lease in force (the faults and the operator's moves) and its time left")
     listing.add_argument("--json", action="store_true", help="one JSON document: every lease, by holder")
-    faults.add_parser("halt", help="end every lease now (the faults and the operator's moves), each reverted")
+    halt = faults.add_parser("halt", help="end every lease now (the faults and the operator's moves), each reverted")
+    halt.add_argument(
+        "--fault",
+        dest="only",
+        choices=tuple(catalog.FAULTS),
+        metavar="NAME",
+        help="end only this fault's leases (the local lab), e.g. blip or capacity; default: every lease",
+    )
+    commandline.anywhere(parser, "--backend")
+    for name, child in faults.choices.items():
+        commandline.explain(child, *(f"{PROG} {line}" for line in EXAMPLES[name]), description=DESCRIPTIONS.get(name))
+
+
+PROG = "stormlab chaos"
+EXAMPLES = {  # each as a person types it (a test parses every one)
+    "blip": ("blip --rack-set 3 --duration 5s", "blip --rack-set 2,5,7 --duration 1m30s --dry-run"),
+    "partition": ("partition --between racks:1,2 metadata --one-way --duration 30s",),
+    "latency": ("latency --rack-set 3 --delay 200ms --jitter 50ms --duration 1m",),
+    "loss": ("loss --fraction 0.5 --probability 0.1 --duration 30s",),
+    "freeze": ("freeze --target metadata --duration 10s",),
+    "kill": ("kill --target rack-03 --duration 30s",),
+    "isolate": ("isolate --target queues --duration 1m",),
+    "gsi-growth": ("gsi-growth --factor 2 --ramp 30s --duration 5m",),
+    "stuck-partition": ("stuck-partition --tables metric-groups --duration 5m",),
+    "list": ("list", "list --json"),
+    "halt": ("halt", "halt --fault blip --json"),
+}
+DESCRIPTIONS = {
+    "list": "Every lease in force, by its holder (the faults and the operator's moves), with its time left and what it has done "
+    "so far; then any lease that ended lately having done nothing (a blip that cut nothing is a finding).",
+    "halt": "End every lease now, each reverted by the process that holds it (--fault: only that fault's). A holder that does "
+    "not answer within 5 s is named and does not stop the others (exit 1).",
+}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -143,6 +179,17 @@ def check_offline(args: argparse.Namespace) -> None:
         raise ChaosError("--fraction must be more than 0 and at most 1")
 
 
+def dry_run_offline(args: argparse.Namespace) -> int:
+    """``--dry-run`` with no lab up: the request a lab of the default profile would be sent (its
+    racks' count; the holder's address is the lab's, so it is named, not given)."""
+    racks_total = profile(DEFAULT_PROFILE).racks
+    req = catalog.request(args.fault, values_from(args, racks_total), racks_total)
+    commandline.tell(request={"method": "POST", "url": None, "holder": req.fault.holder, "body": req.body})
+    print(f"no lab is up: the request a lab of the {DEFAULT_PROFILE} profile ({racks_total} racks) would be sent", file=sys.stderr)
+    print(f"POST <the {req.fault.holder}>/faults {json.dumps(req.body)}")
+    return 0
+
+
 ENGINES = {"docker": docker_cli, "k8s": k8s_cli}  # each: runner_for, apply, listing, halt
 ENGINE_HOLDERS = tuple(p.name for p in roster.ROSTER if p.holds_faults and p.engines)  # reached by URL on an engine
 
@@ -152,7 +199,11 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
         as_json = getattr(args, "json", False)
-        return manage(args.fault, lab_state(docker), engine, engine.runner_for(runner) if engine else None, as_json)
+        only = getattr(args, "only", None)
+        if only and engine:
+            raise ChaosError("chaos halt --fault ends one fault's leases in the local lab; on an engine, halt ends every lease")
+        state = lab_state(docker)
+        return manage(args.fault, state, engine, engine.runner_for(runner) if engine else None, as_json, only)
     if engine and catalog.FAULTS[args.fault].holder not in ENGINE_HOLDERS:
         runner = engine.runner_for(runner)
         racks_total = max(runner.racks(), default=-1) + 1
@@ -162,22 +213,27 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
         state = lab_state(docker, args.fault)
     except LabError:  # no lab: bad input is still told as such (exit 2), before "no lab is up" (exit 1)
         check_offline(args)
+        if args.dry_run and not docker:
+            return dry_run_offline(args)
         raise
     values = values_from(args, client.racks_total(state), cells_in(state["settings"]))
     if args.dry_run:
         url, req = client.build(state, args.fault, values)
+        commandline.tell(request={"method": "POST", "url": f"{url}/faults", "holder": req.fault.holder, "body": req.body})
         print(f"POST {url}/faults {json.dumps(req.body)}")
         return 0
     directory = state_dir()
     lease, req = client.apply(state, args.fault, values, ensure_token(directory), journal=Journal(directory), via="chaos")
+    commandline.tell(lease={"holder": req.fault.holder, **lease}, request=req.body)
     print(client.describe(lease, req))
     if args.wait:
         time.sleep(req.body["duration_s"])
     return 0
 
 
-def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: bool = False) -> int:
-    """``list`` or ``halt`` every holder; one that does not answer does not stop the others."""
+def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: bool = False, only: str | None = None) -> int:
+    """``list`` or ``halt`` every holder (``only``: halt one fault's leases); one that does not
+    answer does not stop the others."""
     token = ensure_token(state_dir())
     rows: list[tuple[str, dict[str, Any]]] = []
     ended: list[tuple[str, dict[str, Any]]] = []
@@ -187,7 +243,7 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     if what == "list":
         books, failed = client.ask_every_holder(state, token, "GET")
     else:
-        halted, failed = client.halt_every_holder(state, token)
+        halted, failed = client.halt_every_holder(state, token, only)
     if engine is not None:  # the holders with no URL here, asked inside their own containers
         answers = db.asked(runner, inside_holders(state), "GET" if what == "list" else "DELETE", failed)
         if what == "list":
@@ -209,7 +265,8 @@ def manage(what: str, state: dict[str, Any], engine: Any, runner: Any, as_json: 
     else:
         count, failures = engine.halt(runner) if engine else (0, [])
         halted, failed = halted + count, failed + failures
-        print(f"halted {halted} fault(s)")
+        commandline.tell(halted=halted, unanswered=failed)
+        print(f"halted {halted} fault(s)" + (f" (the {only} leases)" if only else ""))
     for line in failed:
         print(f"stormlab: {line}", file=sys.stderr)
     if failed:
@@ -254,14 +311,10 @@ def print_listing(rows: list[tuple[str, dict[str, Any]]], ended: list[tuple[str,
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m chaos``: the same commands as ``stormlab chaos``."""
-    parser = argparse.ArgumentParser(prog="chaos", description=__doc__, formatter_class=FORMATTER)
+    argv = sys.argv[1:] if argv is None else argv
+    Parser.json_wanted = "--json" in argv
+    parser = Parser(prog="chaos", description=__doc__, formatter_class=FORMATTER)
     add_arguments(parser)
     every_parser_says_its_defaults(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (UsageError, LabError) as exc:
-        print(f"chaos: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    commandline.every_command_answers_json(parser)
+    return commandline.run("chaos", parser.parse_args(argv), run)

@@ -72,19 +72,26 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
 HOLDER_DEADLINE_S = 5.0  # how long `list` and `halt` wait for a holder; a frozen one is named after it
 
 
-def ask_every_holder(state: Mapping[str, Any], token: str, method: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+def ask_every_holder(
+    state: Mapping[str, Any], token: str, method: str, fault: str | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """``method`` /faults asked of every holder of the lab at once (GET: its book; DELETE: every
     lease ended, reverted), each within HOLDER_DEADLINE_S: the answers, and the holders that did not
     answer, each named with why. A holder that accepts the connection and never answers (a frozen
     process) holds up nobody: it is named when the deadline passes."""
     found = holders(state)
+    query = ""
+    if fault is not None:  # only the leases of one fault, asked of the processes that hold it (every cell's, for the metadata's)
+        holder = catalog.find(fault).holder
+        found = {who: url for who, url in found.items() if who == holder or (holder == "metadata" and who.startswith("metadata-"))}
+        query = f"?fault={fault}"
     answers: dict[str, dict[str, Any]] = {}
     silent = f"did not answer within {HOLDER_DEADLINE_S:g}s (frozen, or too busy to answer)"
     failed: dict[str, str] = {}
 
     def ask(who: str, url: str) -> None:
         try:
-            answers[who] = call(method, f"{url}/faults", token, timeout=HOLDER_DEADLINE_S)
+            answers[who] = call(method, f"{url}/faults{query}", token, timeout=HOLDER_DEADLINE_S)
         except TimeoutError:
             failed[who] = silent
         except (LabError, ChaosError) as exc:
@@ -104,10 +111,10 @@ def ask_every_holder(state: Mapping[str, Any], token: str, method: str) -> tuple
     return [(who, done[who]) for who in found if who in done], named
 
 
-def halt_every_holder(state: Mapping[str, Any], token: str) -> tuple[int, list[str]]:
-    """End every lease of every holder of the lab, each reverted: how many, and the holders that
-    did not answer (one that does not answer does not stop the others)."""
-    answers, failed = ask_every_holder(state, token, "DELETE")
+def halt_every_holder(state: Mapping[str, Any], token: str, fault: str | None = None) -> tuple[int, list[str]]:
+    """End every lease of every holder of the lab (``fault``: only that fault's), each reverted: how
+    many, and the holders that did not answer (one that does not answer does not stop the others)."""
+    answers, failed = ask_every_holder(state, token, "DELETE", fault)
     return sum(int(answer.get("halted", 0)) for _, answer in answers), failed
 
 

@@ -5,13 +5,15 @@ one help line wherever it appears."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 
-from chaos.catalog import FLAG, Arg, Fault
+from chaos.catalog import FLAG, RACKS, Arg, Fault
+from stormcore.commandline import deprecated
 from stormcore.labstate import BACKENDS
 
 CELL_HELP = "with --cells: which cell's metadata service (default 0, the first)"
-CELL_RACKS_HELP = "with --cells: every rack of this cell (instead of --racks; 10 racks in 4 cells: 0-2, 3-4, 5-7, 8-9)"
+CELL_RACKS_HELP = "with --cells: every rack of this cell (instead of --rack-set; 10 racks in 4 cells: 0-2, 3-4, 5-7, 8-9) (default: none)"
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -21,7 +23,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if default in (None, False, argparse.SUPPRESS, []) or not action.option_strings or "default" in text:
+        nothing = default is None or default is False or default is argparse.SUPPRESS or default == []  # 0 is a default
+        if nothing or not action.option_strings or "default" in text:
             return text
         return f"{text} (default {str(default).replace('%', '%%')})"
 
@@ -42,6 +45,15 @@ def help_text(text: str) -> str:
 
 BACKEND_CHOICES = ("auto", *BACKENDS)
 BACKEND_WORDS = {"local": "the local lab's processes", "docker": "the compose stack (or a swarm)", "k8s": "a Kubernetes namespace"}
+OLD_BACKEND_WORDS = {"compose": "docker"}  # `room up --backend compose` named docker's backend so
+
+
+def backend_word(text: str) -> str:
+    """A backend's one name; an old one still read, with a message saying the name."""
+    if text in OLD_BACKEND_WORDS:
+        print(f"--backend {text} is now --backend {OLD_BACKEND_WORDS[text]} ({text} still works, and will go)", file=sys.stderr)
+        return OLD_BACKEND_WORDS[text]
+    return text
 
 
 def add_backend(parser: argparse.ArgumentParser, acts_on: tuple[str, ...] = BACKENDS) -> None:
@@ -51,6 +63,7 @@ def add_backend(parser: argparse.ArgumentParser, acts_on: tuple[str, ...] = BACK
     parser.add_argument(
         "--backend",
         choices=BACKEND_CHOICES,
+        type=backend_word,
         help=f"which lab: {on} (default auto: STORMLAB_BACKEND, else k8s if STORMLAB_K8S_NAMESPACE is set, "
         "docker if STORMLAB_COMPOSE_PROJECT is, else local)",
     )
@@ -75,9 +88,11 @@ def add_arg(parser: argparse.ArgumentParser, arg: Arg, required: bool = True, po
     if positional:
         parser.add_argument(arg.key, help=said)
     elif arg.kind == FLAG:
-        parser.add_argument(arg.flag, action="store_true", default=None, help=said)
+        parser.add_argument(arg.flag, dest=arg.key, action="store_true", default=None, help=said)
     else:
-        parser.add_argument(arg.flag, required=required and arg.required, metavar=arg.key.upper(), help=said)
+        parser.add_argument(arg.flag, dest=arg.key, required=required and arg.required, metavar=arg.key.upper(), help=said)
+    if arg.kind == RACKS:  # a rack selection was --racks, which is a fleet's size on `up`
+        deprecated(parser, "--racks", arg.flag, dest=arg.key)
 
 
 def add_fault_args(

@@ -42,7 +42,7 @@ def max_duration_s() -> float:
 
 SET_HELP = (
     "change one setting, e.g. fix_stale_cache=on or allowance_s=2s (repeatable; "
-    "`python -m stormcore.settings` lists them all with their ranges)"
+    "`python -m stormcore.settings` lists them all with their ranges) (default: the profile's values)"
 )
 
 
@@ -270,8 +270,9 @@ class LabSettings:
         return profile.sped_up(speed) if speed != 1 else profile
 
 
+DEFAULT_PROFILE = "dynamodb-2015"
 PROFILES: dict[str, LabSettings] = {
-    "dynamodb-2015": LabSettings(),
+    DEFAULT_PROFILE: LabSettings(),
 }
 
 
@@ -284,18 +285,32 @@ def profile(name: str) -> LabSettings:
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_PART = re.compile(r"([0-9]*\.?[0-9]+)(ms|h|m|s)")
+_ORDER = ("h", "m", "s", "ms")
 
 
 def parse_duration(text: str) -> float:
-    """``"5s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds."""
+    """``"5s"``, ``"500ms"``, ``"2m"``, a bare number of seconds, or a compound of units from the
+    largest down, as pumba and Chaos Mesh take it: ``"1m30s"``, ``"1h2m3s"``, ``"2s500ms"``."""
     match = _DURATION.match(str(text))
-    if not match:
-        raise SettingsError(f"not a duration: {text!r} (try 5s, 500ms, 2m)")
-    unit = match.group(2).lower() if match.group(2) else None
-    seconds = float(match.group(1)) * _UNIT_S[unit]
+    if match:
+        unit = match.group(2).lower() if match.group(2) else None
+        seconds = float(match.group(1)) * _UNIT_S[unit]
+    else:
+        seconds = _compound(str(text))
     if not math.isfinite(seconds):
         raise SettingsError(f"not a duration: {text!r} (too long to be one)")
     return seconds
+
+
+def _compound(text: str) -> float:
+    """``1m30s``: two or more number-unit parts, each unit smaller than the one before."""
+    body = text.strip().lower()
+    parts = _PART.findall(body)
+    order = [_ORDER.index(unit) for _, unit in parts]
+    if len(parts) < 2 or "".join(n + u for n, u in parts) != body or order != sorted(set(order)):
+        raise SettingsError(f"not a duration: {text!r} (try 5s, 500ms, 2m, 1m30s)")
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
 
 
 def parse_bool(text: str) -> bool:

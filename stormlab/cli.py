@@ -15,10 +15,11 @@ import aiohttp
 from chaos import cli as chaos_cli
 from chaos.flags import HelpFormatter, every_parser_says_its_defaults
 from storage_node import policies
-from stormcore import roster
+from stormcore import commandline, roster
+from stormcore.commandline import Parser
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import SET_HELP, LabSettings, parse_bool, parse_duration, profile
+from stormcore.settings import ABANDONED_WORK, DEFAULT_PROFILE, SET_HELP, LabSettings, parse_bool, parse_duration, profile
 from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.speed import first_guess, parse_speed
@@ -31,23 +32,35 @@ from stormlab.scenarios import replay_cli
 
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="dynamodb-2015", help="calibrated settings to start from (default dynamodb-2015)")
-    p.add_argument("--racks", type=int, help="racks (processes); default 10")
-    p.add_argument("--nodes-per-rack", type=int, help="virtual storage nodes per rack; default 100")
+    """The lab's settings a person sets most, as flags; each says its profile default (every other
+    setting: --set KEY=VALUE). The flags stay unset unless given, so a scenario's settings hold."""
+    d = profile(DEFAULT_PROFILE)
+    p.add_argument("--profile", default=DEFAULT_PROFILE, help="calibrated settings to start from")
+    p.add_argument("--racks", type=int, help=f"racks (processes) (default {d.racks})")
+    p.add_argument("--nodes-per-rack", type=int, help=f"virtual storage nodes per rack (default {d.nodes_per_rack})")
     p.add_argument(
         "--retry-policy",
         help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget (a retry budget), +adaptive "
         "(adaptive throttling) or +breaker (a circuit breaker per rack); or your own: FILE.py:NAME (a class, a tenacity "
-        "Retrying, a urllib3 Retry), a policy file, a gRPC service config or an Envoy retry_policy (docs/policies.md)",
+        "Retrying, a urllib3 Retry), a policy file, a gRPC service config or an Envoy retry_policy, docs/policies.md "
+        f"(default {d.retry_policy})",
     )
-    p.add_argument("--allowance", help="renewal timeout, e.g. 1s (2015) or 2s (AWS's fix)")
-    p.add_argument("--gsi-growth", help="on (2015 membership sizes) or off (pre-GSI sizes)")
-    p.add_argument("--abandoned-work", choices=("cancel", "continue"), help="what the metadata service does with work whose client gave up")
-    p.add_argument("--capacity", type=float, help="metadata virtual cores; default 40 (with --cells, shared out like the racks)")
-    p.add_argument("--cells", type=int, help="metadata-service instances, each serving a contiguous share of the racks; default 1")
-    p.add_argument("--renewal-period", help="renewal period, e.g. 10s")
-    p.add_argument("--customer-rate", type=float, help="customer requests per second; default 200")
-    p.add_argument("--seed", type=int, help="seed for renewal jitter, retry jitter and traffic; default 2015")
+    p.add_argument("--allowance", help=f"renewal timeout, e.g. 1s (2015) or 2s (AWS's fix) (default {d.allowance_s:g}s)")
+    p.add_argument("--gsi-growth", help=f"on (2015 membership sizes) or off (pre-GSI sizes) (default {'on' if d.gsi_growth else 'off'})")
+    p.add_argument(
+        "--abandoned-work",
+        choices=ABANDONED_WORK,
+        help=f"what the metadata service does with work whose client gave up (default {d.abandoned_work})",
+    )
+    p.add_argument(
+        "--capacity", type=float, help=f"metadata virtual cores, with --cells shared out like the racks (default {d.capacity_cores:g})"
+    )
+    p.add_argument(
+        "--cells", type=int, help=f"metadata-service instances, each serving a contiguous share of the racks (default {d.cells})"
+    )
+    p.add_argument("--renewal-period", help=f"renewal period, e.g. 10s (default {d.renewal_period_s:g}s)")
+    p.add_argument("--customer-rate", type=float, help=f"customer requests per second (default {d.customer_rate:g})")
+    p.add_argument("--seed", type=int, help=f"seed for renewal jitter, retry jitter and traffic (default {d.seed})")
     p.add_argument(
         "--speed",
         default="1",
@@ -58,7 +71,7 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
         "--external-rack",
         metavar="CMD",
         help="run this command as one rack instead of the lab's own (a process the lab did not write: docs/contract.md says "
-        "what it is told and must answer; examples/external_rack/urllib3_rack.py is one)",
+        "what it is told and must answer; examples/external_rack/urllib3_rack.py is one) (default none: the lab's own racks)",
     )
     p.add_argument(
         "--external-rack-at", type=int, default=0, help="which rack the external one is (default 0: among the 2015 blip's racks)"
@@ -126,6 +139,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         flush=True,
     )
     state = launcher.up(settings, args.base_port, cascade=cascade, external=external_racks(args))
+    commandline.tell(components=state["components"], speed=speed, nodes=settings.nodes_total)
     for name, comp in state["components"].items():
         print(f"  {name:<10} {comp['url']}  (pid {comp['pid']})")
     print(state["links"])
@@ -148,7 +162,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    print("stopped the lab" if launcher.down() else "no lab was up")
+    stopped = launcher.down()
+    commandline.tell(stopped=bool(stopped))
+    print("stopped the lab" if stopped else "no lab was up")
     return 0
 
 
@@ -169,7 +185,7 @@ EXIT_CODES = """exit codes:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="stormlab",
         description=(
             "A live lab of the DynamoDB retry storm of 20 September 2015: a metadata service and a fleet of storage "
@@ -224,20 +240,47 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(func=partial(fuzz.run, consoles=standalone.serving) if module is fuzz else module.run)  # it serves the consoles
+    for name, child in sub.choices.items():
+        if name in EXAMPLES:
+            commandline.explain(child, *(f"stormlab {line}" for line in EXAMPLES[name]), description=DESCRIPTIONS.get(name))
     every_parser_says_its_defaults(parser)
+    commandline.every_command_answers_json(parser)
     return parser
 
 
+EXAMPLES = {  # each as a person types it (a test parses every one)
+    "up": ("up", "up --racks 20 --speed auto", "up --retry-policy full-jitter --allowance 2s --cascade none"),
+    "status": ("status", "status --json"),
+    "down": ("down",),
+    "demo": ("demo", "demo --blip-racks 4 --watch 1m --json", "demo --retry-policy decorrelated-jitter+budget"),
+    "writecheck": ("writecheck --duration 1m30s --queues",),
+    "soak": ("soak --leases 200 --holder-kills 0.05",),
+    "fuzz": ("fuzz --requests 200 --only metadata,linkproxy",),
+    "bench": ("bench --fleets 1000,10000:1000 --page -", "bench --json --page -"),
+    "sweep": ("sweep --quick --live 4", "sweep --blip-sizes 2,4 --blip-durations 5s --live 0 --json"),
+    "certify": ("certify --live 0 full-jitter", "certify --quick examples/policies/my_policy.py:CappedJitter"),
+    "mitigations": ("mitigations --only '2015,allowance 2s,full jitter' --speed auto",),
+    "sizing": ("sizing --fleets 1000 --nodes 100000 --page -",),
+}
+DESCRIPTIONS = {
+    "up": "Start the lab as local processes (the metadata service, the racks of storage nodes, the link proxy, the "
+    "customers' load, the cascade's services and the supervisor that holds them) and return once every process answers. "
+    "The nodes come up spread over one renewal period; `stormlab status` shows them join. `stormlab down` stops it.",
+    "status": "One reading of the lab: nodes serving and disqualified, the customers' error rate, the metadata service's load "
+    "and margin, each table's errors, and whether the host keeps up (a lab the host shapes is INVALID).",
+    "down": "Stop exactly what `stormlab up` started (by the pids it recorded), every fault reverted with its holder.",
+    "demo": "The whole story in one command: start a lab, settle, show the margin, blip the racks, watch the retry storm "
+    "hold after the blip is gone, and report: the plateau against 2015's ~55%, a chart and the samples. Exit 3 if the "
+    "host, not the model, shaped the run (INVALID).",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    Parser.json_wanted = "--json" in argv  # a command line's error is a document too
     args = build_parser().parse_args(argv)
-    try:
-        with launcher.terms_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: a command's own lab is stopped on the way out
-            return int(args.func(args))
-    except (UsageError, LabError) as exc:
-        print(f"stormlab: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    with launcher.terms_as_interrupt():  # SIGTERM and SIGHUP as Ctrl-C: a command's own lab is stopped on the way out
+        return commandline.run("stormlab", args, args.func)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ import os
 from typing import Any
 
 from chaos import catalog
-from chaos.flags import add_backend, add_fault_args
+from chaos.flags import add_backend, add_fault_args, cell_number
+from stormcore import commandline
 from stormcore.errors import LabError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import max_duration_s
@@ -88,12 +89,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             )
         if fault:  # the lease's arguments, as the catalog names them (the move fills in a missing duration)
             add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False)
+            for given in p._actions:
+                if given.dest == "duration":
+                    given.help = f"{given.help} (default {max_duration_s():g}s, the longest lease)"
+                elif given.dest in ("retry_policy", "allowance", "renewal_period"):
+                    given.help = f"{given.help} (default: the running one, unchanged)"
         if action.name == "status":
             p.add_argument("--json", action="store_true", help="one JSON document: the reading and the first look's lines")
         if action.ends:
             holder = catalog.FAULTS[action.ends].holder
             p.description = f"{action.help}.\nIt ends the {action.ends} leases its {holder} service holds now, each reverted."
-            p.add_argument("--cell", type=int, help="the cell whose metadata service holds them (default: the first)")
+            p.add_argument("--cell", type=cell_number, help="the cell whose metadata service holds them (default 0, the first)")
         if action.name == "note":
             p.add_argument("text", nargs="+")
         if action.name == "ack":
@@ -101,7 +107,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         if action.name == "post-status":
             p.add_argument("--severity", required=True, choices=SEVERITIES, help="how bad it is for customers")
             p.add_argument("text", nargs="+", help="what customers read: what fails, for whom (name the tables), what you do")
+    commandline.anywhere(ops, "--backend", "--as")
+    for name, child in actions.choices.items():
+        commandline.explain(child, *(f"stormlab ops {line}" for line in EXAMPLES[name]))
+        child.description = DESCRIPTIONS.get(name, child.description)
     ops.set_defaults(func=run)
+
+
+EXAMPLES = {  # each as a person types it (a test parses every one)
+    "status": ("status", "--as database status --json"),
+    "set-capacity": ("set-capacity 80", "set-capacity 80 --break-glass"),
+    "pause-metadata": ("pause-metadata --duration 5m",),
+    "resume": ("resume", "resume --staged 4 --every 10s"),
+    "enable": ("--as queues enable stale-cache",),
+    "scale-workers": ("--as scaling scale-workers 8",),
+    "deploy": ("deploy --allowance 2s --staged 5 --every 20s", "deploy --retry-policy full-jitter"),
+    "restore-partition": ("restore-partition",),
+    "note": ("note blip seen, renewals failing",),
+    "ack": ("--as database ack", "--as database ack RetryStorm"),
+    "post-status": ("post-status --severity degraded errors on the catalog and clickstream tables",),
+}
+
+
+DESCRIPTIONS = {
+    "status": "What a responder looks at first: the customers' error rate, how many nodes are disqualified and serving, the "
+    "metadata service's load and margin, each table's errors, and the first look's lines (what 2015's on-call would have "
+    "read). Journaled as a look; a game day scores when each role first looked.",
+    "note": "Mark the timeline with a line of text: it goes into the responders' journal (in a game, the desk's) and onto the "
+    "report's timeline beside the moves and the pages.",
+    "ack": "Acknowledge your role's page (the newest, or the one named): the game day scores the time from the page to its "
+    "ack, as an on-call rotation would.",
+    "post-status": "Post to the status page the customers read: how bad it is and what fails for whom. A game day scores "
+    "whether and when it came, and whether it names the tables whose customers fail.",
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(snap.to_json() | {"first_look": look.splitlines()}, indent=1))
         return 0
     entry = asyncio.run(ops.run(args.action, kwargs, args.role))
+    commandline.tell(move={k: v for k, v in entry.items() if k != "error"})
     print(entry["message"])
     if not entry["ok"]:
         raise entry["error"]
@@ -159,5 +198,6 @@ def through_desk(game: dict[str, Any], args: argparse.Namespace, kwargs: dict[st
         snap = asyncio.run(Ops(state, docker=stack).reading())
         print(json.dumps(snap.to_json() | {"first_look": first_look(snap).splitlines()}, indent=1))
         return 0
+    commandline.tell(move=answer)
     print(answer["message"])
     return 0 if answer["ok"] else int(answer.get("exit_code") or 1)

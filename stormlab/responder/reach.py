@@ -218,8 +218,8 @@ def add_arguments(p: argparse.ArgumentParser, what: str, make: bool = False) -> 
         help="the scheme and host the printed links use when a NAT or proxy is in between (e.g. http://203.0.113.7; each page "
         "keeps its own port; default: the --listen address)",
     )
-    p.add_argument("--tls-cert", help="serve over https with this certificate (PEM; with --tls-key)")
-    p.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    p.add_argument("--tls-cert", help="serve over https with this certificate (PEM; with --tls-key) (default: none, plain http)")
+    p.add_argument("--tls-key", help="the private key of --tls-cert (PEM) (default: none)")
     if make:
         p.add_argument(
             "--tls",

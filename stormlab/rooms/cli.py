@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import shlex
 from functools import partial
 from pathlib import Path
@@ -15,8 +16,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from chaos.flags import BACKEND_CHOICES, backend_word
+from stormcore import commandline
 from stormcore.auth import headers, lab_token_in
 from stormcore.errors import LabError, UsageError
+from stormcore.labstate import BACKENDS
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
@@ -26,6 +30,7 @@ from stormlab.responder.moves import ROLES
 from stormlab.responder.reach import Reach
 from stormlab.rooms import room, room_compose, room_debrief, room_web
 from stormlab.scenarios import cli as gameday_cli
+from stormlab.scenarios.scenario import live_inject
 
 # The lab flags a scenario's settings decide (room up --scenario): giving one too is refused, not ignored.
 SCENARIO_SETS = (
@@ -56,14 +61,14 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
         "--scenario",
         type=Path,
         help="the scenario the room will play: the labs start with its settings (--set and --speed on top), "
-        "and `room play` and the console's start button play it",
+        "and `room play` and the console's start button play it (default: none, the profile's settings)",
     )
     u.add_argument(
         "--backend",
-        choices=room_compose.BACKENDS,
-        default="local",
-        help="where the labs run: local (processes on this host, default) or compose (a docker compose project per team, "
-        "with its Prometheus and Alertmanager, on ports 20000 + 20n; speed 1)",
+        choices=BACKEND_CHOICES,
+        type=backend_word,
+        help="where the labs run: local (processes on this host) or docker (a compose project per team, with its Prometheus "
+        "and Alertmanager, on ports 20000 + 20n; speed 1); Kubernetes has no room yet (default auto: STORMLAB_BACKEND, else local)",
     )
     reach.add_arguments(u, "the room's pages (the facilitator's console, every desk and every player's console)", make=True)
     lab_flags(u)
@@ -131,6 +136,49 @@ def add_parser(sub: argparse._SubParsersAction, lab_flags: Any, settings_from: A
     e.set_defaults(func=env)
     actions.add_parser("halt", help="end every fault lease in every team's lab now, each reverted").set_defaults(func=halt)
     actions.add_parser("down", help="stop every team's lab").set_defaults(func=down)
+    for name, child in actions.choices.items():
+        commandline.explain(child, *(f"stormlab room {line}" for line in EXAMPLES[name]), description=DESCRIPTIONS.get(name))
+
+
+EXAMPLES = {  # each as a person types it (a test parses every one)
+    "up": ("up --teams 4 --scenario scenarios/room-2015.yaml", "up --teams 2 --scenario scenarios/room-2015.yaml --listen 0.0.0.0 --tls"),
+    "status": ("status", "status --json"),
+    "play": ("play", "play scenarios/room-2015.yaml --autopilot"),
+    "end": ("end",),
+    "inject": ("inject 'Customers report errors on the catalog table' --to database --expect post --names-tables --within 5m",),
+    "hold": ("hold",),
+    "continue": ("continue",),
+    "console": ("console", "console --port 8708 --listen 0.0.0.0"),
+    "debrief": ("debrief",),
+    "env": ("env team-1",),
+    "halt": ("halt",),
+    "down": ("down",),
+}
+DESCRIPTIONS = {
+    "up": "Size the room against this host (how many teams of how many nodes at which speed stay valid here), then start "
+    "one lab per team, sharing nothing: each its own processes (or compose project), ports, state directory and tokens. "
+    "It prints each team's directory; `room play` starts the game in every lab.",
+    "status": "Each team's lab: nodes serving, the customers' error rate, whether the lab is valid, and its game if one is on.",
+    "end": "End the game in every team's lab: each runner rolls back every lease, scores its game and writes its report; "
+    "then the room's debrief, every team side by side.",
+    "continue": "Let the held game go on in every team's lab: each game's clock runs again from where it stood.",
+    "console": "Serve the facilitator's console: every team side by side in the browser (errors, margin, pages, moves), and "
+    "its controls (play, hold, continue, inject, end) behind the room's token.",
+    "debrief": "Write the room's debrief again (room/debrief.html): every team's game beside the others' and the 2015 "
+    "account. `room end` writes it.",
+    "halt": "End every fault lease in every team's lab now, each reverted by its holder; a lab that does not answer is named.",
+    "down": "Stop every team's lab (exactly what `room up` started) and the room's pages.",
+}
+
+
+def room_backend(given: str | None) -> str:
+    """Where a room's labs run, as the room's card says it: local, or compose (``--backend docker``)."""
+    chosen = given if given not in (None, "auto") else backend_word(os.environ.get("STORMLAB_BACKEND") or "local")
+    if chosen not in BACKENDS:
+        raise UsageError(f"STORMLAB_BACKEND={chosen}: a backend is one of {', '.join(BACKENDS)}")
+    if chosen == "k8s":
+        raise UsageError("Kubernetes has no room yet: a room's labs run on this host (--backend local) or in compose (--backend docker)")
+    return "compose" if chosen == "docker" else "local"
 
 
 def up(args: argparse.Namespace, settings: LabSettings) -> int:
@@ -148,11 +196,13 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
         settings = gameday_cli.read(args.scenario).settings.with_text(args.set)
         if args.seed is not None:
             settings = settings.replace(seed=args.seed)
+    args.backend = room_backend(args.backend)
     sizing = room.size(args.teams, settings.nodes_total, parse_speed(args.speed), backend=args.backend)
     print(f"room: {sizing.words()}", flush=True)
     scenario_path = None if args.scenario is None else args.scenario.resolve()
     say = lambda line: print(line, flush=True)  # noqa: E731
     card = room.up(settings.sped_up(sizing.speed), sizing, say=say, scenario=scenario_path, backend=args.backend, where=where, tls=args.tls)
+    commandline.tell(room={k: v for k, v in card.items() if k in ("teams", "sizing", "backend", "compose", "scenario")})
     if args.backend == "compose":
         print("each team plays its own stack (status, chaos, ops, scenario run --backend docker) with its variables:")
         for team, variables in card["compose"].items():
@@ -277,9 +327,11 @@ def play(args: argparse.Namespace) -> int:
     print(f"game on in {len(game['teams'])} labs: {game['scenario']}; waiting for each team's lab to settle …", flush=True)
     room.wait_for_desks(tick=lambda: print(".", end="", flush=True))
     print()
-    for team, where in card["teams"].items():
+    links = {team: room.player_links(Path(where)) for team, where in card["teams"].items()}
+    commandline.tell(scenario=str(game["scenario"]), links=links)  # what an organiser's script hands out
+    for team, roles_links in links.items():
         print(f"{team}: the players' consoles (hand each role its link; the token is in it):")
-        for role, link in room.player_links(Path(where)).items():
+        for role, link in roles_links.items():
             print(f"  {role:<9} {link}")
     served = Reach.of(card.get("reach"))
     if served.tls:
@@ -289,10 +341,12 @@ def play(args: argparse.Namespace) -> int:
 
 
 def inject(args: argparse.Namespace) -> int:
+    body = {"to": args.to, "message": args.message, "expect": args.expect, "within": args.within, "names_tables": args.names_tables}
+    live_inject(body, "check")  # a malformed inject is told as such (exit 2) before "no game" (exit 1)
     if room.read_game() is None:
         raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
-    body = {"to": args.to, "message": args.message, "expect": args.expect, "within": args.within, "names_tables": args.names_tables}
     sent = room.inject(body, args.team)
+    commandline.tell(sent=sent)
     for team, what in sent.items():
         print(
             f"  {team}: " + (f"sent {what['name']} at {what['fired_s']:g} s of its game" if isinstance(what, dict) else f"not sent: {what}")
@@ -323,7 +377,9 @@ def end(args: argparse.Namespace) -> int:
     if room.read_game() is None:
         raise LabError("no game was started in this room (`stormlab room play SCENARIO`)")
     print("ending the game in every lab (each runner rolls back and scores) …", flush=True)
-    for team, state in room.end().items():
+    ended = room.end()
+    commandline.tell(teams=ended)
+    for team, state in ended.items():
         said = state.get("outcome") or state.get("said") or "no outcome"
         print(f"  {team}: {said}" + (f"; report {state['report']}" if state.get("report") else ""))
     if (room.room_dir() / room_debrief.PAGE).exists():

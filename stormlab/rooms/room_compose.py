@@ -35,7 +35,6 @@ from stormlab.engine.compose import DockerStack, docker_state, get_json
 from stormlab.engine.reading import Reading
 from stormlab.responder import roles
 
-BACKENDS = ("local", "compose")  # where a room's labs run: processes on this host, or a compose project each
 PORT_BASE = 20000
 PORT_STRIDE = 20
 # Each variable of docker-compose.yml that publishes a port, and the desk's (the team's runner), at its

@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from chaos import catalog
 from chaos.kernel_link import available as kernel_links
 from stormcore.auth import ensure_token, headers
+from stormcore.commandline import deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.fleet import FLEETS_HELP, node_id, parse_fleets
 from stormcore.settings import LabSettings
@@ -83,8 +84,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="speed for the fleets: a number, or auto: the speed `up --speed auto` picks for each (default auto)",
     )
-    p.add_argument("--demos", nargs="*", default=[], type=Path, help="demo JSON files (reports/demo-*.json) for the storm table")
-    p.add_argument("--out", type=Path, default=DOC, help=f"where to write the figures (default {DOC}; - for nowhere)")
+    p.add_argument(
+        "--demos", nargs="*", default=[], type=Path, help="demo JSON files (reports/demo-*.json) for the storm table (default: none)"
+    )
+    p.add_argument(
+        "--page", dest="out", type=Path, default=DOC, help=f"the Markdown page the figures are written into (default {DOC}; - for none)"
+    )
+    deprecated(p, "--out", "--page", dest="out", type=Path)
     p.add_argument("--json", action="store_true", help="the figures as one JSON document on stdout (progress on stderr)")
 
 

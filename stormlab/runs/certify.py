@@ -60,7 +60,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "policies", nargs="+", metavar="POLICY", help="FILE.py:NAME, a policy file, a gRPC or Envoy config, an entry point, a lab policy"
     )
     p.add_argument(
-        "--out", default="reports/certify", help="where certificate.json, certificate.html and the live runs go (default reports/certify)"
+        "--out",
+        type=Path,
+        default="reports/certify",
+        help="where certificate.json, certificate.html and the live runs go (default reports/certify)",
     )
     p.add_argument(
         "--live",

@@ -41,7 +41,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--blip", default="5s", help="how long the blip lasts (default 5s)")
     p.add_argument("--settle", default="30s", help="healthy baseline to watch before the blip (default 30s)")
     p.add_argument("--watch", default="240s", help="how long to watch after the blip ends (default 240s)")
-    p.add_argument("--out", default="reports", help="directory for the PNG chart and the samples (default reports/)")
+    p.add_argument("--out", type=Path, default="reports", help="directory for the PNG chart and the samples (default reports/)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (progress goes to stderr)")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from stormcore import roster
+from stormcore.commandline import deprecated
 from stormcore.errors import UsageError
 from stormcore.fleet import FLEETS_HELP, parse_fleets
 from stormcore.settings import MAX_CELLS, LabSettings, Pace
@@ -175,16 +176,23 @@ async def empty_rack_mib(directory: Path) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fleets", default="1000,10000:1000", help=FLEETS_HELP)
-    p.add_argument("--target", type=int, default=100_000, help="the fleet to size for (default 100,000 nodes)")
-    p.add_argument("--target-per-rack", type=int, default=1000, help="nodes per rack pod for the target (default 1,000)")
-    p.add_argument("--out", type=Path, default=DOC, help=f"the page to write (default {DOC}; - for none)")
+    p.add_argument("--nodes", dest="target", type=int, default=100_000, help="the fleet to size for, in nodes (default 100,000)")
+    p.add_argument(
+        "--nodes-per-rack", dest="target_per_rack", type=int, default=1000, help="nodes per rack pod of that fleet (default 1,000)"
+    )
+    p.add_argument(
+        "--page", dest="out", type=Path, default=DOC, help=f"the Markdown page the figures are written into (default {DOC}; - for none)"
+    )
+    deprecated(p, "--target", "--nodes", dest="target", type=int)
+    deprecated(p, "--target-per-rack", "--nodes-per-rack", dest="target_per_rack", type=int)
+    deprecated(p, "--out", "--page", dest="out", type=Path)
     p.add_argument("--json", action="store_true", help="the figures as one JSON document on stdout (progress on stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
     fleets = parse_fleets(args.fleets)
     if not 1 <= args.target <= 10_000_000 or not 1 <= args.target_per_rack <= 1000:
-        raise UsageError("--target is 1-10,000,000 nodes and --target-per-rack 1-1,000")
+        raise UsageError("--nodes is 1-10,000,000 and --nodes-per-rack 1-1,000")
     root = Path(tempfile.mkdtemp(prefix="stormlab-sizing-"))
     progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document
     say = lambda text: print(text, file=progress, flush=True)  # noqa: E731

@@ -40,6 +40,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from stormcore.commandline import deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings, SettingsError, parse_duration
@@ -362,13 +363,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--out", default="reports/sweep", help="where the CSVs, map and summary go; a sweep there resumes (default reports/sweep)"
+        "--out",
+        type=Path,
+        default="reports/sweep",
+        help="where the CSVs, map and summary go; a sweep there resumes (default reports/sweep)",
     )
     p.add_argument("--panels", default=",".join(PANELS), help=f"the 2015 settings and the fixes to map (default all: {', '.join(PANELS)})")
-    p.add_argument("--blip-racks", default="1,2,3,4,5,6", help="trigger sizes: racks blipped (default 1,…,6 of 10)")
-    p.add_argument("--blip", default="2s,5s,10s", help="trigger durations (default 2s,5s,10s)")
+    p.add_argument(
+        "--blip-sizes",
+        dest="blip_racks",
+        metavar="SIZES",
+        default="1,2,3,4,5,6",
+        help="the triggers' sizes: racks blipped, a comma list (default 1,…,6 of 10)",
+    )
+    p.add_argument(
+        "--blip-durations",
+        dest="blip",
+        metavar="DURATIONS",
+        default="2s,5s,10s",
+        help="the triggers' durations, a comma list (default 2s,5s,10s)",
+    )
+    deprecated(p, "--blip-racks", "--blip-sizes", dest="blip_racks")
+    deprecated(p, "--blip", "--blip-durations", dest="blip")
     p.add_argument("--gsis", default="0,1,2,3,4", help="membership growth: GSIs per indexed table (2015: 2; default 0,…,4)")
-    p.add_argument("--watch", type=float, default=12, help="renewal periods after the blip when a point is judged (default 12)")
+    p.add_argument(
+        "--watch-periods",
+        dest="watch",
+        metavar="PERIODS",
+        type=float,
+        default=12,
+        help="renewal periods after the blip when a point is judged (default 12)",
+    )
+    deprecated(p, "--watch", "--watch-periods", dest="watch", type=float)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes for the model's points (default: every core)")
     p.add_argument(
         "--live",
@@ -400,7 +426,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
-    p.add_argument("--page", help="also put the summary table into this Markdown file's <!-- sweep --> block (make sweep: docs/sweep.md)")
+    p.add_argument(
+        "--page",
+        type=Path,
+        help="also put the summary table into this Markdown file's <!-- sweep --> block (make sweep: docs/sweep.md; default: none)",
+    )
     p.add_argument("--json", action="store_true", help="the summary as one JSON document on stdout instead of the table")
 
 
@@ -411,8 +441,8 @@ def run(args: argparse.Namespace) -> int:
     base = LabSettings(seed=args.seed, link_cut=args.link, **(QUICK if args.quick else {}))
     grid = Grid(
         tuple(p.strip() for p in args.panels.split(",") if p.strip()),
-        parse_list(args.blip_racks, int, "--blip-racks"),
-        parse_list(args.blip, parse_duration, "--blip"),
+        parse_list(args.blip_racks, int, "--blip-sizes"),
+        parse_list(args.blip, parse_duration, "--blip-durations"),
         parse_list(args.gsis, int, "--gsis"),
     )
     if any(not 1 <= r <= base.racks for r in grid.blip_racks):

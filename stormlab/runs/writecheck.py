@@ -204,7 +204,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", default="60s", help="how long to write (default 60s)")
     p.add_argument("--rate", type=float, default=40.0, help="writes per second (default 40)")
     p.add_argument("--kill-every", default="20s", help="SIGKILL a random rack this often (0: never; default 20s)")
-    p.add_argument("--seed", type=int, default=0, help="seed for which racks are killed")
+    p.add_argument("--seed", type=int, default=0, help="seed for which racks are killed (default 0)")
     p.add_argument(
         "--queues",
         action="store_true",

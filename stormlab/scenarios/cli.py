@@ -16,6 +16,7 @@ from chaos import catalog
 from chaos.flags import add_backend
 from chaos.journal import timeline
 from chaos.kernel_link import available
+from stormcore import commandline
 from stormcore.errors import UsageError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
@@ -89,6 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     reach.add_arguments(r, "the desk and the players' consoles")
     r.add_argument("--json", action="store_true", help="one JSON object per line on stdout: steps, progress, pages, the result")
+    r.set_defaults(answered="stream")  # one document a line while it plays; the last, its result or its error
     r.add_argument(
         "--base-port",
         type=int,
@@ -96,6 +98,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"first port of a lab this command starts (default {launcher.DEFAULT_BASE_PORT}; 0 picks free ports)",
     )
     sc.set_defaults(func=run)
+    commandline.explain(
+        v,
+        "stormlab scenario validate scenarios/dynamodb-2015.yaml",
+        "stormlab scenario validate my-game.yaml --json",
+        description="Read a scenario file as `scenario run` would (its schema, its steps, its faults' arguments, its "
+        "expectations) without running it: exit 0 if it can run, 2 with every problem named if not.",
+    )
+    commandline.explain(
+        r,
+        "stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot --speed 2",
+        "stormlab scenario run scenarios/dynamodb-2015.yaml --team blue",
+        description="Play a scenario against the lab (one is started if none is up, and stopped after): its steps at their "
+        "times, its pages to the on-call roles, the players' moves through the desk; then every lease rolled back, the game "
+        "scored against its expectations and a run directory written (journal, report, charts). Exit 0 if every "
+        "expectation held, 1 if one failed.",
+    )
 
 
 def read(path: Path) -> Scenario:

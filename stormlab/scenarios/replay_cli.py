@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormcore import commandline
 from stormcore.errors import UsageError
 from stormlab.artefacts.plotting import pyplot
 from stormlab.scenarios import cli as gameday_cli
@@ -25,11 +26,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("journal", type=Path, help="a game day's journal.json (scenario run, room play)")
-    r.add_argument("--shift", action="append", default=[], metavar="MOVE=±S", help="make every MOVE (its action) S s later or earlier")
-    r.add_argument("--drop", action="append", default=[], metavar="MOVE", help="leave every MOVE (its action) out")
+    r.add_argument(
+        "--shift",
+        action="append",
+        default=[],
+        metavar="MOVE=±S",
+        help="make every MOVE (its action) S s later or earlier (repeatable; default: none)",
+    )
+    r.add_argument(
+        "--drop", action="append", default=[], metavar="MOVE", help="leave every MOVE (its action) out (repeatable; default: none)"
+    )
     r.add_argument("--out", type=Path, default=Path("reports/replays"), help="where the replay's directory goes")
     r.add_argument("--json", action="store_true", help="the verdict as one JSON document on stdout")
     r.set_defaults(func=run)
+    commandline.explain(
+        r,
+        "stormlab replay reports/gamedays/RUN/journal.json --shift pause-metadata=-60",
+        "stormlab replay journal.json --drop resume --json",
+    )
 
 
 def read(path: Path) -> dict[str, Any]:

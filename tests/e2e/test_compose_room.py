@@ -99,7 +99,7 @@ def test_a_room_on_compose_shares_nothing_between_its_teams(the_room):
 
     # a blip through team 1's own chaos container: team 1's customers fail, team 2's never do
     one = team_env(env, "team-1")
-    blip = stormlab("chaos", "blip", "--racks", "0,1", "--duration", "8s", env=one)
+    blip = stormlab("chaos", "blip", "--rack-set", "0,1", "--duration", "8s", env=one)
     assert blip.returncode == 0 and "stormlab-team-1_rack_1" in blip.stdout and "team-2" not in blip.stdout
     worst, after = {t: 0.0 for t in TEAMS}, 0  # readings since team 1's customers failed
     deadline = time.monotonic() + 45
@@ -114,7 +114,7 @@ def test_a_room_on_compose_shares_nothing_between_its_teams(the_room):
     # a fault left in each stack (a blip of three racks for ten minutes) ends with one halt of the room;
     # each team's own `chaos list` is then empty
     for mine in (one, team_env(env, "team-2")):
-        assert stormlab("chaos", "blip", "--racks", "3", "--duration", "10m", env=mine).returncode == 0
+        assert stormlab("chaos", "blip", "--rack-set", "3", "--duration", "10m", env=mine).returncode == 0
     halted = stormlab("room", "halt", env=env)
     assert halted.returncode == 0 and "team-1: halted 3 fault(s)" in halted.stdout and "team-2: halted 3 fault(s)" in halted.stdout
     assert "no active faults" in stormlab("chaos", "list", env=one).stdout

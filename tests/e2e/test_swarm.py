@@ -281,7 +281,7 @@ def test_the_2015_storm_on_a_swarm_of_engines(swarm, stack, runners_desk):
     env = {**os.environ, "STORMLAB_COMPOSE_PROJECT": STACK, "DOCKER_HOST": manager}  # the manager's engine, and no other
     which = ",".join(map(str, chosen))
     blip = subprocess.run(
-        [sys.executable, "-m", "stormlab.cli", "chaos", "--backend", "docker", "blip", "--racks", which, "--duration", "5s"],
+        [sys.executable, "-m", "stormlab.cli", "chaos", "--backend", "docker", "blip", "--rack-set", which, "--duration", "5s"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert blip.returncode == 0, blip.stdout + blip.stderr

@@ -96,7 +96,7 @@ def test_killed_rack_comes_back_with_every_acknowledged_write(lab):
 @pytest.mark.timeout(60)
 def test_killing_the_chaos_command_does_not_leave_the_fault_behind(lab, capsys):
     lab()
-    cmd = [sys.executable, "-m", "stormlab.cli", "chaos", "blip", "--racks", "1", "--duration", "5s", "--wait"]
+    cmd = [sys.executable, "-m", "stormlab.cli", "chaos", "blip", "--rack-set", "1", "--duration", "5s", "--wait"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert "reverts by itself" in proc.stdout.readline()
     applied = time.monotonic()
@@ -126,10 +126,10 @@ def random_fault(rng: random.Random) -> list[str]:
     rack = str(rng.randrange(2))
     return rng.choice(
         [
-            ["blip", "--racks", f"{rack},", "--duration", d],
+            ["blip", "--rack-set", f"{rack},", "--duration", d],
             ["partition", "--between", f"racks:{rack}", "metadata", "--one-way", "--duration", d],
-            ["latency", "--racks", "2", "--delay", "50ms", "--duration", d],
-            ["loss", "--racks", "1", "--probability", "0.3", "--duration", d],
+            ["latency", "--rack-set", "2", "--delay", "50ms", "--duration", d],
+            ["loss", "--rack-set", "1", "--probability", "0.3", "--duration", d],
             ["freeze", "--target", f"rack-0{rack}", "--duration", d],
             ["kill", "--target", f"rack-0{rack}", "--duration", d],
             ["stuck-partition", "--duration", d],

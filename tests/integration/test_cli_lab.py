@@ -49,8 +49,8 @@ def test_up_status_blip_down(lab, capsys):
         ["--duration=-5s"],
         ["--duration", "2h"],
         ["--duration", "soon"],
-        ["--racks", "5", "--duration", "1s"],
-        ["--racks", "0,0", "--duration", "1s"],
+        ["--rack-set", "5", "--duration", "1s"],
+        ["--rack-set", "0,0", "--duration", "1s"],
     ):
         assert main(["chaos", "blip", *bad]) == 2, bad
         assert "stormlab:" in capsys.readouterr().err
@@ -70,13 +70,13 @@ def test_up_status_blip_down(lab, capsys):
     ):
         assert main(["chaos", *bad]) == 2, bad
         assert "stormlab:" in capsys.readouterr().err
-    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s", "--dry-run"]) == 0
+    assert main(["chaos", "blip", "--rack-set", "1", "--duration", "2s", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("POST http://127.0.0.1:")
     assert main(["chaos", "list"]) == 0
     assert "no active faults" in capsys.readouterr().out
 
     timeouts_before = [renewal_timeouts(snap["endpoints"][f"rack-0{r}"]) for r in (0, 1)]
-    assert main(["chaos", "blip", "--racks", "1", "--duration", "2s"]) == 0
+    assert main(["chaos", "blip", "--rack-set", "1", "--duration", "2s"]) == 0
     assert "blip #1 on rack-0" in capsys.readouterr().out
     assert main(["chaos", "list"]) == 0
     assert "blip on rack-0" in capsys.readouterr().out
@@ -171,7 +171,7 @@ def test_nothing_acknowledged_is_lost_while_racks_are_killed_and_a_blip_storms(l
     killer = writecheck.rack_killer(state, every_s=5.0, seed=3)
 
     async def faults():
-        blip = asyncio.create_task(asyncio.to_thread(main, ["chaos", "blip", "--racks", "1", "--duration", "2s"]))
+        blip = asyncio.create_task(asyncio.to_thread(main, ["chaos", "blip", "--rack-set", "1", "--duration", "2s"]))
         await asyncio.gather(killer(), blip)
 
     result = asyncio.run(writecheck.check(state, duration_s=16.0, rate=30.0, faults=faults, tag="it"))

@@ -31,7 +31,7 @@ def test_an_external_rack_renews_is_disqualified_by_the_blip_and_recovers_like_t
     assert ours["loop_lag_p99_s"] == 0.0 and ours["pid"] == running.state["components"]["rack-00"]["pid"]  # the example's, not the lab's
     assert ours["nodes_serving"] == ours["nodes_total"] == QUICK["nodes_per_rack"] and ours["renewal_attempts_total"]["first"] > 0
     time.sleep(12)  # a whole period of renewals on the external rack, every node renewed once more
-    assert main(["chaos", "blip", "--racks", "3", "--duration", "5s"]) == 0
+    assert main(["chaos", "blip", "--rack-set", "3", "--duration", "5s"]) == 0
     blipped_at, worst, back = time.monotonic(), dict.fromkeys(BLIPPED, 0), {}
     while time.monotonic() - blipped_at < 120 and len(back) < len(BLIPPED):
         for name in BLIPPED:

@@ -78,7 +78,7 @@ def test_the_operator_s_moves_are_ops_s_journaled_and_scored_and_chaos_breaks_th
     assert main(["ops", "set-capacity", "60", "--duration", "30s"]) == 0
     assert main(["ops", "resume", "--staged", "2", "--every", "1s"]) == 0
     assert main(["ops", "set-capacity", "0", "--duration", "30s"]) == 2  # refused: journaled as failed
-    assert main(["chaos", "blip", "--racks", "1", "--duration", "1s"]) == 0  # a fault, not a responder's move
+    assert main(["chaos", "blip", "--rack-set", "1", "--duration", "1s"]) == 0  # a fault, not a responder's move
     with pytest.raises(SystemExit) as refused:  # a move is not a fault: chaos has no command for it
         main(["chaos", "capacity", "--cores", "60", "--duration", "30s"])
     assert refused.value.code == 2 and "invalid choice: 'capacity'" in capsys.readouterr().err

@@ -52,7 +52,7 @@ def test_a_blip_in_one_teams_lab_leaves_the_other_untouched(tmp_path, monkeypatc
         assert "a room is already up" in capsys.readouterr().err
 
         monkeypatch.setenv("STORMLAB_STATE_DIR", str(a))  # team 1 plays its lab: a blip of both racks
-        assert main(["chaos", "blip", "--racks", "2", "--duration", "4s"]) == 0
+        assert main(["chaos", "blip", "--rack-set", "2", "--duration", "4s"]) == 0
         monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))
         worst_b = 0.0
 
@@ -71,7 +71,7 @@ def test_a_blip_in_one_teams_lab_leaves_the_other_untouched(tmp_path, monkeypatc
         assert main(["room", "status"]) == 0
         assert "team-2: 40/40 nodes serving" in capsys.readouterr().out
 
-        for team, fault in ((a, ["blip", "--racks", "1"]), (b, ["latency", "--racks", "1", "--delay", "10ms"])):
+        for team, fault in ((a, ["blip", "--rack-set", "1"]), (b, ["latency", "--rack-set", "1", "--delay", "10ms"])):
             monkeypatch.setenv("STORMLAB_STATE_DIR", str(team))  # a fault left running in each lab …
             assert main(["chaos", *fault, "--duration", "10m"]) == 0
         monkeypatch.setenv("STORMLAB_STATE_DIR", str(home))

@@ -109,7 +109,7 @@ def test_python_m_chaos_is_the_chaos_tool(capsys):
 
     parser = argparse.ArgumentParser(prog="chaos")
     add_arguments(parser)
-    assert parser.parse_args(["blip", "--racks", "2", "--duration", "5s"]).fault == "blip"
+    assert parser.parse_args(["blip", "--rack-set", "2", "--duration", "5s"]).fault == "blip"
 
 
 def test_every_fault_has_a_holder_and_every_holder_holds_some():

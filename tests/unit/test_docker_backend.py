@@ -138,7 +138,7 @@ def chaos(argv, runner, capsys):
 
 def test_cli_on_the_docker_backend_runs_the_built_commands(capsys):
     runner = FakeCompose()
-    code, out = chaos(["blip", "--racks", "2", "--duration", "5s"], runner, capsys)
+    code, out = chaos(["blip", "--rack-set", "2", "--duration", "5s"], runner, capsys)
     assert code == 0 and [c.container for c in runner.ran] == ["stormlab_rack-0_1", "stormlab_rack-1_1"]
     assert runner.ran[0] == fs.partition("stormlab_rack-0_1", ["172.30.0.2"], 5.0, fault="blip")[0]
     code, out = chaos(["partition", "--between", "racks:2", "metadata", "--one-way", "--duration", "1s", "--dry-run"], runner, capsys)
@@ -156,8 +156,8 @@ def test_cli_on_the_docker_backend_refuses_what_is_not_the_labs(capsys):
         ["kill", "--target", "rack-9", "--duration", "1s"],
         ["kill", "--target", "rack-x", "--duration", "1s"],
         ["freeze", "--target", "db-0", "--duration", "1s"],
-        ["blip", "--racks", "7", "--duration", "1s"],
-        ["loss", "--racks", "1", "--probability", "2", "--duration", "1s"],
+        ["blip", "--rack-set", "7", "--duration", "1s"],
+        ["loss", "--rack-set", "1", "--probability", "2", "--duration", "1s"],
         ["blip", "--duration", "0s"],
     ):
         with pytest.raises(ChaosError):
@@ -169,7 +169,7 @@ def test_docker_list_and_halt_find_the_fault_shells_by_their_files(capsys, monke
     monkeypatch.delenv("STORMLAB_METADATA_URL", raising=False)
     monkeypatch.setenv("STORMLAB_TOKEN", "t")
     runner = FakeCompose()
-    chaos(["blip", "--racks", "2", "--duration", "30s"], runner, capsys)
+    chaos(["blip", "--rack-set", "2", "--duration", "30s"], runner, capsys)
     chaos(["freeze", "--target", "rack-3", "--duration", "30s"], runner, capsys)
     _, out = chaos(["list"], runner, capsys)
     assert out.count("blip") == 2 and "stormlab_rack-3_1" in out and "freeze" in out
@@ -188,7 +188,7 @@ def test_from_the_host_list_and_halt_ask_each_holding_service_inside_its_contain
     pause = {"id": 2, "fault": "pause-metadata", "target": "metadata", "left_s": 280.0}
     fix = {"id": 1, "fault": "stale-cache", "target": "queues", "left_s": 60.0}
     runner.leases = {"stormlab_metadata_1": [pause], "stormlab_queues_1": [fix]}
-    chaos(["blip", "--racks", "1", "--duration", "30s"], runner, capsys)
+    chaos(["blip", "--rack-set", "1", "--duration", "30s"], runner, capsys)
     _, out = chaos(["list"], runner, capsys)
     assert "stormlab_metadata_1#2 pause-metadata on metadata: 280.0s left" in out
     assert "stormlab_queues_1#1 stale-cache on queues: 60.0s left" in out and "blip" in out
@@ -226,14 +226,14 @@ def test_a_fault_that_did_not_apply_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(runner, "exec", lambda command: "")
     monkeypatch.setattr(docker_cli.time, "sleep", lambda s: None)
     with pytest.raises(LabError, match="did not apply in stormlab_rack-0_1"):
-        chaos(["blip", "--racks", "1", "--duration", "5s"], runner, capsys)
+        chaos(["blip", "--rack-set", "1", "--duration", "5s"], runner, capsys)
 
 
 def test_isolate_cuts_a_service_container_off_from_the_racks_and_services_are_targets(capsys, monkeypatch):
     monkeypatch.delenv("STORMLAB_METADATA_URL", raising=False)
     monkeypatch.setenv("STORMLAB_TOKEN", "t")
     runner = FakeCompose()
-    code, _ = chaos(["isolate", "--target", "queues", "--racks", "0,2", "--duration", "5s"], runner, capsys)
+    code, _ = chaos(["isolate", "--target", "queues", "--rack-set", "0,2", "--duration", "5s"], runner, capsys)
     assert code == 0 and runner.ran == fs.partition("stormlab_queues_1", ["172.30.1.0", "172.30.1.2"], 5.0, fault="isolate")
     chaos(["isolate", "--target", "queues", "--duration", "3s"], runner, capsys)  # every rack by default
     assert runner.ran[-1] == fs.partition("stormlab_queues_1", [f"172.30.1.{r}" for r in range(4)], 3.0, fault="isolate")[0]
@@ -340,7 +340,7 @@ def test_a_container_that_fails_its_exec_is_reported_and_every_other_is_still_ha
     from stormcore.errors import LabError
 
     runner = OneContainerGone()
-    chaos(["blip", "--racks", "0,2,3", "--duration", "30s"], runner, capsys)
+    chaos(["blip", "--rack-set", "0,2,3", "--duration", "30s"], runner, capsys)
     assert len(runner.holding) == 3
     with pytest.raises(LabError, match="1 holder\\(s\\) or container\\(s\\) did not answer; the others were halted"):
         chaos(["halt"], runner, capsys)

@@ -233,7 +233,7 @@ def patched(fake: FakeApiServer) -> list[tuple[str, dict]]:
 
 def test_a_blip_runs_the_fault_shell_in_an_ephemeral_container_of_each_rack_pod(api, capsys):
     fake, runner = api
-    code, out = chaos(["blip", "--racks", "0,2", "--duration", "5s"], runner, capsys)
+    code, out = chaos(["blip", "--rack-set", "0,2", "--duration", "5s"], runner, capsys)
     assert code == 0 and "blip on rack-0, rack-2 for 5s: it reverts by itself" in out
     added = patched(fake)
     assert [pod for pod, _ in added] == ["rack-0", "rack-2"]
@@ -265,7 +265,7 @@ def test_a_blip_of_one_cell_cuts_that_cells_racks_off_from_every_cells_metadata_
     with pytest.raises(ChaosError, match=r"this lab has no cell 2 \(cells: 2\)"):
         chaos(["blip", "--cell", "2", "--duration", "5s"], runner, capsys)
     with pytest.raises(ChaosError, match="give it or the racks, not both"):
-        chaos(["blip", "--cell", "1", "--racks", "0,", "--duration", "5s"], runner, capsys)
+        chaos(["blip", "--cell", "1", "--rack-set", "0,", "--duration", "5s"], runner, capsys)
     assert not [r for r in fake.requests[before:] if r[0] != "GET"]  # refused: nothing asked of the cluster but its pods
 
 
@@ -279,7 +279,7 @@ def test_a_one_way_partition_drops_only_the_racks_egress_in_the_pod(api, capsys)
 
 def test_isolate_cuts_a_service_pod_off_from_the_chosen_racks_in_its_own_namespace(api, capsys):
     fake, runner = api
-    code, _ = chaos(["isolate", "--target", "queues", "--racks", "1,3", "--duration", "30s"], runner, capsys)
+    code, _ = chaos(["isolate", "--target", "queues", "--rack-set", "1,3", "--duration", "30s"], runner, capsys)
     assert code == 0
     [(pod, spec)] = patched(fake)
     assert pod == "queues-0" and spec["targetContainerName"] == "queues"
@@ -288,8 +288,8 @@ def test_isolate_cuts_a_service_pod_off_from_the_chosen_racks_in_its_own_namespa
 
 def test_latency_and_loss_are_netem_in_the_pod_now_that_the_shell_runs_as_root_there(api, capsys):
     fake, runner = api
-    chaos(["latency", "--racks", "1,", "--delay", "100ms", "--duration", "5s"], runner, capsys)
-    chaos(["loss", "--racks", "2,", "--probability", "0.25", "--duration", "5s"], runner, capsys)
+    chaos(["latency", "--rack-set", "1,", "--delay", "100ms", "--duration", "5s"], runner, capsys)
+    chaos(["loss", "--rack-set", "2,", "--probability", "0.25", "--duration", "5s"], runner, capsys)
     [(_, delayed), (_, lost)] = patched(fake)
     assert tuple(delayed["command"]) == fs.latency("rack-1", 100.0, 0.0, 5.0)[0].argv
     assert tuple(lost["command"]) == fs.loss("rack-2", 0.25, 5.0)[0].argv
@@ -301,7 +301,7 @@ def test_a_shell_whose_rules_did_not_go_in_is_reported_not_applied(api, capsys):
     fake, runner = api
     fake.start_as = "terminated"  # iptables refused: the shell exits 1 and its container ends
     with pytest.raises(NotApplied, match="blip did not apply in rack-1"):
-        chaos(["blip", "--racks", "1,", "--duration", "5s"], runner, capsys)
+        chaos(["blip", "--rack-set", "1,", "--duration", "5s"], runner, capsys)
 
 
 @pytest.fixture
@@ -311,7 +311,7 @@ def policies(monkeypatch):
 
 def test_asked_for_a_blip_is_a_lease_job_owning_a_policy_that_names_the_lab(api, capsys, policies):
     fake, runner = api
-    code, out = chaos(["blip", "--racks", "0,2", "--duration", "5s"], runner, capsys)
+    code, out = chaos(["blip", "--rack-set", "0,2", "--duration", "5s"], runner, capsys)
     assert code == 0 and "blip on rack-0, rack-2 for 5s: it reverts by itself" in out
     [(_, job_path, _, job), (_, policy_path, _, policy)] = fake.made()
     assert job_path == f"/apis/batch/v1/namespaces/{NS}/jobs"
@@ -348,7 +348,7 @@ def test_asked_for_a_one_way_policy_drops_only_the_racks_egress(api, capsys, pol
 
 def test_asked_for_an_isolate_policy_cuts_a_service_pod_off_from_the_chosen_racks(api, capsys, policies):
     fake, runner = api
-    code, _ = chaos(["isolate", "--target", "queues", "--racks", "1,3", "--duration", "30s"], runner, capsys)
+    code, _ = chaos(["isolate", "--target", "queues", "--rack-set", "1,3", "--duration", "30s"], runner, capsys)
     assert code == 0
     [(_, _, _, job), (_, _, _, policy)] = fake.made()
     assert job["metadata"]["annotations"][kb.TARGETS] == "queues-0"
@@ -378,10 +378,10 @@ def test_freeze_execs_the_armed_shell_in_the_pod_and_confirms_it_holds(api, caps
 
 def test_list_and_halt_cover_every_kind_of_fault_the_lab_holds_and_nobody_elses(api, capsys, monkeypatch):
     fake, runner = api
-    chaos(["blip", "--racks", "3,", "--duration", "20s"], runner, capsys)  # a shell in an ephemeral container
+    chaos(["blip", "--rack-set", "3,", "--duration", "20s"], runner, capsys)  # a shell in an ephemeral container
     chaos(["freeze", "--target", "queues", "--duration", "20s"], runner, capsys)  # a shell exec'd in the pod
     monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
-    chaos(["blip", "--racks", "1,", "--duration", "20s"], runner, capsys)  # a lease Job and its policy
+    chaos(["blip", "--rack-set", "1,", "--duration", "20s"], runner, capsys)  # a lease Job and its policy
     foreign = {"metadata": {"name": "payments-chaos", "labels": {kb.PART_OF: "stormlab", kb.LEASE: "true", kb.LAB: "payments"}}}
     fake.jobs["payments-chaos"] = foreign  # another lab's lease in the same namespace
     [(_, blip)] = patched(fake)
@@ -404,7 +404,7 @@ def test_list_and_halt_cover_every_kind_of_fault_the_lab_holds_and_nobody_elses(
 
 def test_a_shell_killed_with_its_rules_in_is_reaped_and_one_that_did_nothing_says_so(api, capsys):
     fake, runner = api
-    chaos(["blip", "--racks", "0,2", "--duration", "20s"], runner, capsys)
+    chaos(["blip", "--rack-set", "0,2", "--duration", "20s"], runner, capsys)
     [(_, spec), _] = patched(fake)
     fake.end("rack-0", spec["name"], 137)  # SIGKILLed: its rules may still be in the pod
     fake.end("rack-2", spec["name"], 0, f"blip {time.time() - 5:.0f} 0\n", finished=time.time() - 5)  # it met no traffic
@@ -426,8 +426,8 @@ def test_a_bad_annotation_an_orphan_policy_and_a_failing_pod_stop_neither_list_n
 
     fake, runner = api
     monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
-    chaos(["blip", "--racks", "1,", "--duration", "20s"], runner, capsys)
-    chaos(["isolate", "--target", "queues", "--racks", "2,", "--duration", "20s"], runner, capsys)
+    chaos(["blip", "--rack-set", "1,", "--duration", "20s"], runner, capsys)
+    chaos(["isolate", "--target", "queues", "--rack-set", "2,", "--duration", "20s"], runner, capsys)
     fake.jobs["stormlab-chaos-blip-x0"]["metadata"]["annotations"][kb.ENDS_AT] = "soon"  # not a time
     del fake.jobs["stormlab-chaos-isolate-x1"]  # its Job went; its policy stayed (no garbage collector here)
     code, out = chaos(["list"], runner, capsys)
@@ -435,7 +435,7 @@ def test_a_bad_annotation_an_orphan_policy_and_a_failing_pod_stop_neither_list_n
     assert re.search(r"networkpolicy stormlab-chaos-isolate-\d+: its lease Job was gone: deleted now", out), out
     assert [p["metadata"]["labels"][kb.FAULT] for p in fake.policies.values()] == ["blip"]
     monkeypatch.delenv("STORMLAB_K8S_NETWORK_FAULTS")
-    chaos(["blip", "--racks", "0,3", "--duration", "20s"], runner, capsys)  # shells in two pods
+    chaos(["blip", "--rack-set", "0,3", "--duration", "20s"], runner, capsys)  # shells in two pods
     fake.failing_pods.add("rack-0")  # its node is away: its exec fails
     with pytest.raises(LabError, match="did not answer; the others were halted"):
         chaos(["halt"], runner, capsys)
@@ -448,9 +448,9 @@ def test_a_bad_annotation_an_orphan_policy_and_a_failing_pod_stop_neither_list_n
     ("argv", "says"),
     [
         (["kill", "--target", "rack-9", "--duration", "5s"], "not a pod of the lab"),
-        (["blip", "--racks", "7", "--duration", "5s"], "the lab has 4 racks"),
+        (["blip", "--rack-set", "7", "--duration", "5s"], "the lab has 4 racks"),
         (["gsi-growth", "--factor", "2", "--duration", "5s"], "STORMLAB_METADATA_URL.*port-forward"),
-        (["blip", "--racks", "2,9", "--duration", "5s"], "rack"),
+        (["blip", "--rack-set", "2,9", "--duration", "5s"], "rack"),
     ],
 )
 def test_what_the_backend_cannot_do_is_refused_before_any_request(api, argv, says, capsys):
@@ -462,11 +462,11 @@ def test_what_the_backend_cannot_do_is_refused_before_any_request(api, argv, say
 
 def test_dry_run_prints_the_requests_and_sends_none(api, capsys, monkeypatch):
     fake, runner = api
-    code, out = chaos(["blip", "--racks", "1,", "--duration", "5s", "--dry-run"], runner, capsys)
+    code, out = chaos(["blip", "--rack-set", "1,", "--duration", "5s", "--dry-run"], runner, capsys)
     assert code == 0 and fake.made() == []
     assert out.startswith(f"PATCH /api/v1/namespaces/{NS}/pods/rack-1/ephemeralcontainers ")
     monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
-    code, out = chaos(["blip", "--racks", "1", "--duration", "5s", "--dry-run"], runner, capsys)
+    code, out = chaos(["blip", "--rack-set", "1", "--duration", "5s", "--dry-run"], runner, capsys)
     assert out.startswith(f"POST /apis/batch/v1/namespaces/{NS}/jobs ")
     assert f"POST /apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies " in out and fake.made() == []
 
@@ -475,10 +475,10 @@ def test_policies_cannot_hold_netem_and_an_unknown_way_is_refused(api, capsys, m
     fake, runner = api
     monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "networkpolicy")
     with pytest.raises(ChaosError, match="latency needs netem in the pod"):
-        chaos(["latency", "--racks", "1", "--delay", "100ms", "--duration", "5s"], runner, capsys)
+        chaos(["latency", "--rack-set", "1", "--delay", "100ms", "--duration", "5s"], runner, capsys)
     monkeypatch.setenv("STORMLAB_K8S_NETWORK_FAULTS", "iptables")
     with pytest.raises(ChaosError, match="must be ephemeral or networkpolicy"):
-        chaos(["blip", "--racks", "1", "--duration", "5s"], runner, capsys)
+        chaos(["blip", "--rack-set", "1", "--duration", "5s"], runner, capsys)
     assert fake.made() == []
 
 

@@ -60,7 +60,7 @@ def test_a_move_takes_its_lease_s_arguments_by_the_catalog_s_names_and_words(mov
     taken = [a for a in catalog.FAULTS[lease].args if a.key in ops]
     assert taken, f"ops {move} takes none of {lease}'s arguments"
     for arg in taken:
-        assert ops[arg.key] == help_text(arg.describe())  # the one generator's words, whatever the command
+        assert ops[arg.key].startswith(help_text(arg.describe()))  # the one generator's words (a move may say its default after)
 
 
 def test_chaos_breaks_the_world_and_ops_makes_the_moves():

@@ -54,7 +54,7 @@ def no_lab(tmp_path, monkeypatch):
 
 
 def test_cli_errors_have_exit_codes_and_messages(no_lab, capsys):
-    assert main(["chaos", "blip", "--racks", "3", "--duration", "5s"]) == 1  # "no lab is up": one code everywhere
+    assert main(["chaos", "blip", "--rack-set", "3", "--duration", "5s"]) == 1  # "no lab is up": one code everywhere
     assert "no lab is up" in capsys.readouterr().err
     assert main(["status"]) == 1
     assert "no lab is up" in capsys.readouterr().err
@@ -111,9 +111,9 @@ def test_set_on_the_command_line_is_checked_before_anything_starts(no_lab, capsy
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["chaos", "blip", "--racks", "abc", "--duration", "5s"], "racks must be a count or a comma list"),
-        (["chaos", "blip", "--racks", "3", "--duration", "0s"], "duration must be more than 0s"),
-        (["chaos", "blip", "--racks", "0", "--duration", "5s"], "a count of racks is at least 1"),
+        (["chaos", "blip", "--rack-set", "abc", "--duration", "5s"], "racks must be a count or a comma list"),
+        (["chaos", "blip", "--rack-set", "3", "--duration", "0s"], "duration must be more than 0s"),
+        (["chaos", "blip", "--rack-set", "0", "--duration", "5s"], "a count of racks is at least 1"),
         (["chaos", "blip", "--fraction", "2", "--duration", "5s"], "--fraction must be more than 0"),
         (["ops", "set-capacity", "abc"], "cores: not a number"),
         (["ops", "resume", "--staged", "0"], "staged must be at least 1"),
@@ -125,7 +125,7 @@ def test_bad_input_is_told_as_such_before_no_lab_is_up(no_lab, capsys, argv, sai
     assert said in err and "no lab is up" not in err
 
 
-@pytest.mark.parametrize("argv", [["chaos", "blip", "--racks", "all", "--duration", "5s"], ["ops", "set-capacity", "80"], ["status"]])
+@pytest.mark.parametrize("argv", [["chaos", "blip", "--rack-set", "all", "--duration", "5s"], ["ops", "set-capacity", "80"], ["status"]])
 def test_no_lab_is_up_has_one_exit_code(no_lab, capsys, argv):
     assert main(argv) == 1
     assert "no lab is up" in capsys.readouterr().err
