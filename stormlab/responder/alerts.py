@@ -41,6 +41,9 @@ class Term:
         return (got > self.value if self.op == ">" else got < self.value), got
 
 
+RUNBOOK = "docs/alerts.md"  # every alert's section: what it means, what to look at, the move
+
+
 @dataclass(frozen=True)
 class Alert:
     name: str
@@ -53,6 +56,11 @@ class Alert:
     terms: tuple[Term, ...] = ()  # with ``join``; empty: ``expr`` is Prometheus's alone
     join: str = "and"
     expr: str = ""
+
+    @property
+    def runbook_url(self) -> str:
+        """Its section of the runbook page (docs/alerts.md), relative to the lab's checkout."""
+        return f"{RUNBOOK}#{self.name.lower()}"
 
     def promql(self) -> str:
         if not self.terms:
@@ -266,6 +274,7 @@ def rules_yaml() -> str:
             "        labels: {" + ", ".join(f"{k}: {v}" for k, v in labels.items()) + "}",
             "        annotations:",
             f"          summary: {json.dumps(alert.summary)}",
+            f"          runbook_url: {alert.runbook_url}",
             "          description: >-",
             *textwrap.wrap(alert.description, 100, initial_indent=" " * 12, subsequent_indent=" " * 12),
         ]
@@ -318,7 +327,11 @@ class Evaluator:
                 fired = {
                     "status": "firing",
                     "labels": labels,
-                    "annotations": {"summary": render(alert.summary, value, labels), "description": alert.description},
+                    "annotations": {
+                        "summary": render(alert.summary, value, labels),
+                        "description": alert.description,
+                        "runbook_url": alert.runbook_url,
+                    },
                     "startsAt": _iso(wall),
                 }
                 self.firing[alert.name] = fired
@@ -328,7 +341,13 @@ class Evaluator:
 def webhook(status: str, alerts: list[dict[str, Any]]) -> dict[str, Any]:
     """The body Alertmanager posts to a webhook receiver (version 4), for these alerts."""
     role = alerts[0]["labels"].get("role", "lab") if alerts else "lab"
-    return {"version": "4", "status": status, "receiver": role, "groupLabels": {"role": role}, "alerts": alerts}
+    return {
+        "version": "4",
+        "status": status,
+        "receiver": "desk",
+        "groupLabels": {"alertname": alerts[0]["labels"].get("alertname", "") if alerts else "", "role": role},
+        "alerts": alerts,
+    }
 
 
 def _worst_table(sample: Reading) -> str | None:
@@ -340,5 +359,34 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
 
-if __name__ == "__main__":
-    print(rules_yaml(), end="")
+def runbook_markdown() -> str:
+    """docs/alerts.md: a section per alert, the one each alert's runbook_url names."""
+    lines = [
+        "# The alerts, and what to do",
+        "",
+        "Written by `python -m stormlab.responder.alerts --runbook` from stormlab/responder/alerts.py (a test keeps",
+        "this page the same). Each alert's `runbook_url` annotation names its section here; Alertmanager passes it",
+        "to the desk with the page. Every page goes to one receiver, the game's desk, which hands it to the on-call",
+        "role its `role` label names (the lab's own alerts, with none, to the organiser).",
+    ]
+    for alert in ALERTS:
+        when = f"{alert.for_s / 60:g} min" if alert.for_s % 60 == 0 else f"{alert.for_s:g} s"
+        lines += [
+            "",
+            f"## {alert.name}",
+            "",
+            f"- **Pages**: {alert.role or 'the organiser (the lab itself, not a player)'}; **severity** {alert.severity}; "
+            f"after {when} of `{alert.promql().splitlines()[0]}`{' …' if len(alert.promql().splitlines()) > 1 else ''}",
+            f"- **Says**: `{alert.summary}`",
+            "",
+            *textwrap.wrap(alert.description, 110),
+        ]
+        if alert.comment:
+            lines += ["", *textwrap.wrap("Why it exists: " + " ".join(alert.comment.split()), 110)]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # the rule file; --runbook: docs/alerts.md
+    import sys
+
+    print(runbook_markdown() if sys.argv[1:] == ["--runbook"] else rules_yaml(), end="")

@@ -13,7 +13,6 @@ import yaml
 from stormcore import roster
 from stormcore.settings import LabSettings
 from stormlab.responder import alerts, desk
-from stormlab.responder.moves import ROLES
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "grafana/dashboards").glob("*.json"))
@@ -182,9 +181,9 @@ def test_no_secret_is_committed_and_only_grafana_may_listen_beyond_this_host():
 
 def test_alertmanager_routes_each_roles_pages_to_the_desk_with_the_token():
     config = yaml.safe_load((ROOT / "alertmanager/alertmanager.yml").read_text())
-    routes = {r["receiver"]: r["matchers"] for r in config["route"]["routes"]}
-    assert routes == {role: [f'role="{role}"'] for role in ROLES}
-    assert config["route"]["receiver"] == "organiser"
+    assert config["route"]["receiver"] == "desk" and "routes" not in config["route"]  # one receiver: the desk reads the role
+    assert config["route"]["group_by"] == ["alertname", "role"]  # each role its own notification
+    assert [r["name"] for r in config["receivers"]] == ["desk"]
     for receiver in config["receivers"]:
         [hook] = receiver["webhook_configs"]
         assert hook["url"] == f"http://stormlab-desk:{desk.DEFAULT_PORT}/alertmanager"
@@ -215,7 +214,7 @@ def test_amtool_checks_the_config_and_routes_every_paging_alert_to_its_role():
     for alert in alerts.ALERTS:
         labels = [f"alertname={alert.name}", f"severity={alert.severity}", *([f"role={alert.role}"] if alert.role else [])]
         out = subprocess.run(["amtool", "config", "routes", "test", config, *labels], cwd=ROOT, capture_output=True, text=True)
-        assert out.stdout.strip() == (alert.role or "organiser"), (alert.name, out.stdout, out.stderr)
+        assert out.stdout.strip() == "desk", (alert.name, out.stdout, out.stderr)
 
 
 def test_the_image_installs_its_dependencies_before_the_code_and_runs_unprivileged():

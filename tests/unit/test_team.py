@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry, Gauge
 
 from chaos import catalog, journal
@@ -36,6 +37,16 @@ def test_prometheus_rule_file_is_written_from_the_one_definition():
     )
 
 
+def test_every_alert_carries_its_runbook_section_and_the_page_is_the_one_definition():
+    page = (ROOT / "docs/alerts.md").read_text()
+    assert page == alerts.runbook_markdown(), "run: python -m stormlab.responder.alerts --runbook > docs/alerts.md"
+    rules = yaml.safe_load((ROOT / "prometheus/rules/alerts.yml").read_text())["groups"][0]["rules"]
+    headings = {line[3:].lower() for line in page.splitlines() if line.startswith("## ")}
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"docs/alerts.md#{rule['alert'].lower()}" and url.split("#")[1] in headings
+
+
 def test_every_role_is_paged_by_some_alert_and_every_paging_alert_has_a_local_form():
     assert {a.role for a in alerts.PAGING} == set(moves.ROLES)
     assert all(a.terms for a in alerts.PAGING)
@@ -57,10 +68,11 @@ def test_the_runner_fires_an_alert_after_its_for_and_resolves_it_when_the_condit
     assert bodies == []
     ev.observe(30.0, sample, 1_000_030.0)
     [fired] = bodies
-    assert fired["status"] == "firing" and fired["receiver"] == "database"
+    assert fired["status"] == "firing" and fired["receiver"] == "desk" and fired["groupLabels"]["role"] == "database"
     [alert] = fired["alerts"]
     assert alert["labels"] == {"alertname": "RetryStorm", "severity": "critical", "role": "database"}
     assert alert["annotations"]["summary"] == "15% of storage nodes are disqualified"
+    assert alert["annotations"]["runbook_url"] == "docs/alerts.md#retrystorm"  # as Alertmanager's page carries it
     ev.observe(31.0, sample, 1_000_031.0)
     assert len(bodies) == 1  # firing once, not once a sample
     ev.observe(32.0, Reading(nodes_total=100, nodes_disqualified=0), 1_000_032.0)
