@@ -29,6 +29,11 @@ from typing import Any, NoReturn, TextIO
 
 from stormcore.errors import LabError, UsageError
 
+EXIT_CODES = """exit codes (docs/cli.md):
+  0    done
+  1    no lab (or room) is up; the lab refused or did not answer
+  2    bad input: nothing was changed
+  130  interrupted"""
 JSON_HELP = "one JSON document on stdout: what was done, or the error and its exit code (the lines for a person go to stderr)"
 _told: list[dict[str, Any]] = []  # the answers being gathered, innermost last (a command runs one at a time)
 
@@ -110,6 +115,7 @@ def every_command_answers_json(parser: argparse.ArgumentParser) -> None:
         if not own:
             leaf.add_argument("--json", action="store_true", help=JSON_HELP)
         leaf.set_defaults(command_words=" ".join(path), answered=leaf.get_default("answered") or ("own" if own else "envelope"))
+        leaf.epilog = (leaf.epilog + "\n\n" if leaf.epilog else "") + EXIT_CODES
 
 
 def anywhere(parser: argparse.ArgumentParser, *flags: str) -> None:
@@ -150,6 +156,46 @@ def deprecated(parser: argparse.ArgumentParser, old: str, new: str, dest: str, *
             setattr(ns, self.dest, True if self.nargs == 0 else values)
 
     parser.add_argument(old, dest=dest, action=Deprecated, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
+def bash_completion(parser: argparse.ArgumentParser, prog: str) -> str:
+    """A bash (and zsh, through bashcompinit) completion script for ``parser``'s whole tree, written
+    from the parser: commands, their flags, and the choices of a flag that has them."""
+    words: dict[str, list[str]] = {}
+    choices: dict[str, list[str]] = {}
+
+    def walk(p: argparse.ArgumentParser, path: str) -> None:
+        subs = [(name, child) for a in p._actions if isinstance(a, argparse._SubParsersAction) for name, child in a.choices.items()]
+        flags = sorted({o for a in p._actions if a.help != argparse.SUPPRESS for o in a.option_strings if o.startswith("--")})
+        words[path] = [name for name, _ in subs] + flags
+        for a in p._actions:
+            if a.choices and a.option_strings and a.help != argparse.SUPPRESS:
+                for flag in a.option_strings:
+                    choices[f"{path} {flag}"] = [str(c) for c in a.choices]
+        for name, child in subs:
+            walk(child, f"{path}/{name}")
+
+    walk(parser, "")
+    fn = "_" + re.sub(r"\W", "_", prog)
+    known = " ".join(sorted(p for p in words if p))
+    lines = [
+        f"# {prog}'s completion (bash; zsh: autoload -U bashcompinit && bashcompinit first). Load it with",
+        f'#   eval "$({prog} completion bash)"',
+        f"{fn}() {{",
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" path="" i',
+        "  for ((i = 1; i < COMP_CWORD; i++)); do",
+        f'    case " {known} " in *" $path/${{COMP_WORDS[i]}} "*) path="$path/${{COMP_WORDS[i]}}" ;; esac',
+        "  done",
+        '  case "$path $prev" in',
+        *(f'    "{key}") COMPREPLY=($(compgen -W "{" ".join(values)}" -- "$cur")); return ;;' for key, values in sorted(choices.items())),
+        "  esac",
+        '  case "$path" in',
+        *(f'    "{path}") COMPREPLY=($(compgen -W "{" ".join(values)}" -- "$cur")) ;;' for path, values in sorted(words.items())),
+        "  esac",
+        "}",
+        f"complete -F {fn} {prog}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 class _Tee(io.TextIOBase):

@@ -168,6 +168,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    script = commandline.bash_completion(build_parser(), "stormlab")
+    if args.shell == "zsh":
+        script = "autoload -U bashcompinit && bashcompinit\n" + script
+    print(script, end="")
+    return 0
+
+
 def stormlab_version() -> str:
     try:
         return version("stormlab")
@@ -240,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(p)
         p.set_defaults(func=partial(fuzz.run, consoles=standalone.serving) if module is fuzz else module.run)  # it serves the consoles
+    completion = sub.add_parser(
+        "completion",
+        help="a shell completion script: commands, flags and their choices",
+        description="Print a completion script for bash (zsh: after `autoload -U bashcompinit && bashcompinit`), written "
+        "from the command tree itself: every command, its flags, and the choices of a flag that has them.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell it is for")
+    completion.set_defaults(func=cmd_completion)
     for name, child in sub.choices.items():
         if name in EXAMPLES:
             commandline.explain(child, *(f"stormlab {line}" for line in EXAMPLES[name]), description=DESCRIPTIONS.get(name))
@@ -261,6 +277,7 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "certify": ("certify --live 0 full-jitter", "certify --quick examples/policies/my_policy.py:CappedJitter"),
     "mitigations": ("mitigations --only '2015,allowance 2s,full jitter' --speed auto",),
     "sizing": ("sizing --fleets 1000 --nodes 100000 --page -",),
+    "completion": ("completion bash", "completion zsh"),
 }
 DESCRIPTIONS = {
     "up": "Start the lab as local processes (the metadata service, the racks of storage nodes, the link proxy, the "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
@@ -45,6 +47,12 @@ def load(text: str, source: str = "scenario") -> Scenario:
     if root is None:
         raise ScenarioError(f"{source}: empty file")
     return _Reader(source).scenario(root)
+
+
+def closest(word: str, known: Iterable[str]) -> str:
+    """``" (did you mean blip?)"`` for a name close to a known one."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class _Reader:
@@ -253,14 +261,16 @@ class _Reader:
         if kind == "fault":
             fault = self.text(m["fault"], f"{path}.fault")
             if fault not in FAULTS:
-                raise self.fail(m["fault"], f"{path}.fault", f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+                raise self.fail(m["fault"], f"{path}.fault", f"unknown fault {fault!r}{closest(fault, FAULTS)}; known: {', '.join(FAULTS)}")
             if fault not in ("resume-metadata",) and "duration" not in args:
                 raise self.fail(node, f"{path}.args", "missing field 'duration': every fault ends by itself")
             return Step(**common, fault=fault, args=args)
         if kind == "action":
             action = self.text(m["action"], f"{path}.action")
             if action not in ACTIONS:
-                raise self.fail(m["action"], f"{path}.action", f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
+                raise self.fail(
+                    m["action"], f"{path}.action", f"unknown action {action!r}{closest(action, ACTIONS)}; known: {', '.join(ACTIONS)}"
+                )
             failure = m.get("expect_failure")
             try:
                 expect_failure = failure is not None and parse_bool(self.text(failure, f"{path}.expect_failure"))

@@ -9,6 +9,8 @@ import argparse
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -259,3 +261,40 @@ def test_python_m_chaos_answers_json_too(no_lab, capsys):
     assert chaos_cli.main(["list", "--json"]) == 1
     doc = one_document(capsys.readouterr().out)
     assert doc["command"] == "chaos list" and doc["exit_code"] == 1
+
+
+def test_every_help_page_says_the_exit_codes():
+    for words, leaf in LEAVES.items():
+        assert "exit codes" in leaf.epilog and "1    no lab (or room) is up" in leaf.epilog, words
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="no bash")
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [
+        ("stormlab sta", ["status"]),
+        ("stormlab chaos b", ["blip"]),
+        ("stormlab chaos blip --ra", ["--rack-set"]),  # the old --racks is not offered
+        ("stormlab chaos blip --backend d", ["docker"]),
+        ("stormlab --json ops --as q", ["queues"]),
+        ("stormlab room up --backend ", ["auto", "local", "docker", "k8s"]),
+    ],
+)
+def test_the_completion_script_completes_commands_flags_and_choices(line, offered, tmp_path, capsys):
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "stormlab.bash"
+    script.write_text(capsys.readouterr().out)
+    words = line.split(" ")
+    probe = (
+        f"source {script}; COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); "
+        'COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _stormlab; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    said = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert said == offered
+
+
+def test_a_misspelt_name_in_a_scenario_file_gets_a_suggestion(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("title: t\nsteps:\n  - {name: c, at: 1s, action: set-capacty, args: {cores: 80}}\n")
+    assert main(["scenario", "validate", str(bad)]) == 2
+    assert "unknown action 'set-capacty' (did you mean set-capacity?)" in capsys.readouterr().err
