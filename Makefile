@@ -82,7 +82,7 @@ gameday: $(STAMP)
 	$(BIN)/stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot $(ARGS)
 
 # The map of where a blip leaves the lab stuck; the documented run is at 1,000 nodes, once per link:
-# `make sweep ARGS="--watch-periods 6 --live-phases 0 --link kernel"` (as root), then `--link proxy` (about
+# `make sweep ARGS="--watch-periods 6 --live-phases 0 --link-cut kernel"` (as root), then `--link-cut proxy` (about
 # 11 minutes of model on both cores once, then 30 live points per link, 100-240 s each: about 65
 # minutes); --quick: 400 nodes. Updates docs/sweep/ and docs/sweep.md's table. It resumes if stopped.
 sweep: $(STAMP)

@@ -352,6 +352,21 @@ def _format(value: Any) -> str:
     return repr(float(f"{value:.12g}")) if isinstance(value, float) else str(value)
 
 
+def flag_of(name: str) -> str:
+    """A setting's command-line flag, its one name: ``allowance_s`` is ``--allowance`` (durations
+    drop their unit, as the fault catalog's arguments do), ``capacity_cores`` ``--capacity-cores``."""
+    return "--" + name.removesuffix("_s").replace("_", "-")
+
+
+def shown_default(f: Any, settings: LabSettings) -> str:
+    """A setting's value as a person writes it: ``1s``, ``on``, ``40``."""
+    value = getattr(settings, f.name)
+    text = _format(value)
+    if isinstance(value, float) and value == int(value) and not f.name.endswith("_s"):
+        text = f"{value:g}"
+    return f"{value:g}s" if f.name.endswith("_s") and isinstance(value, (int, float)) else text
+
+
 def describe() -> str:
     """Every setting with its default, range and doc: what ``--set`` accepts."""
     rows = []

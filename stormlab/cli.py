@@ -7,19 +7,21 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import fields
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import aiohttp
 
 from chaos import cli as chaos_cli
-from chaos.flags import HelpFormatter, every_parser_says_its_defaults
+from chaos.flags import HelpFormatter, every_parser_says_its_defaults, help_text
 from storage_node import policies
 from stormcore import commandline, roster
-from stormcore.commandline import Parser
+from stormcore.commandline import Parser, deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import ABANDONED_WORK, DEFAULT_PROFILE, SET_HELP, LabSettings, parse_bool, parse_duration, profile
+from stormcore.settings import DEFAULT_PROFILE, SET_HELP, LabSettings, flag_of, parse_value, profile, shown_default
 from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.speed import first_guess, parse_speed
@@ -30,37 +32,34 @@ from stormlab.runs import bench, certify, demo, fuzz, mitigations, sizing, soak,
 from stormlab.scenarios import cli as gameday_cli
 from stormlab.scenarios import replay_cli
 
+HAND_SETTINGS = ("retry_policy", "speed")  # their flags written by hand: a policy of the user's is probed apart; speed takes auto
+SETTING_FLAGS = {f.name: flag_of(f.name) for f in fields(LabSettings) if f.name not in HAND_SETTINGS}
+OLD_SETTING_FLAGS = {"--capacity": "capacity_cores"}  # named apart from its setting before every setting had a flag
+
 
 def lab_flags(p: argparse.ArgumentParser) -> None:
-    """The lab's settings a person sets most, as flags; each says its profile default (every other
-    setting: --set KEY=VALUE). The flags stay unset unless given, so a scenario's settings hold."""
+    """Every setting of the profile as a flag, generated from the settings: one name (the setting's,
+    ``flag_of``), its range, its doc line, its default and its environment twin. The flags stay unset
+    unless given, so a scenario's settings hold; ``--set KEY=VALUE`` takes the same."""
     d = profile(DEFAULT_PROFILE)
-    p.add_argument("--profile", default=DEFAULT_PROFILE, help="calibrated settings to start from")
-    p.add_argument("--racks", type=int, help=f"racks (processes) (default {d.racks})")
-    p.add_argument("--nodes-per-rack", type=int, help=f"virtual storage nodes per rack (default {d.nodes_per_rack})")
-    p.add_argument(
+    group = p.add_argument_group(
+        "the lab's settings",
+        "every setting of the profile (`python -m stormcore.settings` lists them; --set KEY=VALUE takes the same); "
+        "each is STORMLAB_<SETTING> in the lab's processes",
+    )
+    group.add_argument("--profile", default=DEFAULT_PROFILE, help="calibrated settings to start from")
+    group.add_argument(
         "--retry-policy",
         help="immediate (2015), exponential, full-jitter, decorrelated-jitter; add +budget (a retry budget), +adaptive "
         "(adaptive throttling) or +breaker (a circuit breaker per rack); or your own: FILE.py:NAME (a class, a tenacity "
         "Retrying, a urllib3 Retry), a policy file, a gRPC service config or an Envoy retry_policy, docs/policies.md "
         f"(default {d.retry_policy})",
     )
-    p.add_argument("--allowance", help=f"renewal timeout, e.g. 1s (2015) or 2s (AWS's fix) (default {d.allowance_s:g}s)")
-    p.add_argument("--gsi-growth", help=f"on (2015 membership sizes) or off (pre-GSI sizes) (default {'on' if d.gsi_growth else 'off'})")
-    p.add_argument(
-        "--abandoned-work",
-        choices=ABANDONED_WORK,
-        help=f"what the metadata service does with work whose client gave up (default {d.abandoned_work})",
-    )
-    p.add_argument(
-        "--capacity", type=float, help=f"metadata virtual cores, with --cells shared out like the racks (default {d.capacity_cores:g})"
-    )
-    p.add_argument(
-        "--cells", type=int, help=f"metadata-service instances, each serving a contiguous share of the racks (default {d.cells})"
-    )
-    p.add_argument("--renewal-period", help=f"renewal period, e.g. 10s (default {d.renewal_period_s:g}s)")
-    p.add_argument("--customer-rate", type=float, help=f"customer requests per second (default {d.customer_rate:g})")
-    p.add_argument("--seed", type=int, help=f"seed for renewal jitter, retry jitter and traffic (default {d.seed})")
+    for f in fields(LabSettings):
+        if f.name not in HAND_SETTINGS:
+            setting_flag(group, f, d)
+    for old, name in OLD_SETTING_FLAGS.items():
+        deprecated(p, old, SETTING_FLAGS[name], dest=name, type=float)
     p.add_argument(
         "--speed",
         default="1",
@@ -80,6 +79,23 @@ def lab_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
 
 
+def setting_flag(group: Any, f: Any, d: LabSettings) -> None:
+    """One setting's flag: a count or a number read as such, a duration, on/off or a choice read as
+    ``--set`` reads it (settings_from)."""
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    typed = int if kind == "int" else float if kind == "float" and not f.name.endswith("_s") else None
+    limits = f"{f.metadata['min']:g}-{f.metadata['max']:g}{'s' if f.name.endswith('_s') else ''}; " if "min" in f.metadata else ""
+    metavar = "on|off" if kind == "bool" else "DURATION" if f.name.endswith("_s") else None
+    group.add_argument(
+        SETTING_FLAGS[f.name],
+        dest=f.name,
+        choices=f.metadata.get("choices"),
+        metavar=metavar,
+        help=help_text(f"{f.metadata['doc']} ({limits}default {shown_default(f, d)})"),
+        **({"type": typed} if typed else {}),
+    )
+
+
 def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
     pairs = [p for p in args.set if p.partition("=")[0].strip().replace("-", "_") != "retry_policy"]
@@ -87,20 +103,12 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
     policy = named[-1] if named else args.retry_policy
     described = policies.checked(policy) if policy else None  # a policy of the user's: probed apart, under limits (exit 2)
     spec, timeout = (described.spec, described.attempt_timeout_s) if described else (None, None)
-    changes = {
-        "racks": args.racks,
-        "nodes_per_rack": args.nodes_per_rack,
-        "retry_policy": spec,
-        "allowance_s": parse_duration(args.allowance) if args.allowance else None,
-        "gsi_growth": parse_bool(args.gsi_growth) if args.gsi_growth else None,
-        "abandoned_work": args.abandoned_work,
-        "capacity_cores": args.capacity,
-        "cells": args.cells,
-        "renewal_period_s": parse_duration(args.renewal_period) if args.renewal_period else None,
-        "customer_rate": args.customer_rate,
-        "seed": args.seed,
-    }
-    if timeout is not None and args.allowance is None:  # the policy's own per-attempt timeout is the allowance
+    by_name = {f.name: f for f in fields(LabSettings)}
+    changes: dict[str, Any] = {"retry_policy": spec}
+    for name in SETTING_FLAGS:
+        raw = getattr(args, name, None)
+        changes[name] = parse_value(by_name[name], raw) if isinstance(raw, str) else raw
+    if timeout is not None and args.allowance_s is None:  # the policy's own per-attempt timeout is the allowance
         changes["allowance_s"] = timeout
     return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(pairs)
 

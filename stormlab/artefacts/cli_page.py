@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from dataclasses import fields
 
 from stormcore.commandline import leaves
+from stormcore.settings import LabSettings, flag_of
 
 MEANINGS = {
     "--abandoned-work": "what the metadata service does with work whose client gave up: cancel or continue",
@@ -27,7 +29,6 @@ MEANINGS = {
     "--blip-sizes": "a sweep's trigger sizes: how many racks are blipped (a comma list of counts)",
     "--both-clients": "the bench also runs the 2015 storm with both renewal clients in one lab",
     "--break-glass": "a capacity change goes around the overloaded admin path",
-    "--capacity": "the metadata service's virtual cores",
     "--cascade": "the services beside the database a lab runs",
     "--cell": "a cell of the lab, by number from 0",
     "--cells": "how many metadata-service instances (cells) share the racks",
@@ -62,7 +63,6 @@ MEANINGS = {
     "--kill-queues-every": "how often writecheck SIGKILLs the queues service (a duration)",
     "--leaderboard": "the leaderboard file a game day writes to",
     "--leases": "how many fault leases the soak asks for",
-    "--link": "who carries and cuts the live labs' links: the kernel, the link proxy, or auto",
     "--listen": "the address of this host the pages listen on, for other machines",
     "--live": "how many points also run live",
     "--live-phases": "a sweep's blip moments of the 2015 point run live",
@@ -119,10 +119,16 @@ MEANINGS = {
 }
 
 
+def meanings() -> dict[str, str]:
+    """Every flag's meaning: those written above, and each setting's flag by its setting's doc line."""
+    settings = {flag_of(f.name): f"a setting: {f.metadata['doc']}" for f in fields(LabSettings)}
+    return settings | MEANINGS
+
+
 def signature(action: argparse.Action) -> tuple[object, ...]:
     """What a flag takes, as the parser reads it: the same in every use of a flag."""
     kind = getattr(action.type, "__name__", None) if action.type else None
-    return (type(action).__name__, kind, action.nargs, tuple(action.choices) if action.choices else None)
+    return (type(action).__name__, kind, action.nargs, tuple(sorted(map(str, action.choices))) if action.choices else None)
 
 
 def uses(parser: argparse.ArgumentParser) -> dict[str, list[tuple[str, argparse.Action]]]:
@@ -170,9 +176,10 @@ def commands(where: list[str], every: int) -> str:
 
 def markdown(parser: argparse.ArgumentParser) -> str:
     every = len(list(leaves(parser)))
+    known = meanings()
     rows = ["| flag | means | takes | on |", "|---|---|---|---|"]
     for flag, where in uses(parser).items():
-        meaning = MEANINGS.get(flag, "(no meaning written)")
+        meaning = known.get(flag, "(no meaning written)")
         rows.append(f"| `{flag}` | {meaning} | {takes(where[0][1])} | {commands([w for w, _ in where], every)} |")
     rows += ["", "Old names, still read (each with a message on stderr saying its new name):", ""]
     rows += ["| old | new | on |", "|---|---|---|"]

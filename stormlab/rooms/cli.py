@@ -21,7 +21,7 @@ from stormcore import commandline
 from stormcore.auth import headers, lab_token_in
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import BACKENDS
-from stormcore.settings import LabSettings
+from stormcore.settings import DEFAULT_PROFILE, LabSettings, flag_of
 from stormlab.engine import launcher, observe
 from stormlab.engine.speed import parse_speed
 from stormlab.responder import reach
@@ -32,19 +32,9 @@ from stormlab.rooms import room, room_compose, room_debrief, room_web
 from stormlab.scenarios import cli as gameday_cli
 from stormlab.scenarios.scenario import live_inject
 
-# The lab flags a scenario's settings decide (room up --scenario): giving one too is refused, not ignored.
-SCENARIO_SETS = (
-    "racks",
-    "nodes_per_rack",
-    "retry_policy",
-    "allowance",
-    "gsi_growth",
-    "abandoned_work",
-    "capacity",
-    "cells",
-    "renewal_period",
-    "customer_rate",
-)
+# The lab flags a scenario's settings decide (room up --scenario): giving one too is refused, not ignored
+# (--seed and --set go on top, --speed is the room's).
+SCENARIO_SETS = tuple(f.name for f in dataclasses.fields(LabSettings) if f.name not in ("seed", "speed"))
 CONSOLE_PORT = 8708  # beside the desk (8709), below the racks of a lab on the default ports (8710 on)
 
 
@@ -188,8 +178,8 @@ def up(args: argparse.Namespace, settings: LabSettings) -> int:
     if args.base_port != launcher.DEFAULT_BASE_PORT:
         raise UsageError("a room's labs each take free ports: drop --base-port")
     if args.scenario is not None:  # the scenario's settings, and what --set (and --seed) change on top
-        given = [f"--{k.replace('_', '-')}" for k in SCENARIO_SETS if getattr(args, k, None) is not None]
-        if args.profile != "dynamodb-2015":
+        given = [flag_of(k) for k in SCENARIO_SETS if getattr(args, k, None) is not None]
+        if args.profile != DEFAULT_PROFILE:
             given.append("--profile")
         if given:
             raise UsageError(f"with --scenario the labs take its settings: drop {', '.join(given)} (change one with --set KEY=VALUE)")

@@ -42,6 +42,7 @@ from typing import Any
 
 from storage_node import policies
 from storage_node.policies import limits
+from stormcore.commandline import deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings
@@ -74,12 +75,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--speed", default="auto", help="time dilation of the live runs: a number (0.05-20) or auto (default auto)")
     p.add_argument(
-        "--link",
+        "--link-cut",
+        dest="link",
         choices=LINKS,
         default="auto",
         help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
         "the lab may (default auto); live results are kept per mechanism and the certificate says which",
     )
+    deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
     p.add_argument("--seed", type=int, default=2015, help="the seed of the fleet, the policies' jitter and the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests') instead of 1,000 nodes")
     p.add_argument("--no-references", action="store_true", help="leave out the two references (immediate retries, full jitter)")

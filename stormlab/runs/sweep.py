@@ -418,12 +418,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
     p.add_argument(
-        "--link",
+        "--link-cut",
+        dest="link",
         choices=LINKS,
         default="auto",
         help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
         "the lab may (default auto); results are kept per mechanism (live-kernel.csv, live-proxy.csv) and the summary reports each",
     )
+    deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
     p.add_argument(

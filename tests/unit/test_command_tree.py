@@ -77,7 +77,7 @@ def test_every_value_option_says_its_default(words):
 
 def test_a_flag_means_one_thing_everywhere():
     uses = cli_page.uses(TREE)
-    assert sorted(set(uses) - set(cli_page.MEANINGS)) == [], "a flag with no meaning written in stormlab/artefacts/cli_page.py"
+    assert sorted(set(uses) - set(cli_page.meanings())) == [], "a flag with no meaning written in stormlab/artefacts/cli_page.py"
     assert sorted(set(cli_page.MEANINGS) - set(uses)) == [], "a meaning for a flag no command has"
     two = {flag: sorted({str(cli_page.signature(a)) for _, a in where}) for flag, where in uses.items()}
     assert {flag: s for flag, s in two.items() if len(s) > 1} == {}, "a flag that takes different values on different commands"
@@ -298,3 +298,25 @@ def test_a_misspelt_name_in_a_scenario_file_gets_a_suggestion(tmp_path, capsys):
     bad.write_text("title: t\nsteps:\n  - {name: c, at: 1s, action: set-capacty, args: {cores: 80}}\n")
     assert main(["scenario", "validate", str(bad)]) == 2
     assert "unknown action 'set-capacty' (did you mean set-capacity?)" in capsys.readouterr().err
+
+
+def test_every_setting_is_a_flag_by_its_own_name_and_reads_as_set_does(no_lab, capsys):
+    from dataclasses import fields
+
+    from stormcore.settings import LabSettings, flag_of
+    from stormlab.cli import settings_from
+
+    up = LEAVES["up"]
+    flags = {o for a in up._actions for o in a.option_strings}
+    assert {flag_of(f.name) for f in fields(LabSettings)} <= flags  # every setting (speed and the policy written by hand)
+    args = build_parser().parse_args(
+        ["up", "--allowance", "2s", "--capacity-cores", "60", "--fix-stale-cache", "on", "--probe-interval", "300ms", "--cells", "2"]
+    )
+    got = settings_from(args)
+    assert (got.allowance_s, got.capacity_cores, got.fix_stale_cache, got.probe_interval_s, got.cells) == (2.0, 60.0, True, 0.3, 2)
+    assert settings_from(build_parser().parse_args(["up", "--capacity", "60"])).capacity_cores == 60.0  # the old name, with a message
+    assert "--capacity is now --capacity-cores" in capsys.readouterr().err
+    assert main(["up", "--fix-stale-cache", "sometimes"]) == 2 and "not on/off" in capsys.readouterr().err
+    assert main(["up", "--probe-interval", "0s"]) == 2 and "probe_interval_s" in capsys.readouterr().err
+    assert main(["status"]) == 1  # nothing was started
+    capsys.readouterr()
