@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="one JSON document: every lease, by holder")
     halt = faults.add_parser("halt", help="end every lease now (the faults and the operator's moves), each reverted")
     halt.add_argument(
+        "lease",
+        nargs="?",
+        metavar="LEASE",
+        help="end only this lease, HOLDER#ID as `chaos list` shows it (linkproxy#3; the local lab) (default: every lease)",
+    )
+    halt.add_argument(
         "--fault",
         dest="only",
         choices=tuple(catalog.FAULTS),
@@ -90,7 +96,7 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "gsi-growth": ("gsi-growth --factor 2 --ramp 30s --duration 5m",),
     "stuck-partition": ("stuck-partition --tables metric-groups --duration 5m",),
     "list": ("list", "list --json"),
-    "halt": ("halt", "halt --fault blip --json"),
+    "halt": ("halt", "halt linkproxy#3", "halt --fault blip --json"),
 }
 DESCRIPTIONS = {
     "list": "Every lease in force, by its holder (the faults and the operator's moves), with its time left and what it has done "
@@ -199,10 +205,15 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     docker = engine is not None  # an engine: the holders are reached by their URLs
     if args.fault in ("list", "halt"):
         as_json = getattr(args, "json", False)
-        only = getattr(args, "only", None)
-        if only and engine:
-            raise ChaosError("chaos halt --fault ends one fault's leases in the local lab; on an engine, halt ends every lease")
+        only, lease = getattr(args, "only", None), getattr(args, "lease", None)
+        if (only or lease) and engine:
+            raise ChaosError("chaos halt LEASE and --fault end leases of the local lab; on an engine, halt ends every lease")
+        if only and lease:
+            raise ChaosError("give a lease or --fault, not both")
+        holder, lease_id = parse_lease(lease) if lease else (None, None)  # malformed: exit 2 before "no lab is up"
         state = lab_state(docker)
+        if holder is not None and lease_id is not None:
+            return halt_one(state, holder, lease_id)
         return manage(args.fault, state, engine, engine.runner_for(runner) if engine else None, as_json, only)
     if engine and catalog.FAULTS[args.fault].holder not in ENGINE_HOLDERS:
         runner = engine.runner_for(runner)
@@ -228,6 +239,25 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
     print(client.describe(lease, req))
     if args.wait:
         time.sleep(req.body["duration_s"])
+    return 0
+
+
+def parse_lease(text: str) -> tuple[str, int]:
+    """``linkproxy#3`` (as `chaos list` shows a lease) -> the holder and the lease's number."""
+    holder, _, number = text.partition("#")
+    if not holder or not number.isdigit() or len(number) > 18:
+        raise ChaosError(f"a lease is HOLDER#ID as `chaos list` shows it (linkproxy#3), got {text!r}")
+    return holder, int(number)
+
+
+def halt_one(state: dict[str, Any], holder: str, lease_id: int) -> int:
+    """End one lease, reverted by the process that holds it."""
+    url = client.holders(state).get(holder)
+    if url is None:
+        raise ChaosError(f"no holder {holder!r} in this lab; holders: {', '.join(client.holders(state))}")
+    answer = client.call("DELETE", f"{url}/faults?id={lease_id}", ensure_token(state_dir()), timeout=client.HOLDER_DEADLINE_S)
+    commandline.tell(halted=int(answer.get("halted", 0)), lease=f"{holder}#{lease_id}")
+    print(f"halted {holder}#{lease_id}")
     return 0
 
 

@@ -44,7 +44,7 @@ from stormcore import jsonlog, openapi
 from stormcore.auth import grafana_auth
 from stormcore.openapi import ERROR, Answer, Operation, obj
 from stormcore.settings import max_duration_s as lease_max_duration_s
-from stormcore.web import BadRequest, read_object
+from stormcore.web import BadRequest, json_error, read_object
 
 log = logging.getLogger(__name__)
 OUTCOMES = ("applied", "reverted", "halted")
@@ -174,9 +174,9 @@ class LeaseRunner:
         self._record("applied", lease)
         return lease
 
-    def halt(self, fault: str | None = None) -> int:
-        """Ends every lease now (or every lease of ``fault``), each reverted; how many."""
-        leases = self.book.halt(fault)
+    def halt(self, fault: str | None = None, lease_id: int | None = None) -> int:
+        """Ends every lease now (or every lease of ``fault``, or lease ``lease_id``), each reverted; how many."""
+        leases = self.book.halt(fault, lease_id)
         try:
             for lease in leases:
                 self._end(lease, "halted")
@@ -303,13 +303,25 @@ def add_fault_routes(
         return web.json_response({"faults": runner.active(now), "ended": runner.recently_ended(now)})
 
     async def halt(request: web.Request) -> web.Response:
-        unknown, named = sorted(set(request.query) - {"fault"}), request.query.getall("fault", [])
-        if unknown or len(named) > 1:  # a misspelt filter must not end every lease
-            raise BadRequest(f"DELETE /faults takes at most one query parameter, fault=NAME (not {', '.join(unknown) or 'two faults'})")
-        fault = named[0] if named else None
+        unknown, given = sorted(set(request.query) - {"fault", "id"}), list(request.query.items())
+        if unknown or len(given) > 1:  # a misspelt filter must not end every lease
+            raise BadRequest(
+                "DELETE /faults takes at most one query parameter, fault=NAME or id=LEASE "
+                f"(not {', '.join(unknown) or ' and '.join(k for k, _ in given)})"
+            )
+        fault = request.query.get("fault")
         if fault is not None and fault not in handlers:
             raise BadRequest(f"fault must be one of {', '.join(sorted(handlers))}")
-        return web.json_response({"halted": runner.halt(fault)})
+        lease_id = None
+        if "id" in request.query:
+            raw = request.query["id"]
+            if not raw.isdigit() or len(raw) > 18:
+                raise BadRequest(f"id is a lease's number, as GET /faults lists it, got {raw[:40]!r}")
+            lease_id = int(raw)
+        halted = runner.halt(fault, lease_id)
+        if lease_id is not None and not halted:
+            return json_error(404, "not_found", f"no lease #{lease_id} in force here (it may have ended)")
+        return web.json_response({"halted": halted})
 
     async def halt_on_shutdown(app: web.Application) -> None:
         runner.halt()
@@ -328,8 +340,11 @@ def add_fault_routes(
     }, protected=True, tag="faults"), listing)  # fmt: skip
     only = {"name": "fault", "in": "query", "description": "end only the leases of this fault (a responder's move that ends one)",
             "schema": {"enum": sorted(handlers)}}  # fmt: skip
-    openapi.add(app, Operation("DELETE", "/faults", "end every lease now (or every lease of one fault), each reverted", {
+    one = {"name": "id", "in": "query", "description": "end only this lease (its number, as GET /faults lists it)",
+           "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}}  # fmt: skip
+    openapi.add(app, Operation("DELETE", "/faults", "end every lease now (or every lease of one fault, or one lease), each reverted", {
         200: Answer("how many leases were ended", obj(halted={"type": "integer", "minimum": 0})),
-        400: Answer("no such fault here, or a query parameter other than one fault: nothing ended", ERROR),
-    }, parameters=(only,), protected=True, tag="faults"), halt)  # fmt: skip
+        400: Answer("no such fault here, a malformed id, or a query parameter other than one fault or one id: nothing ended", ERROR),
+        404: Answer("no lease of that id in force here: nothing ended", ERROR),
+    }, parameters=(only, one), protected=True, tag="faults"), halt)  # fmt: skip
     app.on_shutdown.append(halt_on_shutdown)

@@ -61,9 +61,11 @@ class LeaseBook:
             del self._leases[lease.id]
         return done
 
-    def halt(self, fault: str | None = None) -> list[Lease]:
-        """Every lease (or every lease of ``fault``), removed from the book, oldest first."""
-        leases = sorted((lease for lease in self._leases.values() if fault is None or lease.fault == fault), key=lambda lease: lease.id)
+    def halt(self, fault: str | None = None, lease_id: int | None = None) -> list[Lease]:
+        """Every lease (or every lease of ``fault``, or the one lease ``lease_id``), removed from the
+        book, oldest first."""
+        chosen = (lease for lease in self._leases.values() if (fault is None or lease.fault == fault) and lease_id in (None, lease.id))
+        leases = sorted(chosen, key=lambda lease: lease.id)
         for lease in leases:
             del self._leases[lease.id]
         return leases
