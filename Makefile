@@ -119,12 +119,12 @@ fuzz: $(TOOLS)
 # E.g. ARGS="--fleets 1000,10000 --demos reports/demo-*.json" for start-up at 10,000 nodes and
 # the storm table from demo runs.
 bench: $(STAMP)
-	$(BIN)/stormlab bench --out docs/benchmarks.md $(ARGS)
+	$(BIN)/stormlab bench --page docs/benchmarks.md $(ARGS)
 
 # CPU, memory and Prometheus series per process at 1,000 and 10,000 nodes, and what 100,000
 # need on a cluster: docs/sizing.md (~5 min).
 sizing: $(STAMP)
-	$(BIN)/stormlab sizing --out docs/sizing.md $(ARGS)
+	$(BIN)/stormlab sizing --page docs/sizing.md $(ARGS)
 
 # The Kubernetes base's ConfigMaps from prometheus/, alertmanager/ and grafana/ (a test fails
 # when they drift).

@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         (
             "bench",
             bench,
-            "the lab's costs on this machine (membership path against a bare handler, fault latency, fleets) into docs/benchmarks.md",
+            "the lab's costs on this machine (membership path against a bare handler, fault latency, fleets) into reports/benchmarks.md",
         ),
         (
             "sweep",
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         ("certify", certify, "would your retry policy have held in 2015, and from which trigger on not: a certificate and an exit code"),
         ("mitigations", mitigations, "the 2015 trigger against every policy and fix, live: plateau, recovery, wasted work, error-minutes"),
-        ("sizing", sizing, "CPU, memory and Prometheus series per process, measured here, and what 100,000 nodes need: docs/sizing.md"),
+        ("sizing", sizing, "CPU, memory and Prometheus series per process, measured here, and what 100,000 nodes need: reports/sizing.md"),
     )
     for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
         p = sub.add_parser(name, help=summary, description=module.__doc__)

@@ -1,6 +1,7 @@
 """`stormlab bench`: the lab's costs on this machine, measured side by side in one run.
 
-Prints each figure as it is measured and writes them to ``docs/benchmarks.md`` (``--out``):
+Prints each figure as it is measured and writes them to ``reports/benchmarks.md`` (``--page``;
+`make bench` writes docs/benchmarks.md):
 
 - the membership path (the metadata service's ``GET /membership/{node}`` with the virtual CPU's
   cost set to 0, so only the real path is timed: routing, admission, the store, the answer)

@@ -5,8 +5,9 @@ brought up, every node left to start serving, then two renewal periods of its ba
 measured from /proc: each process's CPU (cores) and resident memory, by kind (a rack, the
 metadata service, loadgen, the link proxy), and the Prometheus series each kind exposes. The
 figures are scaled to speed 1 (the work per second scales with the speed) and to 1,000 nodes, and
-the page (``docs/sizing.md``) works out what ``--target`` nodes need on a cluster: racks (pods),
-cores and memory for them, the metadata service and Prometheus's series.
+the page (``--page``, default ``reports/sizing.md``; `make sizing` writes docs/sizing.md) works out
+what ``--nodes`` nodes need on a cluster: racks (pods), cores and memory for them, the metadata
+service and Prometheus's series.
 
 Each lab has its own state directory and free ports, and is stopped by pid.
 """
