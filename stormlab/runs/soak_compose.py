@@ -176,16 +176,11 @@ class ComposeSoak:
         """The fault shells on traffic that ended: those that dropped nothing, and those of them
         without a reason (their container, or the metadata service's, frozen or restarting, or
         another lease cutting it): findings."""
-        ended = [h for h in db.listed(self.runner, self.containers) if h.state == "ended" and h.fault in NETWORK and h.effect is not None]
+        listed = [h for h in db.listed(self.runner, self.containers) if h.state == "ended" and h.fault in NETWORK and h.effect is not None]
+        ended = [h for h in listed if window_of(h, self.windows) is not None]  # this soak's own (a shell ends a record kept ten minutes)
         quiet = [h for h in ended if no_effect(h.effect)]
-        still = [(c, a, b) for fault, containers, a, b in self.windows if fault in STILL for c in containers]
-        found = []
-        for h in quiet:
-            mine = [(a, b) for fault, containers, a, b in self.windows if fault == h.fault and h.container in containers and a <= h.at]
-            start = max((a for a, _ in mine), default=h.at)
-            cuts = [(c, a, b) for fault, containers, a, b in self.windows if fault in CUTS and a != start for c in containers]
-            meta = next(iter(self.runner.containers("metadata")), "metadata")
-            found += unexplained([([h.container], start, h.at)], still + cuts, peer=meta)
+        meta = next(iter(self.runner.containers("metadata")), "metadata")
+        found = quiet_unexplained(quiet, self.windows, meta)
         return {
             "network_shells_ended": len(ended),
             "network_shells_without_effect": len(quiet),
@@ -209,6 +204,32 @@ class ComposeSoak:
         everything_up = not (result["containers_not_running"] or result["services_stopped"])
         result["ok"] = nothing_left and everything_up and result["metadata_restored"] and not result["without_effect_unexplained"]
         return result
+
+
+LeaseWindow = tuple[str, list[str], float, float]  # a fault, its containers, from when to when (the host's clock)
+SHELL_CLOCK_S = 1.0  # a fault shell's ended record says its time in whole seconds (date +%s)
+
+
+def window_of(shell: fs.Held, windows: list[LeaseWindow]) -> float | None:
+    """When this soak asked for the lease an ended shell held (the latest of its fault on its container
+    that began before it ended); None: not one of this soak's (an earlier command's, whose ended record
+    is still kept)."""
+    starts = [a for fault, containers, a, _ in windows if fault == shell.fault and shell.container in containers]
+    return max((a for a in starts if a <= shell.at + SHELL_CLOCK_S), default=None)
+
+
+def quiet_unexplained(quiet: list[fs.Held], windows: list[LeaseWindow], meta: str) -> list[tuple[list[str], float, float]]:
+    """The shells that did nothing without a reason: their container, or the metadata service's,
+    held still (frozen, restarting) while they held, or another lease cutting it."""
+    still = [(c, a, b) for fault, containers, a, b in windows if fault in STILL for c in containers]
+    found = []
+    for shell in quiet:
+        start = window_of(shell, windows)
+        if start is None:
+            continue
+        cuts = [(c, a, b) for fault, containers, a, b in windows if fault in CUTS and a != start for c in containers]
+        found += unexplained([([shell.container], start, max(start, shell.at))], still + cuts, peer=meta)
+    return found
 
 
 def docker_soak(leases: int, seed: int, holder_kills: float, echo: Callable[[str], None] = print) -> dict[str, Any]:
