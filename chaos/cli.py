@@ -140,10 +140,9 @@ def values_from(args: argparse.Namespace, racks_total: int, cells: int = 1) -> d
         values["racks"] = racks_of_cell(cell, cells, racks_total)
     elif cell is not None:
         values["cell"] = cell
-    if getattr(args, "fraction", None) is not None:
-        if not 0 < args.fraction <= 1:
-            raise ChaosError("--fraction must be more than 0 and at most 1")
-        values["racks"] = list(range(max(1, round(args.fraction * racks_total))))
+    fraction = checked_fraction(args)
+    if fraction is not None:
+        values["racks"] = list(range(max(1, round(fraction * racks_total))))
     if getattr(args, "between", None):
         a, b = args.between
         values["racks"], values["direction"] = parse_between(a, b, racks_total, args.one_way)
@@ -180,9 +179,15 @@ def check_offline(args: argparse.Namespace) -> None:
         raw = getattr(args, arg.key, None)
         if raw is not None and not (arg.key == "racks" and raw == "all"):
             arg.parse(raw, None)
+    checked_fraction(args)
+
+
+def checked_fraction(args: argparse.Namespace) -> float | None:
+    """``--fraction``, more than 0 and at most 1 (None: not given)."""
     fraction = getattr(args, "fraction", None)
     if fraction is not None and not 0 < fraction <= 1:
         raise ChaosError("--fraction must be more than 0 and at most 1")
+    return fraction
 
 
 def dry_run_offline(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from chaos.catalog import FLAG, RACKS, Arg, Fault
 from stormcore.commandline import deprecated
@@ -80,11 +80,11 @@ def cell_number(text: str) -> int:
     return cell
 
 
-def add_arg(parser: argparse.ArgumentParser, arg: Arg, required: bool = True, positional: bool = False) -> None:
+def add_arg(parser: argparse.ArgumentParser, arg: Arg, required: bool = True, positional: bool = False, filled: str = "") -> None:
     """One argument of a fault: ``--KEY VALUE`` (an on/off argument: ``--KEY``), or a positional;
     its help says its range and default. ``required``: as the catalog says (a command that fills
-    in its own defaults passes False)."""
-    said = help_text(arg.describe())
+    in its own defaults passes False, and says each default it fills in as ``filled``: "default …")."""
+    said = help_text(arg.describe()) + (f" ({filled})" if filled else "")
     if positional:
         parser.add_argument(arg.key, help=said)
     elif arg.kind == FLAG:
@@ -101,14 +101,15 @@ def add_fault_args(
     keys: Iterable[str] | None = None,
     positional: Iterable[str] = (),
     required: bool = True,
+    filled: Mapping[str, str] | None = None,
 ) -> None:
     """A fault's arguments (``keys``: only these, in this order; ``cell``: the metadata service's
     cell, for a fault it holds, or a cell's racks, for a fault of racks) as flags, ``positional``
-    ones as positionals."""
+    ones as positionals; ``filled``: the defaults a command fills in itself, by key, for its help)."""
     by_key = {a.key: a for a in fault.args}
     celled = fault.holder == "metadata" or "racks" in by_key
     for key in keys if keys is not None else [*by_key, *(["cell"] if celled else [])]:
         if key == "cell":
             parser.add_argument("--cell", type=cell_number, help=CELL_RACKS_HELP if "racks" in by_key else CELL_HELP)
         elif key in by_key:
-            add_arg(parser, by_key[key], required, positional=key in positional)
+            add_arg(parser, by_key[key], required, positional=key in positional, filled=(filled or {}).get(key, ""))

@@ -88,12 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
             )
         if fault:  # the lease's arguments, as the catalog names them (the move fills in a missing duration)
-            add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False)
-            for given in p._actions:
-                if given.dest == "duration":
-                    given.help = f"{given.help} (default {max_duration_s():g}s, the longest lease)"
-                elif given.dest in ("retry_policy", "allowance", "renewal_period"):
-                    given.help = f"{given.help} (default: the running one, unchanged)"
+            add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False, filled=FILLED)
         if action.name == "status":
             p.add_argument("--json", action="store_true", help="one JSON document: the reading and the first look's lines")
         if action.ends:
@@ -114,6 +109,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ops.set_defaults(func=run)
 
 
+FILLED = {  # what a move fills in when its lease's argument is not given, as its help says
+    "duration": f"default {max_duration_s():g}s, the longest lease",
+    **dict.fromkeys(("retry_policy", "allowance", "renewal_period"), "default: the running one, unchanged"),
+}
 EXAMPLES = {  # each as a person types it (a test parses every one)
     "status": ("status", "--as database status --json"),
     "set-capacity": ("set-capacity 80", "set-capacity 80 --break-glass"),
