@@ -40,6 +40,7 @@ import subprocess
 from collections.abc import Sequence
 
 IPTABLES = "iptables"
+SBIN = "/usr/local/sbin:/usr/sbin:/sbin"  # where iptables lives, not always on a user's PATH
 HOST = "127.0.0.1"
 DIRECTIONS = {"both": None, "to-metadata": "ORIGINAL", "from-metadata": "REPLY"}  # the proxy's words -> conntrack's
 
@@ -129,17 +130,22 @@ def ports_in_kernel() -> set[int]:
     if available() is not None:
         return set()
     try:
-        done = subprocess.run([f"{IPTABLES}-save"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([f"{iptables_path()}-save"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return ports_in_rules(done.stdout) if done.returncode == 0 else set()
 
 
+def iptables_path() -> str | None:
+    """iptables, on the PATH or in the sbin directories (a user's PATH may not name them)."""
+    return shutil.which(IPTABLES) or shutil.which(IPTABLES, path=SBIN)
+
+
 def available() -> str | None:
-    """None if the kernel can carry the links here, else why not."""
+    """None if the kernel can carry the links here (in this network namespace), else why not."""
     if os.geteuid() != 0:
-        return "cutting links in the kernel needs root (iptables); run as root or with link_cut=proxy"
-    if shutil.which(IPTABLES) is None:
+        return "cutting links in the kernel needs root (iptables); run as root, with link_cut=namespace, or with link_cut=proxy"
+    if iptables_path() is None:
         return "cutting links in the kernel needs iptables (Debian: apt-get install iptables); or use link_cut=proxy"
     return None
 
@@ -151,9 +157,10 @@ class KernelLinks:
         if not re.fullmatch(r"[A-Za-z0-9-]{1,14}", tag):
             raise ValueError(f"a chain tag is letters, digits and '-', at most 14: {tag!r}")
         self.nat, self.cut = chains(tag)
+        self.iptables = iptables_path() or IPTABLES
 
     def _run(self, *args: str, table: str = "filter", check: bool = True) -> str:
-        done = subprocess.run([IPTABLES, "-w", "5", "-t", table, *args], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([self.iptables, "-w", "5", "-t", table, *args], capture_output=True, text=True, timeout=30)
         if check and done.returncode != 0:
             raise KernelLinkError(f"iptables {' '.join(args)}: {done.stderr.strip() or done.returncode}")
         return done.stdout
@@ -203,7 +210,7 @@ class KernelLinks:
         return any(self._exists(t, c) or self._jumps(t, c) for t, c in (("filter", self.cut), ("nat", self.nat)))
 
     def _exists(self, table: str, chain: str) -> bool:
-        return subprocess.run([IPTABLES, "-w", "5", "-t", table, "-L", chain, "-n"], capture_output=True).returncode == 0
+        return subprocess.run([self.iptables, "-w", "5", "-t", table, "-L", chain, "-n"], capture_output=True).returncode == 0
 
     def _jumps(self, table: str, chain: str) -> bool:
-        return subprocess.run([IPTABLES, "-w", "5", "-t", table, "-C", *jump(chain)], capture_output=True).returncode == 0
+        return subprocess.run([self.iptables, "-w", "5", "-t", table, "-C", *jump(chain)], capture_output=True).returncode == 0

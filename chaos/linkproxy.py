@@ -434,7 +434,7 @@ def main() -> None:
     target = (meta_host, int(os.environ["STORMLAB_METADATA_PORT"]))
     cells = {int(rack): (meta_host, port) for rack, port in json.loads(os.environ.get("STORMLAB_CELL_PORTS", "{}")).items()}
     kernel = None
-    if os.environ.get("STORMLAB_LINK_CUT", "proxy") == "kernel":
+    if os.environ.get("STORMLAB_LINK_CUT", "proxy") in ("kernel", "namespace"):  # namespace: root of the lab's own
         why_not = available()
         if why_not:
             raise SystemExit(f"linkproxy: {why_not}")

@@ -78,3 +78,11 @@ class Child:
             return False
         finally:
             os.close(fd)
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The memory the process ``pid`` holds in RAM (its resident set, ``/proc/PID/statm``), or None."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return None

@@ -25,7 +25,7 @@ RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-sid
 USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as storage_node.policies.resolve writes it
 FILE_POLICIES = ("python:", "file:")  # a user's file: loading it runs the code in it (a policy file may name adapters)
 ABANDONED_WORK = ("cancel", "continue")
-LINK_CUTS = ("auto", "proxy", "kernel")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
+LINK_CUTS = ("auto", "proxy", "kernel", "namespace")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -152,9 +152,11 @@ class LabSettings:
     probe_failures: int = setting(2, "consecutive failed probes that mean the link is down", 1, 100)
     link_cut: str = setting(
         "auto",
-        "who carries and cuts the racks' links in a local lab: auto (the kernel where the lab may, root with iptables, "
-        "else the link proxy), proxy (the link proxy, no root needed) or kernel (iptables rules, root: the proxy off the "
-        "renewal path; a latency fault takes its links through the proxy for its life)",
+        "who carries and cuts the racks' links in a local lab: auto (the kernel where the lab may: as root, else in a "
+        "namespace of the lab's own, else the link proxy), proxy (the link proxy, no root needed), kernel (iptables rules, "
+        "root: the proxy off the renewal path; a latency fault takes its links through the proxy for its life) or "
+        "namespace (the same rules in a user and network namespace of the lab's own: no root needed, where unprivileged "
+        "user namespaces are allowed)",
         choices=LINK_CUTS,
     )
     renewal_client: str = setting(

@@ -174,6 +174,30 @@ def fleets(rows: list[dict[str, Any]]) -> list[str]:
         f"{r['rack_scrape_ms']} ms, {r['rack_scrape_bytes']:,} B | {_gsi(r.get('gsi_faults'))} |"
         for r in rows
     ]
+    return [*lines, "", *memory(rows)]
+
+
+def memory(rows: list[dict[str, Any]]) -> list[str]:
+    """Each fleet's memory per process and per node, read in its baseline (the fleets above)."""
+    measured = [r for r in rows if r.get("memory")]
+    if not measured:
+        return []
+    lines = [
+        "### Memory per process and per node",
+        "",
+        "Each process's resident set (`/proc/PID/statm`) in the fleet's baseline: the metadata service (the fleet's "
+        "placement and memberships), the largest rack (its nodes' state and connections), loadgen (the partition map), "
+        "the link proxy, and the whole lab (the cascade's services included) per node.",
+        "",
+        "| nodes | metadata | a rack (per node) | loadgen | link proxy | the lab | per node |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in measured:
+        m, by = r["memory"], r["memory"]["by_process_mb"]
+        lines.append(
+            f"| {r['nodes']:,} | {by.get('metadata', '-')} MB | {m['rack_mb']} MB ({m['per_rack_node_kb']} kB) | "
+            f"{by.get('loadgen', '-')} MB | {by.get('linkproxy', '-')} MB | {m['total_mb']:,} MB | {m['per_node_kb']} kB |"
+        )
     return [*lines, ""]
 
 

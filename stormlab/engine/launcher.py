@@ -33,10 +33,12 @@ from stormcore.racks import SCHEDULE_ORIGIN_ENV
 from stormcore.roster import rack_name
 from stormcore.settings import LabSettings
 from stormcore.wire import DEADLINE_HEADER, REFUSAL_HEADER
+from stormlab.engine import door
 from stormlab.engine.ports import DEFAULT_BASE_PORT, HOST, PortPlan, port_plan
 
-# Supervisors this process started, kept so `down` can reap them (no zombies, no warnings).
+# Supervisors (or their doors) this process started, kept so `down` can reap them (no zombies, no warnings).
 _STARTED: dict[int, subprocess.Popen] = {}
+_DOORS: dict[Path, subprocess.Popen] = {}  # a namespace's door, by its lab's directory: it ends after its supervisor
 
 
 @dataclass(frozen=True)
@@ -135,21 +137,40 @@ def _link_env(settings: LabSettings, ports: PortPlan, metadata: list[int]) -> di
     }
 
 
-def choose_link_cut(settings: LabSettings, why_not: str | None) -> tuple[LabSettings, str]:
+NOT_TRIED = "not tried"  # the namespace's probe was not needed
+
+
+def choose_link_cut(settings: LabSettings, why_not: str | None, why_no_namespace: str | None = NOT_TRIED) -> tuple[LabSettings, str]:
     """Who carries and cuts the racks' links (``link_cut``, ``auto`` chosen here: the kernel where
-    the lab may, ``why_not`` None), and the sentence that says so; a lab asked to cut in the kernel
-    where it cannot (``why_not``) is refused with the reason."""
+    the lab may, ``why_not`` None; else the kernel in a namespace of the lab's own where this user
+    may make one, ``why_no_namespace`` None; else the link proxy), and the sentence that says so;
+    a lab asked to cut in the kernel or a namespace where it cannot is refused with the reason."""
     kernel = "the kernel carries and cuts the racks' links (iptables), the link proxy holds their faults and a latency's detour"
+    inside = f"{kernel}, in a user and network namespace of the lab's own (rootless; the lab's ports passed in from the host)"
     proxy = "the link proxy carries and cuts the racks' links"
     if settings.link_cut == "kernel":
         if why_not is not None:
             raise LabError(why_not)
         return settings, f"{kernel} (link_cut=kernel)"
+    if settings.link_cut == "namespace":
+        if why_no_namespace is not None:
+            raise LabError(f"link_cut=namespace: {why_no_namespace}; or use link_cut=proxy")
+        return settings, f"{inside} (link_cut=namespace)"
     if settings.link_cut == "proxy":
         return settings, f"{proxy} (link_cut=proxy)"
     if why_not is None:
         return settings.replace(link_cut="kernel"), f"{kernel} (link_cut=auto: root, with iptables)"
-    return settings.replace(link_cut="proxy"), f"{proxy} (link_cut=auto: {why_not.split(';')[0]})"
+    if why_no_namespace is None:
+        return settings.replace(link_cut="namespace"), f"{inside} (link_cut=auto: not root)"
+    because = why_not.split(";")[0] + ("" if why_no_namespace == NOT_TRIED else f"; {why_no_namespace}")
+    return settings.replace(link_cut="proxy"), f"{proxy} (link_cut=auto: {because})"
+
+
+def choose(settings: LabSettings) -> tuple[LabSettings, str]:
+    """``choose_link_cut`` on this host: the namespace tried only where it could be the answer."""
+    why_not = available()
+    wants_namespace = settings.link_cut == "namespace" or (settings.link_cut == "auto" and why_not is not None)
+    return choose_link_cut(settings, why_not, door.why_not() if wants_namespace else NOT_TRIED)
 
 
 def up(
@@ -168,7 +189,7 @@ def up(
     directory = directory or state_dir()
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
-    settings, links = choose_link_cut(settings, available())
+    settings, links = choose(settings)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
@@ -195,22 +216,35 @@ def up(
         # on it), so the fleet's renewals interleave as one, as in the reference model
         SCHEDULE_ORIGIN_ENV: f"{time.time():.3f}",
     }
-    with open(directory / "logs" / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", SUPERVISOR_MODULE, str(directory)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    argv, passed = [sys.executable, "-m", SUPERVISOR_MODULE, str(directory)], {}
+    if settings.link_cut == "namespace":  # the door first, in the namespace, the lab's ports bound here
+        passed = door.listen([c.port for c in components] + [sup_port])
+        fds = json.dumps({port: sock.fileno() for port, sock in passed.items()})
+        argv = [*(door.unshare_argv() or []), sys.executable, "-m", door.__name__, fds, "--", *argv]
+    try:
+        with open(directory / "logs" / "supervisor.log", "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=[sock.fileno() for sock in passed.values()],
+            )
+    finally:
+        for sock in passed.values():  # the door holds them now
+            sock.close()
     _STARTED[proc.pid] = proc
+    if passed:
+        _DOORS[directory] = proc
     pending = {c.name: c.url for c in components} | {"supervisor": f"http://{HOST}:{sup_port}"}
     try:
         with terms_as_interrupt():  # the half-started lab is stopped
             _wait_healthy(proc, pending, wait_s, directory)
     except BaseException:  # Ctrl-C, SIGTERM, a component that never came up: nothing stays behind
         _stop(proc)
+        _DOORS.pop(directory, None)
         _remove_kernel_links(directory)  # a link proxy stopped mid-install had no chance to
         (directory / "state.json").unlink(missing_ok=True)
         raise
@@ -299,6 +333,8 @@ def down(directory: Path | None = None, wait_s: float = 15.0) -> bool:
         os.kill(pid, signal.SIGKILL)  # its children get SIGKILL too, via the parent-death signal
     if pid in _STARTED:
         _STARTED.pop(pid).wait()
+    if directory in _DOORS:  # its supervisor gone, the door ends (the namespace and its rules with it)
+        _stop(_DOORS.pop(directory), wait_s)
     _remove_kernel_links(directory)
     (directory / "state.json").unlink(missing_ok=True)
     return True

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from stormcore import roster
+from stormcore import procs, roster
 from stormcore.auth import ensure_token, headers
 from stormcore.errors import LabError
 from stormcore.fleet import cell_of
@@ -99,6 +99,27 @@ def wait_for_link_fault(state: dict[str, Any], limit_s: float) -> bool:
                 return True
         time.sleep(0.1)
     return False
+
+
+def lab_memory(state: dict[str, Any]) -> dict[str, Any] | None:
+    """What the lab's processes hold in RAM (resident, read from /proc by their pids: a local lab),
+    in MB: every process, the largest rack, the total, and the total per node in kB; None where
+    the state has no pids (an engine's containers)."""
+    read = {name: procs.resident_bytes(c["pid"]) for name, c in state.get("components", {}).items() if isinstance(c.get("pid"), int)}
+    held = {name: b for name, b in read.items() if b is not None}
+    if not held:
+        return None
+    settings = LabSettings.from_env(state["settings"]) if "settings" in state else None
+    racks = [b for name, b in held.items() if name.startswith("rack-")]
+    total = sum(held.values())
+    mb = 1024 * 1024
+    return {
+        "total_mb": round(total / mb, 1),
+        "per_node_kb": round(total / 1024 / settings.nodes_total, 1) if settings else None,
+        "rack_mb": round(max(racks) / mb, 1) if racks else None,
+        "per_rack_node_kb": round(max(racks) / 1024 / settings.nodes_per_rack, 1) if racks and settings else None,
+        "by_process_mb": {name: round(b / mb, 1) for name, b in sorted(held.items())},
+    }
 
 
 S = TypeVar("S", bound=Status)

@@ -43,7 +43,11 @@ PHASE_PANELS = ("2015", "renewals every 20s")  # where the blip's moment is know
 # Blip-phase variants run live in each of those panels, on top of the sample's count: the live
 # demo waits for the moment of the racks' renewal schedule at which the model blips (blip_phase).
 PHASES_LIVE = 2
-LINK_WORDS = {"kernel": "the kernel's links", "proxy": "the link proxy"}  # the live labs' link mechanisms, as the summary says them
+LINK_WORDS = {
+    "kernel": "the kernel's links",
+    "namespace": "the kernel's links in the lab's own namespace",
+    "proxy": "the link proxy",
+}  # the live labs' link mechanisms, as the summary says them
 LEVEL_POINTS = 0.05  # live and model agree on the level within 5 points of error, or both collapsed
 COLLAPSED = 0.9
 

@@ -277,6 +277,7 @@ class Bench:
                 # at speed 1: the work per second scales with the speed
                 row["cpu_cores_per_1000_nodes"] = round(1000 * settings.pace.per_profile(snap.lab_cpu_cores or 0.0) / nodes, 3)
                 row["loop_lag_p99_ms"] = round(1000 * (snap.loop_lag_p99_s or 0.0), 1)
+                row["memory"] = observe.lab_memory(state)
                 rack = state["components"]["rack-00"]["url"]
                 times, size = [], 0
                 for _ in range(10):
@@ -297,7 +298,8 @@ class Bench:
             f"{nodes:,} nodes at speed {speed:g}: healthy after {row['up_to_healthy_s']}s, every node serving after "
             f"{row.get('to_every_node_serving_s', 'never')}s; the lab's CPU {row['lab_cpu_cores']} cores "
             f"({row['cpu_cores_per_1000_nodes']} per 1,000 nodes), lag p99 {row['loop_lag_p99_ms']} ms; "
-            f"a rack's scrape {row['rack_scrape_ms']} ms, {row['rack_scrape_bytes']:,} bytes"
+            f"a rack's scrape {row['rack_scrape_ms']} ms, {row['rack_scrape_bytes']:,} bytes; "
+            f"memory {row['memory']['total_mb'] if row['memory'] else '-'} MB"
         )
 
     def demos(self) -> None:

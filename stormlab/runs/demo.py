@@ -195,6 +195,7 @@ class Demo:
             self.say(f"BLIP: racks {racks} cannot reach the metadata service for {blip:g}s")
             await self.watch(session, blip + watch, blip_start, "storm", every=2)
             after = await self.per_node(session)
+            memory = observe.lab_memory(self.state)  # after the storm's herd and queues: near its most
             run_window = self.pace.wall(self.now() - settle_start)
             run_lag = (await observe.snapshot(session, self.state, lag_window_s=run_window)).loop_lag_p99_s
         outside = sum(
@@ -205,6 +206,7 @@ class Demo:
         summary["disqualified_outside_blip"] = outside
         summary["disqualified_at_end"] = self.by_class(after)
         summary["blip_racks"] = racks
+        summary["memory"] = memory
         if self.settings.cells > 1:
             blipped = {cell_of(r, self.settings) for r in racks}
             since = blip_start + self.pace.profile(LOADGEN_WINDOW_S)  # loadgen's window, in profile seconds
@@ -312,6 +314,16 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _memory_lines(r: dict) -> list[str]:
+    m = r.get("memory")
+    if not m:
+        return []
+    return [
+        f"  memory (resident)           the lab {m['total_mb']:,.0f} MB, {m['per_node_kb']:g} kB a node; "
+        f"the largest rack {m['rack_mb']:g} MB ({m['per_rack_node_kb']:g} kB a node)"
+    ]
+
+
 def _cell_lines(r: dict, pct) -> list[str]:
     if "cell_plateau" not in r:
         return []
@@ -350,6 +362,7 @@ def render_summary(r: dict) -> str:
         f"  CPU                         busiest process {pct(r['cpu_busiest_ratio'])} of a core; the lab up to "
         f"{r['lab_cpu_worst_cores'] or 0:.2f} cores; longest wait for a core {1000 * (r['cpu_wait_worst_s'] or 0):.1f}ms a run; "
         f"host busy up to {pct(r['host_cpu_worst_ratio'])}, steal {pct(r['host_steal_worst_ratio'])}",
+        *_memory_lines(r),
         f"  validity                    {'valid run' if r['valid'] else 'INVALID'}",
         f"  chart                       {r['chart']}",
     ]

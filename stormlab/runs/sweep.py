@@ -296,20 +296,20 @@ def run_live(
 
 # -- the link mechanism the live points run through --------------------------------------------
 
-LINKS = ("auto", "kernel", "proxy")  # --link; auto: the kernel's links where the lab may (root, iptables), as `up` chooses
-MEASURED_LINKS = ("kernel", "proxy")
+LINKS = ("auto", "kernel", "namespace", "proxy")  # --link-cut; auto: the kernel's links where the lab may, as `up` chooses
+MEASURED_LINKS = ("kernel", "namespace", "proxy")
 
 
 def live_link(base: LabSettings) -> LabSettings:
     """``base`` with its link mechanism settled before any live point runs (``auto`` chosen as the
     launcher chooses): a kernel asked for where the lab may not cut in it is refused now, not an hour
     into the sweep, and the live results are filed under the mechanism that carried them."""
-    settled, _ = launcher.choose_link_cut(base, launcher.available())
+    settled, _ = launcher.choose(base)
     return settled
 
 
 def live_path(out: Path, link: str) -> Path:
-    """Where the live results measured through ``link`` (kernel or proxy) are kept."""
+    """Where the live results measured through ``link`` (kernel, namespace or proxy) are kept."""
     return out / f"live-{link}.csv"
 
 

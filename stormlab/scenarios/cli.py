@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from chaos import catalog
 from chaos.flags import add_backend
 from chaos.journal import timeline
-from chaos.kernel_link import available
 from stormcore import commandline
 from stormcore.errors import UsageError
 from stormcore.labstate import backend, running, state_dir
@@ -195,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
 def unlike_lab(settings: LabSettings, state: dict) -> dict[str, str]:
     """The settings a running lab does not have of those a scenario needs (its seed aside: a
     scenario plays on a lab of any seed); link_cut=auto read as the launcher would choose."""
-    wanted, _ = launcher.choose_link_cut(settings, available())
+    wanted, _ = launcher.choose(settings)
     return {k: v for k, v in differences(wanted, state["settings"]).items() if k != "STORMLAB_SEED"}
 
 

@@ -51,7 +51,12 @@ def assert_host_stayed_out_of_the_way(r: dict) -> None:
 
 @pytest.mark.timeout(300)
 def test_storm_forms_spreads_and_holds_after_the_blip_as_the_model_predicts(lab):
-    r = run_story(lab, scaled())
+    """Through the links a user without root gets (link_cut=namespace: the kernel's rules in the
+    lab's own user and network namespace). The same storm through the other links, each against
+    the same model: the kernel's in the host's namespace (the fidelity guard's live points, root),
+    the link proxy's (four cells, below)."""
+    r = run_story(lab, scaled(link_cut="namespace"))
+    assert r["settings"]["link_cut"] == "namespace"
     assert_host_stayed_out_of_the_way(r)
     assert r["baseline_error_ratio"] < 0.01
     assert 0.35 <= r["plateau_error_ratio"] <= 0.75

@@ -88,3 +88,19 @@ def test_the_launcher_chooses_who_carries_the_links_and_says_why():
     assert choose_link_cut(LabSettings(link_cut="proxy"), None)[0].link_cut == "proxy"  # asked for, kept
     with pytest.raises(LabError, match="needs root"):
         choose_link_cut(LabSettings(link_cut="kernel"), "cutting links in the kernel needs root (iptables)")
+
+
+def test_without_root_the_launcher_chooses_a_namespace_of_the_labs_own_where_it_may():
+    from stormcore.errors import LabError
+    from stormcore.settings import LabSettings
+    from stormlab.engine.launcher import choose_link_cut
+
+    not_root = "cutting links in the kernel needs root (iptables); run as root"
+    chosen, why = choose_link_cut(LabSettings(), not_root, None)
+    assert chosen.link_cut == "namespace" and "namespace of the lab's own" in why and "(link_cut=auto: not root)" in why
+    chosen, why = choose_link_cut(LabSettings(), not_root, "no user and network namespace of the lab's own here")
+    assert chosen.link_cut == "proxy" and "needs root (iptables); no user and network namespace" in why  # both reasons said
+    assert choose_link_cut(LabSettings(), None, None)[0].link_cut == "kernel"  # root: the host's own kernel, no namespace
+    assert choose_link_cut(LabSettings(link_cut="namespace"), None, None)[0].link_cut == "namespace"  # asked for, kept (even as root)
+    with pytest.raises(LabError, match="link_cut=namespace: no user"):
+        choose_link_cut(LabSettings(link_cut="namespace"), None, "no user and network namespace of the lab's own here")
