@@ -86,3 +86,41 @@ def resident_bytes(pid: int) -> int | None:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return None
+
+
+FILES_SPARE = 256  # a process's own files beyond its connections: logs, the item store, listening sockets
+
+
+def files_needed(nodes_per_rack: int) -> int:
+    """Open files a rack must be able to hold at once: two per node (its renewal and its dropped
+    one closing, the herd's case) and its own. Below this the herd fails in the rack."""
+    return 2 * nodes_per_rack + FILES_SPARE
+
+
+def files_wanted(nodes_total: int, nodes_per_rack: int) -> int:
+    """Open files the busiest lab process may hold at once: the metadata service one connection
+    per node renewing (kept alive, or the herd's fresh ones), or a rack's."""
+    return max(nodes_total + FILES_SPARE, files_needed(nodes_per_rack))
+
+
+def raise_open_files(needed: int) -> tuple[int, int]:
+    """Raise this process's limit of open files (its children inherit it) to ``needed`` if it is
+    below: the soft limit up to the hard one, as any process may, and the hard one too where the
+    process may (root); (soft, hard) after. A user's shell commonly starts at 1,024: a rack of
+    1,000 nodes met it in the herd and its connections failed in the rack (EMFILE), not on the
+    link, which shaped the storm (a 10,000-node lab recovered where it should have stormed)."""
+    import resource
+
+    infinity = resource.RLIM_INFINITY
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == infinity or soft >= needed:
+        return soft, hard
+    if hard != infinity and hard < needed:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))  # root (CAP_SYS_RESOURCE) may
+            return needed, needed
+        except (ValueError, OSError):
+            pass
+    soft = hard if hard != infinity and hard < needed else needed
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return soft, hard

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.kernel_link import KernelLinks, available
-from stormcore import roster
+from stormcore import procs, roster
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
@@ -190,6 +190,13 @@ def up(
     if running(directory):
         raise LabError(f"a lab is already up (state in {directory}); run `stormlab down` first")
     settings, links = choose(settings)
+    soft, hard = procs.raise_open_files(procs.files_wanted(settings.nodes_total, settings.nodes_per_rack))  # inherited
+    needed = procs.files_needed(settings.nodes_per_rack)
+    if 0 <= soft < needed:  # RLIM_INFINITY (-1): no limit
+        raise LabError(
+            f"a rack of {settings.nodes_per_rack:,} nodes needs about {needed:,} open files; this user may open {hard:,} "
+            "(ulimit -Hn): raise the hard limit (limits.conf, or systemd's LimitNOFILE) or run fewer nodes per rack"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
     (directory / "state.json").unlink(missing_ok=True)
