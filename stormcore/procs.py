@@ -10,6 +10,7 @@ time: a pid reused since, even between the check and the signal, is never touche
 from __future__ import annotations
 
 import os
+import resource
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +110,6 @@ def raise_open_files(needed: int) -> tuple[int, int]:
     process may (root); (soft, hard) after. A user's shell commonly starts at 1,024: a rack of
     1,000 nodes met it in the herd and its connections failed in the rack (EMFILE), not on the
     link, which shaped the storm (a 10,000-node lab recovered where it should have stormed)."""
-    import resource
-
     infinity = resource.RLIM_INFINITY
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == infinity or soft >= needed:

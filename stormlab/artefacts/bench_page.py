@@ -211,11 +211,18 @@ def _fleet(nodes: int | None) -> str:
     return f"**{nodes:,}** nodes" if nodes else "none among these runs"
 
 
+def _racks(r: dict[str, Any]) -> str:
+    """A run's racks and blipped racks, where they are not the 2015 demo's 10 and 3."""
+    racks, blipped = r.get("racks", 10), r.get("blipped", 3)
+    return "" if (racks, blipped) == (10, 3) else f" ({racks} racks, {blipped} blipped)"
+
+
 def storms(rows: list[dict[str, Any]], big: dict[str, Any]) -> list[str]:
     lines = [
         "## The storm by fleet size",
         "",
-        "`stormlab demo --json` runs (10 racks, 4 virtual cores per 100 nodes, the 2015 blip of racks 0-2). The largest "
+        "`stormlab demo --json` runs (4 virtual cores per 100 nodes, the 2015 blip on 3 racks of 10, or in proportion: "
+        "the racks each row names). The largest "
         f"fleet that kept the 2015 plateau (45-65%), holding and valid: at speed 1 {_fleet(big['speed_1'])}; "
         f"with `--speed auto` {_fleet(big['auto'])}.",
         "",
@@ -226,7 +233,7 @@ def storms(rows: list[dict[str, Any]], big: dict[str, Any]) -> list[str]:
         verdict = "valid" if r["valid"] else "INVALID: " + "; ".join(r["invalid_reasons"])
         tried = "".join(f" (left {t['speed']:g}: {t['why']})" for t in r["speeds_tried"])
         lines.append(
-            f"| {r['file']} | {r['nodes']:,} | {r['speed_requested']} | {r['speed']:g}{tried} | "
+            f"| {r['file']} | {r['nodes']:,}{_racks(r)} | {r['speed_requested']} | {r['speed']:g}{tried} | "
             f"{100 * (r['plateau'] or 0):.1f}% | {'yes' if r['holds'] else 'no'} | {verdict} |"
         )
     return [*lines, ""]

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import cast
 
+from chaos.kernel_link import iptables_path  # the same iptables the link proxy will run
 from stormcore.web import uvloop
 from stormlab.engine.ports import HOST
 
@@ -53,8 +54,6 @@ def unshare_argv() -> list[str] | None:
 def why_not() -> str | None:
     """None if this user may run a lab in its own user and network namespace and cut its links
     there with iptables, else why not (tried: an iptables listing inside fresh namespaces)."""
-    from chaos.kernel_link import iptables_path  # the same iptables the link proxy will run
-
     argv, iptables = unshare_argv(), iptables_path()
     if argv is None:
         return "a namespace of the lab's own needs util-linux's unshare"

@@ -313,6 +313,8 @@ class Bench:
                 {
                     "file": path.name,
                     "nodes": nodes,
+                    "racks": int(settings.get("racks", 10)),
+                    "blipped": len(s.get("blip_racks", [0, 1, 2])),
                     "speed": s.get("speed", 1.0),
                     "speed_requested": s.get("speed_requested", "1"),
                     "plateau": s["plateau_error_ratio"],

@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from stormcore import roster
+from stormcore import procs, roster
 from stormcore.commandline import deprecated
 from stormcore.errors import UsageError
 from stormcore.fleet import FLEETS_HELP, parse_fleets
@@ -43,7 +43,6 @@ KINDS = roster.module_kinds()  # python -m MODULE -> the kind of process (the li
 SPEEDS = (1.0, 0.5, 0.25, 0.1, 0.05)  # the speeds a plan may pick
 METADATA_BUSY = 0.5  # of its one core, in the baseline: the rest is the herd's
 TICKS = os.sysconf("SC_CLK_TCK")
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -72,12 +71,11 @@ def read_processes(parent: int) -> list[Reading]:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            statm = Path(f"/proc/{pid}/statm").read_text().split()
         except OSError:
             continue  # gone between the listing and the read
-        kind = kind_of(cmdline)
-        if kind:
-            out.append(Reading(pid, kind, (int(stat[11]) + int(stat[12])) / TICKS, int(statm[1]) * PAGE_SIZE))
+        kind, rss = kind_of(cmdline), procs.resident_bytes(pid)
+        if kind and rss is not None:
+            out.append(Reading(pid, kind, (int(stat[11]) + int(stat[12])) / TICKS, rss))
     return out
 
 

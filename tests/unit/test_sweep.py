@@ -378,6 +378,7 @@ def test_live_points_are_kept_per_link_mechanism_and_the_summary_reports_each(tm
 
     monkeypatch.setattr(sweep, "judge_live", judge)
     monkeypatch.setattr(sweep.launcher, "available", lambda: "not root")  # auto: the proxy, as `up` would choose
+    monkeypatch.setattr(sweep.launcher.door, "why_not", lambda: "no namespace of the lab's own here")  # ... with no namespace
     assert cli.main([*argv, "--link", "auto"]) == 1  # 1 of 2 agree through the proxy
     assert sorted(ran) == [("proxy", "2015|1|5|2"), ("proxy", "2015|3|5|2")]
     summary = json.loads((out / "summary.json").read_text())
@@ -401,7 +402,7 @@ def test_live_points_are_kept_per_link_mechanism_and_the_summary_reports_each(tm
 def test_a_link_mechanism_that_is_not_one_exits_2_naming_the_choices(tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["sweep", "--out", str(tmp_path / "out"), "--link", "nic"])
-    assert exited.value.code == 2 and "choose from 'auto', 'kernel', 'proxy'" in capsys.readouterr().err
+    assert exited.value.code == 2 and "choose from 'auto', 'kernel', 'namespace', 'proxy'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
