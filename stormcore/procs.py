@@ -9,6 +9,7 @@ time: a pid reused since, even between the check and the signal, is never touche
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -123,3 +124,15 @@ def raise_open_files(needed: int) -> tuple[int, int]:
     soft = hard if hard != infinity and hard < needed else needed
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     return soft, hard
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child before it runs (``preexec_fn``): the kernel kills it when its parent dies
+    (Linux's parent-death signal), so a lab killed outright leaves nothing behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: down still stops every child by pid
+        pass

@@ -22,7 +22,6 @@ inherited listening socket's file descriptor), run by the launcher under ``unsha
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import fcntl
 import json
 import shutil
@@ -36,12 +35,12 @@ from functools import partial
 from typing import cast
 
 from chaos.kernel_link import iptables_path  # the same iptables the link proxy will run
+from stormcore import procs
 from stormcore.web import uvloop
 from stormlab.engine.ports import HOST
 
 UNSHARE = ("unshare", "--user", "--map-root-user", "--net", "--")
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-PR_SET_PDEATHSIG = 1
 HIGH_WATER = 256 * 1024  # bytes a side holds unwritten before the other side stops reading
 
 
@@ -74,12 +73,11 @@ def listen(ports: Sequence[int]) -> dict[int, socket.socket]:
     socks: dict[int, socket.socket] = {}
     try:
         for port in ports:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks[port] = sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((HOST, port))
             sock.listen(4096)
             sock.set_inheritable(True)
-            socks[port] = sock
     except OSError:
         for sock in socks.values():
             sock.close()
@@ -176,16 +174,9 @@ class Outside(Side):
         self.join(inside)
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
 async def serve(fds: dict[int, int], argv: Sequence[str]) -> int:
     loop = asyncio.get_running_loop()
-    child = await asyncio.create_subprocess_exec(*argv, preexec_fn=_die_with_parent)
+    child = await asyncio.create_subprocess_exec(*argv, preexec_fn=procs.die_with_parent)
 
     def stop() -> None:  # asked to stop: the supervisor stops its lab
         if child.returncode is None:

@@ -225,7 +225,10 @@ def up(
     }
     argv, passed = [sys.executable, "-m", SUPERVISOR_MODULE, str(directory)], {}
     if settings.link_cut == "namespace":  # the door first, in the namespace, the lab's ports bound here
-        passed = door.listen([c.port for c in components] + [sup_port])
+        try:
+            passed = door.listen([c.port for c in components] + [sup_port])
+        except OSError as exc:  # taken since the plan chose it
+            raise LabError(f"the lab's ports cannot be bound on {HOST} ({exc}); pick another --base-port, or 0") from exc
         fds = json.dumps({port: sock.fileno() for port, sock in passed.items()})
         argv = [*(door.unshare_argv() or []), sys.executable, "-m", door.__name__, fds, "--", *argv]
     try:

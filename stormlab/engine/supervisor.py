@@ -16,7 +16,6 @@ the command that asked. Children die with it (Linux parent-death signal).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
 import signal
@@ -34,7 +33,7 @@ from chaos import catalog
 from chaos.control import LEASE_SCHEMA, LeaseRunner, Plan, Recorder, add_fault_routes
 from storage_node import contract
 from storage_node.app import HELD_ENV
-from stormcore import openapi
+from stormcore import openapi, procs
 from stormcore.auth import ENV as TOKEN_ENV
 from stormcore.auth import FILE_ENV as TOKEN_FILE_ENV
 from stormcore.auth import from_env, headers, token_middleware
@@ -44,7 +43,6 @@ from stormcore.settings import LabSettings, SettingsError
 from stormcore.web import BadRequest, LoopLag, base_app, error_body, serve
 from stormlab.engine.deploys import DeployBook, Held, Reconciler, Stale
 
-PR_SET_PDEATHSIG = 1
 RESTART_DELAY_S = 1.0  # after a first crash; doubling with each quick crash after it ...
 RESTART_MAX_DELAY_S = 30.0  # ... up to this
 STABLE_S = 60.0  # a child that ran this long starts counting its crashes afresh
@@ -68,13 +66,6 @@ def rotate(log: Path, max_bytes: int = LOG_MAX_BYTES) -> None:
 
 
 FAULTS = catalog.names("supervisor")
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:  # not Linux: down still stops every child by pid
-        pass
 
 
 def child_env(comp: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
@@ -131,7 +122,7 @@ class Supervisor:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=procs.die_with_parent,
             )
         self.procs[name] = proc
         watcher = asyncio.create_task(self._watch(name, proc))
