@@ -451,6 +451,57 @@ _DEPLOY = Fault(
     move=True,
 )
 
+# The aws-2025-10 profile: the database's endpoint as the lease manager resolves it, and the
+# moves its operators made on 20 October 2025 (docs/incidents/aws-2025-10.md).
+_LEASES = (
+    Fault(
+        "dns-empty",
+        "leases",
+        "empty the database endpoint's DNS record: the lease manager's new connections to the storage racks fail "
+        "to resolve, the ones open keep working",
+        "23:48 PDT, 19 October 2025: DynamoDB's regional endpoint left with an empty record by its DNS automation",
+        "the record is back (every lease of this fault ended: `stormlab ops repair-endpoint` ends them by hand)",
+        (DURATION_ARG,),
+    ),
+    Fault(
+        "throttle-work",
+        "leases",
+        "throttle the new work each lease manager host admits (leases to establish, launches; checks of held leases pass)",
+        "04:14 PDT, 20 October 2025: EC2's engineers throttle incoming work",
+        "the throttle is lifted: new work enters the queues as fast as it comes",
+        (
+            Arg(
+                "rate",
+                NUMBER,
+                "items a host admits a second, e.g. 10 (a host establishes ~20 leases a second)",
+                lo=0.1,
+                hi=1e6,
+                required=True,
+            ),
+            DURATION_ARG,
+        ),
+        move=True,
+    ),
+    Fault(
+        "restart-host",
+        "leases",
+        "restart one lease manager host: its queue and the work its workers are on are dropped (its leases stay)",
+        "04:14 PDT, 20 October 2025: selective restarts of DWFM hosts",
+        "nothing: a restart is done when it is made (the lease only journals it)",
+        (Arg("host", INTEGER, "the host to restart (0 to lease_hosts - 1)", lo=0, hi=63, required=True), DURATION_ARG),
+        move=True,
+    ),
+    Fault(
+        "queue-limit",
+        "leases",
+        "refuse new work at a host whose queue holds this many items",
+        "AWS's fix after 2025: throttling by queue size",
+        "the queues take work at any length again, unless the lab started with lease_queue_limit",
+        (Arg("limit", INTEGER, "items a host's queue may hold, e.g. 300", lo=1, hi=10_000_000, required=True), DURATION_ARG),
+        move=True,
+    ),
+)
+
 _FIX = "a fix AWS announced, switched on in the running service (a responder's move)"
 _FIXES = (  # the cascade's fixes as moves: each a lease on its service, like the database's moves
     Fault(
@@ -499,7 +550,7 @@ _FIXES = (  # the cascade's fixes as moves: each a lease on its service, like th
         move=True,
     ),
 )
-FAULTS: dict[str, Fault] = {f.name: f for f in (*_FAULTS, _DEPLOY, *_FIXES)}
+FAULTS: dict[str, Fault] = {f.name: f for f in (*_FAULTS, _DEPLOY, *_FIXES, *_LEASES)}
 FIXES = tuple(f.name for f in _FIXES if not f.wire.keys() - {"duration_s"})  # the switches: `ops enable FIX`
 MOVES = tuple(f.name for f in FAULTS.values() if f.move)
 

@@ -95,6 +95,7 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "isolate": ("isolate --target queues --duration 1m",),
     "gsi-growth": ("gsi-growth --factor 2 --ramp 30s --duration 5m",),
     "stuck-partition": ("stuck-partition --tables metric-groups --duration 5m",),
+    "dns-empty": ("dns-empty --duration 5m",),
     "list": ("list", "list --json"),
     "halt": ("halt", "halt linkproxy#3", "halt --fault blip --json"),
 }

@@ -84,14 +84,19 @@ def fix_on(value: Any) -> int:
 
 
 def switch_handlers(app: web.Application, key: web.AppKey[S], component: str) -> dict[str, Handler]:
-    """The service's fixes as fault leases (their names in the catalog, held by ``component``)."""
+    """The service's fixes as fault leases (their names in the catalog, held by ``component``): a
+    switch held at the fault's one argument (on, if it has none), or the service's own plan."""
 
     def handler(fault: str) -> Handler:
         async def plan(values: dict[str, Any]) -> Plan:
             if key not in app:
                 raise BadRequest(f"{component} is starting: try again in a moment")
-            switch, lease = app[key].switches[fault], object()
-            value = values.get("workers", True)
+            service = app[key]
+            actions = getattr(service, "actions", {})  # fault -> its plan, for a lease that is no switch (a restart)
+            if fault in actions:
+                return actions[fault](values)
+            switch, lease = service.switches[fault], object()
+            value = next((v for k, v in values.items() if k not in ("fault", "duration_s")), True)  # a switch's one argument, or on
             return Plan(component, lambda: switch.hold(lease, value), lambda: switch.release(lease), {"value": value})
 
         return plan
@@ -102,11 +107,13 @@ def switch_handlers(app: web.Application, key: web.AppKey[S], component: str) ->
 def create_app(
     settings: LabSettings, metadata_url: str, rack_urls: RackUrls, data_dir: Path, key: web.AppKey[S],
     make: Callable[[Storage, MetricFactory], S], status_type: type[Status], tables: Sequence[str], token: str | None = None,
+    storage_type: Callable[..., Storage] = Storage,
 ) -> web.Application:  # fmt: skip
     """An app whose service ``make`` builds once the loop runs (``app[key]``), with ``/status``
     (described as ``status_type``, the class its service's ``status`` returns) and ``/faults``
     for its fixes (the lab token guards it: ``token``, else the environment's); its storage
-    routes to ``tables``, and reads the partition map of those only."""
+    routes to ``tables``, and reads the partition map of those only; ``storage_type`` makes it (the
+    lease manager's dials the racks through the database's endpoint name)."""
     f = MetricFactory()
     lag = LoopLag(f.registry)
     component = status_type.COMPONENT
@@ -123,7 +130,7 @@ def create_app(
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        storage = Storage(metadata_url, rack_urls, session, settings.cascade_timeout_s, tables)
+        storage = storage_type(metadata_url, rack_urls, session, settings.cascade_timeout_s, tables)
         service = app[key] = make(storage, f)
         phase = CASCADE.index(component) / len(CASCADE) if component in CASCADE else 0.0  # each its own moment
         loops = (keep_map_fresh(storage, MAP_REFRESH_S, phase), rack_urls.keep_fresh(session, settings.racks), *service.loops())
@@ -132,6 +139,7 @@ def create_app(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await storage.close()
         await session.close()
         service.close()
 

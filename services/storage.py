@@ -52,6 +52,9 @@ class Storage:
         # change to another table (new GSIs on catalog) costs it no 3 MB at 10,000 nodes
         self.map_url = f"{self.metadata_url}/partition-map" + (f"?tables={','.join(tables)}" if tables else "")
 
+    async def close(self) -> None:
+        """Connections of its own to close (the session is its service's)."""
+
     async def refresh_map(self) -> bool:
         """Fetch the partition map if it changed; False if the metadata service did not answer."""
         known = {"If-None-Match": f'"{self.map.version}"'} if self.map else {}

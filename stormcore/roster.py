@@ -17,7 +17,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stormcore.wire import ConsoleStatus, LoadgenStatus, MetadataStatus, MetricsStatus, QueuesStatus, RackStatus, ScalingStatus, Status
+from stormcore.wire import (
+    ConsoleStatus,
+    LeasesStatus,
+    LoadgenStatus,
+    MetadataStatus,
+    MetricsStatus,
+    QueuesStatus,
+    RackStatus,
+    ScalingStatus,
+    Status,
+)
 
 METADATA, LINKPROXY, RACK, CUSTOMERS, DEPENDENT = "metadata", "linkproxy", "rack", "customers", "dependent"
 COMPOSE_BASE_PORT = 8700  # compose publishes a process's port at this plus its offset
@@ -35,7 +45,8 @@ class Process:
     holds_faults: bool = False  # it holds leases of its own (/faults)
     engines: bool = True  # it runs on compose, swarm and Kubernetes too (the link proxy is the local lab's network)
     role: str | None = None  # the on-call role that owns its moves in a team's game day
-    oncall: str = ""  # who that is, in 2015's words
+    oncall: str = ""  # who that is, in its incident's words
+    incident: str = "dynamodb-2015"  # the profile whose story it belongs to: a service of the cascade runs by default there
 
     @property
     def published_port(self) -> int:
@@ -59,12 +70,22 @@ ROSTER: tuple[Process, ...] = (
             holds_faults=True, role="metrics", oncall="CloudWatch's on-call: the metrics service"),
     Process("console", "services.console", DEPENDENT, 6, ConsoleStatus, "the console: a login with one non-critical lookup",
             holds_faults=True, role="console", oncall="the Console's on-call: logins"),
+    Process("leases", "services.leases", DEPENDENT, 8, LeasesStatus,
+            "the lease manager (EC2's DropletWorkflow Manager): a lease per droplet, its hosts' queues, the customers' launches",
+            holds_faults=True, engines=False, role="leases", oncall="EC2's on-call: the lease manager (DWFM)", incident="aws-2025-10"),
 )  # fmt: skip
 SUPERVISOR_PORT = 3  # the local lab's supervisor: the parent of every process, the holder of process faults
 BY_NAME = {p.name: p for p in ROSTER}
 
 # Derived lists, each read where it is needed.
 CASCADE: tuple[str, ...] = tuple(p.name for p in ROSTER if p.kind == DEPENDENT)  # the services beside the database
+
+
+def cascade_of(incident: str) -> tuple[str, ...]:
+    """The services beside the database an incident's lab runs unless told otherwise."""
+    return tuple(p.name for p in ROSTER if p.kind == DEPENDENT and p.incident == incident)
+
+
 SINGLE: tuple[Process, ...] = tuple(p for p in ROSTER if p.kind != RACK)  # one process each (the metadata service: one per cell)
 NAMED_TARGETS: tuple[str, ...] = tuple(p.name for p in ROSTER if p.target and p.kind != RACK)  # a `--target` by its name
 ENGINE_SERVICES: tuple[str, ...] = tuple(p.name for p in ROSTER if p.engines)  # compose services (the racks: one scaled service)

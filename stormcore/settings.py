@@ -26,6 +26,7 @@ USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as storage_no
 FILE_POLICIES = ("python:", "file:")  # a user's file: loading it runs the code in it (a policy file may name adapters)
 ABANDONED_WORK = ("cancel", "continue")
 LINK_CUTS = ("auto", "proxy", "kernel", "namespace")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
+INCIDENTS = ("dynamodb-2015", "aws-2025-10")  # the stories a lab tells (docs/incidents/)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -181,6 +182,30 @@ class LabSettings:
     fix_write_through: bool = setting(False, "metrics (AWS's fix): refresh only the groups seen lately; serve the last copy")
     login_lookup_timeout_s: float = setting(1.5, "console: how long a login waits for its non-critical lookup", 0.01, 600)
     fix_short_timeout: bool = setting(False, "console (AWS's fix): give the lookup 0.1 s, then log in anyway")
+    incident: str = setting(
+        "dynamodb-2015",
+        "the incident the lab tells: which services run beside the storage fleet by default (--cascade all)",
+        choices=INCIDENTS,
+    )
+    # The aws-2025-10 profile: a lease manager (EC2's DWFM) holding a lease on each droplet of a fleet.
+    lease_droplets: int = setting(5000, "droplets (servers) the lease manager holds a lease on", 1, 200_000)
+    lease_hosts: int = setting(4, "lease manager hosts, each holding the leases of its share of the droplets", 1, 64)
+    lease_host_cores: float = setting(2.0, "a lease manager host's virtual cores (processor sharing among its workers)", 0.1, 1000)
+    lease_workers: int = setting(16, "a lease manager host's workers: the items on its CPU at once", 1, 10_000)
+    lease_check_period_s: float = setting(10.0, "how often each droplet asks for its check (or for a lease, holding none)", 0.05, 3600)
+    lease_ttl_s: float = setting(60.0, "a lease lasts this long past its last successful check", 0.1, 36_000)
+    lease_timeout_s: float = setting(
+        20.0, "a work item finished this long after it was queued is thrown away and queued again", 0.01, 36_000
+    )
+    lease_check_cost_s: float = setting(0.002, "core-seconds of a check (after its database read)", 0, 60)
+    lease_establish_cost_s: float = setting(0.1, "core-seconds to establish a lease (after its database write)", 0, 600)
+    lease_admit_rate: float = setting(
+        0.0, "throttle: items a second a host admits to its queue, launches included (0: no throttle)", 0, 1_000_000
+    )
+    lease_queue_limit: int = setting(
+        0, "AWS's fix, throttling by queue size: nothing enters a host's queue at this length (0: no limit)", 0, 10_000_000
+    )
+    launch_rate: float = setting(20.0, "customers' instance launches a second (each needs a droplet with an active lease)", 0, 100_000)
     # Time dilation: the other settings are this run's (durations divided, rates multiplied by
     # speed); in the environment (to_env/from_env) they travel as the profile's, with the speed.
     speed: float = setting(1.0, "time dilation: the profile runs this many times faster (below 1: slow motion)", SPEEDS[0], SPEEDS[1])
@@ -275,6 +300,9 @@ class LabSettings:
 DEFAULT_PROFILE = "dynamodb-2015"
 PROFILES: dict[str, LabSettings] = {
     DEFAULT_PROFILE: LabSettings(),
+    # us-east-1, 19-20 October 2025 (docs/incidents/aws-2025-10.md): the storage service plays DynamoDB, calm
+    # (two racks, no blip); the lease manager and the customers' launches are the story.
+    "aws-2025-10": LabSettings(incident="aws-2025-10", racks=2, nodes_per_rack=50, customer_rate=20.0),
 }
 
 

@@ -299,6 +299,24 @@ class ConsoleStatus(Status):
 
 
 @dataclass(frozen=True)
+class LeasesStatus(Status):
+    COMPONENT: ClassVar[str] = "leases"
+    launch_error_ratio: float | None  # customers' launches failing, last 10 s (the aws-2025-10 headline)
+    launches_total: int
+    launch_failures_total: int
+    droplets: int
+    leases_active: int  # droplets holding an active lease now
+    established_per_s: float  # leases established a second, last 10 s (profile seconds)
+    timed_out_per_s: float  # work items finished past their timeout a second, last 10 s (profile seconds)
+    queued: int  # items waiting, every host
+    in_flight: int  # items on the hosts' CPUs
+    endpoint: str  # the database's endpoint as the manager resolves it: ok, empty (the fault), repaired (by hand)
+    admit_rate: float  # the throttle a host admits new work at, a profile second (0: none)
+    queue_limit: int  # throttling by queue size (0: none)
+    hosts: list[dict[str, Any]]  # each host: queued, in_flight, leases, restarts
+
+
+@dataclass(frozen=True)
 class MetricsStatus(Status):
     COMPONENT: ClassVar[str] = "metrics"
     put_error_ratio: float | None  # PutMetricData calls failing, last 10 s

@@ -122,10 +122,10 @@ def external_racks(args: argparse.Namespace) -> dict[int, str] | None:
     return {args.external_rack_at: args.external_rack}
 
 
-def parse_cascade(text: str) -> tuple[str, ...]:
-    """``--cascade``: ``all``, ``none``, or a comma list of the cascade's services."""
+def parse_cascade(text: str, incident: str = DEFAULT_PROFILE) -> tuple[str, ...]:
+    """``--cascade``: ``all`` (the incident's services), ``none``, or a comma list of the cascade's services."""
     if text.strip() == "all":
-        return roster.CASCADE
+        return roster.cascade_of(incident)
     chosen = tuple(s.strip() for s in text.split(",") if s.strip() and s.strip() != "none")
     unknown = sorted(set(chosen) - set(roster.CASCADE))
     if unknown:
@@ -135,7 +135,7 @@ def parse_cascade(text: str) -> tuple[str, ...]:
 
 def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    cascade = parse_cascade(args.cascade)
+    cascade = parse_cascade(args.cascade, settings.incident)
     requested = parse_speed(args.speed)
     speed = requested if requested is not None else first_guess(settings.nodes_total)
     if requested is None:
@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--cascade",
         default="all",
-        help=f"the services beside the database to run: all (default), none, or a comma list of {', '.join(roster.CASCADE)}",
+        help="the services beside the database to run: all (default: the profile's incident's), none, "
+        f"or a comma list of {', '.join(roster.CASCADE)}",
     )
     up.set_defaults(func=cmd_up)
     st = sub.add_parser("status", help="nodes serving/disqualified, customer errors, metadata load, margin")

@@ -17,6 +17,7 @@ from aiohttp import web
 from chaos.linkproxy import create_app as proxy_app
 from metadata_service.app import create_app as metadata_app
 from services.console.app import create_app as console_app
+from services.leases.app import create_app as leases_app
 from services.loadgen.app import create_app as loadgen_app
 from services.metrics.app import create_app as metrics_app
 from services.queues.app import create_app as queues_app
@@ -46,6 +47,7 @@ APPS: dict[str, Callable[[Path], web.Application]] = {
     "scaling": lambda tmp: scaling_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
     "console": lambda tmp: console_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
     "metrics": lambda tmp: metrics_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
+    "leases": lambda tmp: leases_app(SETTINGS, NOWHERE, RackUrls(RACKS), tmp),
     "linkproxy": lambda tmp: proxy_app(("127.0.0.1", 1), {0: ("127.0.0.1", 2), 1: ("127.0.0.1", 3)}, token=TOKEN),
     "supervisor": _supervisor,
 }

@@ -64,13 +64,13 @@ def plan(
     settings: LabSettings, base_port: int, data_dir: Path, cascade: Sequence[str] | None = None, external: Mapping[int, str] | None = None
 ) -> LabPlan:
     """Every process of the lab (the roster's), with its port and environment. ``cascade``: the
-    dependent services to run (None: every one of them); ``external``: racks run by a command of
+    dependent services to run (None: its incident's); ``external``: racks run by a command of
     the user's instead of the lab's (docs/contract.md), by rack index."""
     external = dict(external or {})
     unknown = sorted(r for r in external if not 0 <= r < settings.racks)
     if unknown:
         raise UsageError(f"--external-rack-at: racks are 0 to {settings.racks - 1}, not {', '.join(map(str, unknown))}")
-    cascade = roster.CASCADE if cascade is None else tuple(s for s in roster.CASCADE if s in cascade)
+    cascade = roster.cascade_of(settings.incident) if cascade is None else tuple(s for s in roster.CASCADE if s in cascade)
     ports = port_plan(settings, base_port, cascade)
     metadata = [ports.single["metadata"], *ports.cells]
     customers = {"STORMLAB_METADATA_URL": f"http://{HOST}:{metadata[0]}", "STORMLAB_RACK_URLS": _urls(ports.racks)}
@@ -182,7 +182,7 @@ def up(
     external: Mapping[int, str] | None = None,
     token: str | None = None,
 ) -> dict:
-    """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: all;
+    """Start a lab of ``settings`` (``cascade``: the dependent services to run, None: its incident's;
     ``external``: racks run by a command of the user's, docs/contract.md; ``token``: the lab's
     token, else the one in force for ``directory``) and return its state once every process
     answers /healthz."""

@@ -190,6 +190,15 @@ PICKED: dict[str, dict[str, str]] = {
         "metric_put_failures_total": "put_failures_total",
         "metric_gaps_total": "gaps_total",
     },
+    "leases": {
+        "launch_error_ratio": "launch_error_ratio",
+        "leases_active": "leases_active",
+        "lease_droplets": "droplets",
+        "leases_established_per_s": "established_per_s",
+        "lease_timed_out_per_s": "timed_out_per_s",
+        "lease_queue": "queued",
+        "lease_endpoint": "endpoint",
+    },
 }
 STATUS_TYPES: dict[str, type[Status]] = {p.name: p.status for p in roster.SINGLE if p.status is not None}
 
@@ -308,6 +317,12 @@ def render(snap: Reading) -> str:
         )
     if snap.login_p99_s is not None:
         lines.append(f"console:    login median {sec(snap.login_p50_s)}, p99 {sec(snap.login_p99_s)}")
+    if snap.launch_error_ratio is not None:
+        lines.append(
+            f"leases:     {pct(snap.launch_error_ratio)} of launches failing; {snap.leases_active} of {snap.lease_droplets} "
+            f"droplets leased, {snap.leases_established_per_s:g} established/s, {snap.lease_timed_out_per_s:g} timed out/s, "
+            f"{snap.lease_queue} queued; the endpoint: {snap.lease_endpoint}"
+        )
     if snap.racks_link_down:
         lines.append(f"links down: racks {snap.racks_link_down}")
     for f in snap.faults:

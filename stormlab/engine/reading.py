@@ -32,12 +32,15 @@ PROBES = (
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",
+    "launch_error_ratio",
+    "leases_active",
+    "lease_queue",
     "promql",
 )
 # The metadata service's p99 over the allowance past which the margin is thin (MetadataMarginThin
 # pages; `ops status` says so): big memberships take most of the allowance.
 THIN_MARGIN = 0.6
-CASCADE_PROBES = frozenset(p for p in PROBES if p.startswith(("queue_", "scaling_", "login_", "metric_")))
+CASCADE_PROBES = frozenset(p for p in PROBES if p.startswith(("queue_", "scaling_", "login_", "metric_", "launch_", "lease")))
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,14 @@ class Reading:
     metric_puts_total: int | None = None
     metric_put_failures_total: int | None = None
     metric_gaps_total: int | None = None
+    # the lease manager (the aws-2025-10 profile)
+    launch_error_ratio: float | None = None
+    leases_active: int | None = None
+    lease_droplets: int | None = None
+    leases_established_per_s: float | None = None
+    lease_timed_out_per_s: float | None = None
+    lease_queue: int | None = None
+    lease_endpoint: str | None = None
     # the host: the worst process's figure, and which process had it
     loop_lag_p99_s: float | None = None
     loop_lag_by: str = ""
@@ -204,6 +215,11 @@ JOURNALED = (
     "login_p99_s",
     "metric_put_error_ratio",
     "metric_gap_ratio",
+    "launch_error_ratio",
+    "leases_active",
+    "leases_established_per_s",
+    "lease_timed_out_per_s",
+    "lease_queue",
     # running totals: a window's ratio from two samples (benchmarks/cascade_fixes.py)
     "queue_requests_total",
     "queue_failures_total",

@@ -192,6 +192,19 @@ ALERTS = (
         join="or",
     ),
     Alert(
+        "LaunchesFailing",
+        "",
+        "critical",
+        60,
+        "{{ $value | humanizePercentage }} of instance launches fail",
+        "Launches need a droplet whose lease the lease manager holds (aws-2025-10). With the database's "
+        "endpoint broken the leases lapse; once it is back, re-establishing every lease at once can take "
+        "longer than a work item's timeout, and the manager stays busy with no forward progress. Look at "
+        "the leases established a second and the work timing out; throttle new work, then restart the hosts.",
+        role="leases",
+        terms=(Term("stormlab:launch_errors:ratio_rate1m", "launch_error_ratio", ">", 0.2),),
+    ),
+    Alert(
         "LoginsSlow",
         "",
         "warning",

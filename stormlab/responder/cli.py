@@ -88,13 +88,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 help="; ".join(f"{f}: {catalog.FAULTS[f].help} ({catalog.FAULTS[f].holder})" for f in action.fixes),
             )
         if fault:  # the lease's arguments, as the catalog names them (the move fills in a missing duration)
-            add_fault_args(p, fault, action.keys, positional=("cores", "workers"), required=False, filled=FILLED)
+            add_fault_args(p, fault, action.keys, positional=("cores", "workers", "rate", "host", "limit"), required=False, filled=FILLED)
         if action.name == "status":
             p.add_argument("--json", action="store_true", help="one JSON document: the reading and the first look's lines")
         if action.ends:
             holder = catalog.FAULTS[action.ends].holder
             p.description = f"{action.help}.\nIt ends the {action.ends} leases its {holder} service holds now, each reverted."
-            p.add_argument("--cell", type=cell_number, help="the cell whose metadata service holds them (default 0, the first)")
+            if "cell" in action.keys:
+                p.add_argument("--cell", type=cell_number, help="the cell whose metadata service holds them (default 0, the first)")
         if action.name == "note":
             p.add_argument("text", nargs="+")
         if action.name == "ack":
@@ -122,6 +123,10 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "scale-workers": ("--as scaling scale-workers 8",),
     "deploy": ("deploy --allowance 2s --staged 5 --every 20s", "deploy --retry-policy full-jitter"),
     "restore-partition": ("restore-partition",),
+    "throttle": ("--as leases throttle 10", "throttle 10 --duration 5m"),
+    "restart-host": ("--as leases restart-host 0",),
+    "queue-limit": ("--as leases queue-limit 300",),
+    "repair-endpoint": ("--as leases repair-endpoint",),
     "note": ("note blip seen, renewals failing",),
     "ack": ("--as database ack", "--as database ack RetryStorm"),
     "post-status": ("post-status --severity degraded errors on the catalog and clickstream tables",),

@@ -4,7 +4,9 @@ table.
 
 A team plays with one role per service: the database's on-call owns the metadata service's
 runbook (AWS's, 2015) and deploys to the storage fleet; the queues', scaling's, metrics' and console's on-calls own the fixes AWS
-announced for their services, switched on in the running service. Looking, noting, acknowledging
+announced for their services, switched on in the running service; in the aws-2025-10 profile, the
+lease manager's on-call (EC2's) owns the throttle, the host restarts, the queue limit and the
+endpoint's repair. Looking, noting, acknowledging
 a page and posting to the status page are everyone's.
 """
 
@@ -53,6 +55,29 @@ ACTIONS = {
             "restore the metadata partition that does not take its share (Monday: ends the stuck partition)",
             keys=("cell",),
             ends="stuck-partition",
+        ),
+        Action(
+            "throttle",
+            "throttle the new work each lease manager host admits (aws-2025-10; AWS, 04:14 PDT)",
+            "throttle-work",
+            ("rate", "duration"),
+        ),
+        Action(
+            "restart-host",
+            "restart one lease manager host: its queue and its work in flight dropped (aws-2025-10)",
+            "restart-host",
+            ("host", "duration"),
+        ),
+        Action(
+            "queue-limit",
+            "AWS's fix: refuse new work at a lease manager host whose queue is this long (aws-2025-10)",
+            "queue-limit",
+            ("limit", "duration"),
+        ),
+        Action(
+            "repair-endpoint",
+            "put the database endpoint's DNS record back by hand (aws-2025-10; AWS, 02:25 PDT): ends the dns-empty leases",
+            ends="dns-empty",
         ),
         Action("note", "mark the timeline"),
         Action("ack", "acknowledge your role's page (the newest unacknowledged, or the alert named)"),

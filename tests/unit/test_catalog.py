@@ -122,6 +122,9 @@ def test_every_fault_has_a_holder_and_every_holder_holds_some():
         *catalog.FIXES[:1],
         "scale-workers",
         *catalog.FIXES[1:],
+        "throttle-work",
+        "restart-host",
+        "queue-limit",
     ) == catalog.MOVES
     assert catalog.FIXES == ("stale-cache", "prune-activities", "write-through", "short-timeout")
 

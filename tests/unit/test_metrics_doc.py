@@ -1,13 +1,17 @@
 """docs/metrics.md lists exactly the metrics the code exports, with their types."""
 
+import asyncio
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry
 
 from chaos.linkproxy import LinkProxy
 from metadata_service.metrics import MetadataMetrics
 from services.console.app import Console
+from services.leases.app import LeaseService
+from services.leases.endpoint import Endpoint
 from services.loadgen.app import Generator
 from services.metrics.app import MetricsService
 from services.queues.app import QueueService
@@ -30,6 +34,12 @@ def exported() -> dict[str, str]:
     Console(LabSettings(), None, console)
     metrics = MetricFactory()
     MetricsService(LabSettings(), None, None, metrics)
+    leases = MetricFactory()
+
+    async def lease_manager() -> None:  # its CPUs take the running loop
+        LeaseService(LabSettings(lease_droplets=8, lease_hosts=2), SimpleNamespace(endpoint=Endpoint()), leases)
+
+    asyncio.run(lease_manager())
     registries = [
         MetadataMetrics.create().registry,
         RackMetrics.create(0).registry,
@@ -37,6 +47,7 @@ def exported() -> dict[str, str]:
         scaling.registry,
         console.registry,
         metrics.registry,
+        leases.registry,
     ]
     for make in (lambda r: LoopLag(r), lambda r: LinkProxy(("127.0.0.1", 1), r), lambda r: Generator(LabSettings(), "http://x", [], r)):
         registry = CollectorRegistry()

@@ -1,0 +1,96 @@
+"""The aws-2025-10 profile in virtual time (stormlab/model/leases.py): the lease manager's
+congestive collapse emerges from its queue, timeouts, cost per lease and fleet, and only the
+account's moves end it."""
+
+from services.leases.host import (
+    CHECK,
+    ESTABLISH,
+    ESTABLISHED,
+    LAUNCHED,
+    NO_CAPACITY,
+    PENDING,
+    QUEUED,
+    REQUEST_LIMIT,
+    RESTARTED,
+    THROTTLED,
+    TIMED_OUT,
+    LeaseHost,
+    Rules,
+)
+from stormcore.settings import profile
+from stormlab.model.leases import OUTAGE, REPAIR_S, Move, recovers, simulate
+
+PROFILE = profile("aws-2025-10")
+SETTLE_S = 90.0  # the leases established in the first seconds after the repair lapse within a lease's life
+WATCH_S = SETTLE_S + 600.0  # then ten minutes of profile time
+THROTTLE = 10.0  # admissions a second per host: under a host's 20 leases a second
+MOVES_AT = REPAIR_S + 300
+
+
+def rules(**kw) -> Rules:
+    base = dict(check_period_s=10, ttl_s=60, timeout_s=20, check_cost_s=0.002, establish_cost_s=0.1)
+    return Rules(**(base | kw))
+
+
+def test_an_item_finished_past_its_timeout_is_queued_again_and_a_restart_drops_the_queue():
+    host = LeaseHost(0, [0, 1, 2], rules(), now=0.0)
+    assert host.ask(0, 0.0) == QUEUED and host.ask(0, 1.0) == PENDING
+    item = host.take()
+    assert item.kind == ESTABLISH
+    assert host.finish(item, 25.0, True, host.generation) == TIMED_OUT  # 25 s after it was queued
+    again = host.take()
+    assert again.droplet == 0 and again.queued_at == 25.0 and again.tries == 2
+    assert host.finish(again, 30.0, True, host.generation) == ESTABLISHED and host.leased(0, 30.0)
+    assert host.ask(0, 40.0) == QUEUED and host.queue[0].kind == CHECK  # a held lease asks for its check
+    generation = host.generation
+    host.restart(in_flight=0)
+    assert not host.queue and host.counts.restarted == 1 and host.leased(0, 40.0)  # the lease stays
+    assert host.finish(again, 43.0, True, generation) == RESTARTED
+
+
+def test_the_throttle_refuses_new_work_and_launches_but_not_the_checks_of_leases_held():
+    host = LeaseHost(0, list(range(10)), rules(admit_rate=2), now=0.0, leased_until=100.0)
+    assert [host.ask(d, 1.0) for d in range(5)] == [QUEUED] * 5  # checks pass
+    host.expiry.clear()
+    asks = [host.ask(d, 1.0) for d in range(5, 10)]
+    assert asks.count(QUEUED) == 2 and asks.count(THROTTLED) == 3  # a second's worth of burst
+    assert host.launch(0, 1.0) == REQUEST_LIMIT
+    host.throttle(0, 1.0)
+    assert host.launch(0, 1.0) == NO_CAPACITY
+    host.expiry[0] = 50.0
+    assert host.launch(0, 1.0) == LAUNCHED
+
+
+def test_after_the_repair_the_manager_stays_collapsed_for_as_long_as_one_watches():
+    run = simulate(PROFILE, OUTAGE, REPAIR_S + WATCH_S)
+    assert run.error_ratio(0, 60) < 0.01  # before the endpoint breaks
+    assert run.error_ratio(180, REPAIR_S) > 0.99  # leases lapsed while the database could not be reached
+    after = run.between(REPAIR_S + SETTLE_S, REPAIR_S + WATCH_S)
+    assert all(w.launch_error_ratio > 0.9 for w in after)  # ten minutes, every window
+    assert run.established_per_s(REPAIR_S + SETTLE_S, REPAIR_S + WATCH_S) < 0.01 * PROFILE.lease_droplets / 60
+    assert sum(w.timed_out for w in after) > 10 * PROFILE.lease_droplets  # busy: the work in flight all times out
+    assert min(w.queued for w in after) > 0.5 * PROFILE.lease_droplets
+
+
+def outcome(*moves: Move, watch_s: float = WATCH_S):
+    return simulate(PROFILE, (*OUTAGE, *moves), REPAIR_S + watch_s)
+
+
+def test_throttle_then_restarts_bring_the_leases_back_a_restart_alone_collapses_again():
+    both = outcome(Move(MOVES_AT, throttle=THROTTLE), Move(MOVES_AT + 10, restart=(0, 1)), Move(MOVES_AT + 20, restart=(2, 3)))
+    restart = outcome(Move(MOVES_AT + 10, restart=(0, 1)), Move(MOVES_AT + 20, restart=(2, 3)))
+    throttle = outcome(Move(MOVES_AT, throttle=THROTTLE))
+    assert both.recovered_at(MOVES_AT) is not None
+    assert both.error_ratio(MOVES_AT - 100, MOVES_AT) > 0.9
+    assert restart.recovered_at(MOVES_AT) is None
+    assert restart.error_ratio(REPAIR_S + WATCH_S - 100, REPAIR_S + WATCH_S) > 0.9
+    # a throttle alone works too, once the doomed work in the queues has drained: never sooner
+    assert throttle.recovered_at(MOVES_AT) is not None
+    assert throttle.recovered_at(MOVES_AT) >= both.recovered_at(MOVES_AT) - 10
+
+
+def test_a_fleet_small_enough_or_a_timeout_long_enough_ends_the_collapse():
+    assert not recovers(PROFILE)
+    assert recovers(PROFILE.replace(lease_droplets=PROFILE.lease_droplets // 2))
+    assert recovers(PROFILE.replace(lease_timeout_s=3 * PROFILE.lease_timeout_s))
+    assert recovers(PROFILE.replace(lease_queue_limit=300))  # AWS's fix: throttling by queue size
