@@ -100,15 +100,16 @@ class _Host:
     def run_to(self, end: float, db_up: bool, window: Window) -> None:
         while True:
             at = self.cpu.next_completion()
-            if at is None or at > end:
-                self.cpu.advance(end)
-                return
-            for job in self.cpu.advance(at):
+            at = end if at is None or at > end else at
+            done = self.cpu.advance(at)  # at ``end`` too: a job due within the CPU's rounding of it finishes there
+            for job in done:
                 item, generation = self.flight.pop(job)
                 outcome = self.host.finish(item, at, True, generation)
                 window.established += outcome == ESTABLISHED
                 window.timed_out += outcome in (TIMED_OUT, DROPPED)
             self.fill(at, db_up)
+            if at >= end:
+                return
 
     def restart(self, now: float) -> None:
         for job in list(self.flight):

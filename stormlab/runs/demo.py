@@ -42,7 +42,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--blip", default="5s", help="how long the blip lasts (default 5s)")
     p.add_argument("--settle", default="30s", help="healthy baseline to watch before the blip (default 30s)")
     p.add_argument(
-        "--watch", default=None, help="how long to watch after the blip ends (default 240s; aws-2025-10: after the repair, default 690s)"
+        "--watch", default=None, help="how long to watch after the blip ends (default 240s; aws-2025-10: after the repair, default 720s)"
     )
     p.add_argument("--outage", default="5m", help="aws-2025-10: how long the database endpoint's DNS record stays empty (default 5m)")
     p.add_argument("--out", type=Path, default="reports", help="directory for the PNG chart and the samples (default reports/)")

@@ -34,7 +34,8 @@ from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.story import Sample, host_fields, invalid_reasons
 
-OUTAGE_S, WATCH_S = 300.0, 690.0  # the default story: 5 minutes of an empty record, then 11.5 watched
+OUTAGE_S, WATCH_S = 300.0, 720.0  # the default story: 5 minutes of an empty record, then 12 watched
+STATUS_WINDOW_S = 10.0  # wall seconds behind the lease manager's launch error ratio
 COLLAPSED = 0.9  # launch errors above this, every sample, is a collapse held
 
 
@@ -60,10 +61,11 @@ class Move:
 
 
 def settle_after_repair_s(settings: LabSettings) -> float:
-    """How long the leases established in the first moments after the repair last: a lease's life
-    past the last check that came in time, and one timeout (profile seconds)."""
+    """How long the leases established in the first moments after the repair last, and the window
+    of the launch errors read after them: a lease's life past the last check that came in time, a
+    timeout, a period, and the status's window (profile seconds)."""
     p = settings.profile_time()
-    return p.lease_ttl_s + p.lease_timeout_s + p.lease_check_period_s
+    return p.lease_ttl_s + p.lease_timeout_s + p.lease_check_period_s + settings.pace.profile(STATUS_WINDOW_S)
 
 
 def summarize(samples: Sequence[LeaseSample], repair_s: float, settings: LabSettings, end_s: float) -> dict[str, Any]:

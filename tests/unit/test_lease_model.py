@@ -19,6 +19,7 @@ from services.leases.host import (
 )
 from stormcore.settings import profile
 from stormlab.model.leases import OUTAGE, REPAIR_S, Move, recovers, simulate
+from stormlab.runs.lease_moves import PLANS, in_model
 
 PROFILE = profile("aws-2025-10")
 SETTLE_S = 90.0  # the leases established in the first seconds after the repair lapse within a lease's life
@@ -94,3 +95,12 @@ def test_a_fleet_small_enough_or_a_timeout_long_enough_ends_the_collapse():
     assert recovers(PROFILE.replace(lease_droplets=PROFILE.lease_droplets // 2))
     assert recovers(PROFILE.replace(lease_timeout_s=3 * PROFILE.lease_timeout_s))
     assert recovers(PROFILE.replace(lease_queue_limit=300))  # AWS's fix: throttling by queue size
+
+
+def test_the_ways_out_on_the_live_storys_timeline():
+    """stormlab.runs.lease_moves: the plans the live labs run, in the model on the same timeline."""
+    both, restarts, throttle = (in_model(PROFILE, plan) for plan in PLANS.values())
+    assert all(r["collapsed_before_moves"] for r in (both, restarts, throttle))
+    assert both["recovered_s_after_first_move"] is not None and both["launch_errors_last_minute"] < 0.05
+    assert restarts["recovered_s_after_first_move"] is None and restarts["launch_errors_last_minute"] > 0.9
+    assert throttle["recovered_s_after_first_move"] > both["recovered_s_after_first_move"]
