@@ -82,6 +82,7 @@ class EndpointStorage(Storage):
         super().__init__(*args, **kwargs)
         self.endpoint = endpoint
         self._old: set[aiohttp.ClientSession] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # old pools closing
         self.session = self.pool()  # the service's own session stays unused: every call goes through the endpoint
 
     def url(self, table: str, key: str) -> str:
@@ -97,7 +98,12 @@ class EndpointStorage(Storage):
             await asyncio.sleep(RECYCLE_S)
             old, self.session = self.session, self.pool()
             self._old.add(old)
-            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, lambda s=old: asyncio.ensure_future(self._close(s)))
+            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, self._closing, old)
+
+    def _closing(self, session: aiohttp.ClientSession) -> None:
+        task = asyncio.get_running_loop().create_task(self._close(session))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _close(self, session: aiohttp.ClientSession) -> None:
         self._old.discard(session)

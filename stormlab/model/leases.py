@@ -103,7 +103,7 @@ class _Host:
             at = end if at is None or at > end else at
             done = self.cpu.advance(at)  # at ``end`` too: a job due within the CPU's rounding of it finishes there
             for job in done:
-                item, generation = self.flight.pop(job)
+                item, generation = self.flight.pop(job)  # type: ignore[call-overload]
                 outcome = self.host.finish(item, at, True, generation)
                 window.established += outcome == ESTABLISHED
                 window.timed_out += outcome in (TIMED_OUT, DROPPED)

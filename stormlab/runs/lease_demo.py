@@ -77,7 +77,7 @@ def summarize(samples: Sequence[LeaseSample], repair_s: float, settings: LabSett
     def among(a: float, b: float) -> list[LeaseSample]:
         return [s for s in samples if a <= s.t < b]
 
-    def mean(xs: list[float | None]) -> float | None:
+    def mean(xs: Sequence[float | None]) -> float | None:
         got = [x for x in xs if x is not None]
         return round(sum(got) / len(got), 4) if got else None
 
