@@ -24,6 +24,7 @@ from typing import Any
 from stormcore import auth
 from stormcore.errors import LabError, UsageError
 from stormcore.procs import Child
+from stormcore.roster import GAME_ROLES
 from stormlab.responder.moves import ROLES
 
 GAME = "game"
@@ -49,7 +50,7 @@ def issue(directory: Path, desk_url: str, title: str, team: str = "", local_url:
     folder = game_dir(directory)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
-    tokens = {role: secrets.token_urlsafe(18) for role in ROLES}
+    tokens = {role: secrets.token_urlsafe(18) for role in GAME_ROLES}
     for role, token in tokens.items():
         write_private(folder / role, token + "\n")
     card = {"desk": desk_url, "desk_local": local_url or desk_url, "title": title, "team": team, **Child.of(os.getpid()).record()}
