@@ -30,6 +30,7 @@ virtual time, the live service in the event loop's).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ class LeaseHost:
         self._bucket = Bucket(rate, 0.0, now) if rate > 0 else None
 
     def set_queue_limit(self, limit: int) -> None:
-        self.rules = Rules(**{**self.rules.__dict__, "queue_limit": limit})
+        self.rules = dataclasses.replace(self.rules, queue_limit=limit)
 
     def _admit(self, kind: str, now: float) -> bool:
         if kind == CHECK:
