@@ -115,7 +115,7 @@ class ComposeSoak:
 
     def draw(self, rng: random.Random) -> tuple[str, dict[str, Any]]:
         """A random lease the stack holds (the fixes and the deploy are the local lab's soak); most kills become freezes."""
-        targets = [*roster.NAMED_TARGETS, *(f"rack-{r}" for r in range(self.racks))]
+        targets = [*(n for n in roster.NAMED_TARGETS if n in roster.ENGINE_SERVICES), *(f"rack-{r}" for r in range(self.racks))]
         name, args = random_fault(rng, self.racks, targets)
         while catalog.FAULTS[name].holder not in ENGINE_HOLDERS or name == "deploy":
             name, args = random_fault(rng, self.racks, targets)

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 from stormcore import roster
-from tests.e2e.compose_stack import Stack, one, wait_for
+from tests.e2e.compose_stack import CASCADE, Stack, one, wait_for
 
 CELLS, RACKS = 4, 10
 SERVICES = [*roster.ENGINE_SERVICES, "metadata-cell", "prometheus", "alertmanager"]  # the whole lab but Grafana
@@ -48,7 +48,7 @@ def cells():
 
 def test_the_2015_blip_inside_one_cell_on_compose_leaves_the_other_cells_under_1_percent(cells):
     health = wait_for("every container healthy", lambda: (h := cells.health()) and all(v == "healthy" for v in h.values()) and h, 240)
-    assert len(health) == CELLS + RACKS + len(roster.CASCADE) + 3, health  # and loadgen, Prometheus, Alertmanager
+    assert len(health) == CELLS + RACKS + len(CASCADE) + 3, health  # and loadgen, Prometheus, Alertmanager
 
     def every_cell_scraped():
         up = [t for t in cells.api("/api/v1/targets")["activeTargets"] if t["labels"]["job"] == "metadata" and t["health"] == "up"]
