@@ -90,8 +90,13 @@ SINGLE: tuple[Process, ...] = tuple(p for p in ROSTER if p.kind != RACK)  # one 
 NAMED_TARGETS: tuple[str, ...] = tuple(p.name for p in ROSTER if p.target and p.kind != RACK)  # a `--target` by its name
 ENGINE_SERVICES: tuple[str, ...] = tuple(p.name for p in ROSTER if p.engines)  # compose services (the racks: one scaled service)
 ROLES: dict[str, str] = {p.role: p.oncall for p in ROSTER if p.role}  # every on-call role (who may make a move)
-# the roles a team's game day hands tokens to: the 2015 incident's (its scenarios are the game days so far)
-GAME_ROLES: tuple[str, ...] = tuple(p.role for p in ROSTER if p.role and p.incident == "dynamodb-2015")
+
+
+def game_roles(incident: str) -> tuple[str, ...]:
+    """The roles a team's game day of this incident hands tokens to: its own services' on-calls."""
+    return tuple(p.role for p in ROSTER if p.role and p.incident == incident)
+
+
 TARGET_NAME = re.compile(rf"^({'|'.join(NAMED_TARGETS)}|rack-\d{{1,4}})$")
 
 

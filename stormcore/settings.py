@@ -301,8 +301,9 @@ DEFAULT_PROFILE = "dynamodb-2015"
 PROFILES: dict[str, LabSettings] = {
     DEFAULT_PROFILE: LabSettings(),
     # us-east-1, 19-20 October 2025 (docs/incidents/aws-2025-10.md): the storage service plays DynamoDB, calm
-    # (two racks, no blip); the lease manager and the customers' launches are the story.
-    "aws-2025-10": LabSettings(incident="aws-2025-10", racks=2, nodes_per_rack=50, customer_rate=20.0),
+    # (two racks, no blip, memberships at their pre-GSI sizes: no thin margin to page about); the
+    # lease manager and the customers' launches are the story.
+    "aws-2025-10": LabSettings(incident="aws-2025-10", racks=2, nodes_per_rack=50, customer_rate=20.0, gsi_growth=False),
 }
 
 

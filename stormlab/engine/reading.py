@@ -35,6 +35,8 @@ PROBES = (
     "launch_error_ratio",
     "leases_active",
     "lease_queue",
+    "leases_established_per_s",
+    "lease_timed_out_per_s",
     "promql",
 )
 # The metadata service's p99 over the allowance past which the margin is thin (MetadataMarginThin
@@ -220,6 +222,8 @@ JOURNALED = (
     "leases_established_per_s",
     "lease_timed_out_per_s",
     "lease_queue",
+    "leases_established_per_s",
+    "lease_timed_out_per_s",
     # running totals: a window's ratio from two samples (benchmarks/cascade_fixes.py)
     "queue_requests_total",
     "queue_failures_total",

@@ -24,7 +24,7 @@ from typing import Any
 from stormcore import auth
 from stormcore.errors import LabError, UsageError
 from stormcore.procs import Child
-from stormcore.roster import GAME_ROLES
+from stormcore.roster import game_roles
 from stormlab.responder.moves import ROLES
 
 GAME = "game"
@@ -44,13 +44,16 @@ def write_private(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def issue(directory: Path, desk_url: str, title: str, team: str = "", local_url: str | None = None) -> dict[str, str]:
-    """New tokens for every role, and the game's card (``desk_url``: what the players open;
-    ``local_url``: where this host's programs reach the desk, when it differs); any earlier game's are gone."""
+def issue(
+    directory: Path, desk_url: str, title: str, team: str = "", local_url: str | None = None, incident: str = "dynamodb-2015"
+) -> dict[str, str]:
+    """New tokens for every role of the incident's game, and the game's card (``desk_url``: what the
+    players open; ``local_url``: where this host's programs reach the desk, when it differs); any
+    earlier game's are gone."""
     folder = game_dir(directory)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, mode=0o700)
-    tokens = {role: secrets.token_urlsafe(18) for role in GAME_ROLES}
+    tokens = {role: secrets.token_urlsafe(18) for role in game_roles(incident)}
     for role, token in tokens.items():
         write_private(folder / role, token + "\n")
     card = {"desk": desk_url, "desk_local": local_url or desk_url, "title": title, "team": team, **Child.of(os.getpid()).record()}

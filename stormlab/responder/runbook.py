@@ -43,7 +43,7 @@ def first_look(snap: Reading) -> str:
     runbook = f"Runbook: pause-metadata{flag}, set-capacity{flag}, resume{flag} --staged"
     named = ("cells " if len(storming) > 1 else "cell ") + ", ".join(storming)
     where = f" in {named}" if storming and len(storming) < len(cells) else ""
-    diagnosis = (
+    diagnosis = lease_diagnosis(snap) or (
         f"STORM{where}: renewals are timing out and nodes disqualify themselves; retries keep the metadata service overloaded. {runbook}"
         if (total and disq / total > STORM_FRACTION) or storming
         else "margin is thin: big memberships take most of the allowance"
@@ -63,6 +63,24 @@ def first_look(snap: Reading) -> str:
             f"tables:     worst {', '.join(f'{t} {v:.1%}' for v, t in worst) or 'n/a'}",
         ]
     )
+
+
+def lease_diagnosis(snap: Reading) -> str | None:
+    """The lease manager's story (aws-2025-10), when launches fail: the endpoint, or the collapse."""
+    failing = snap.launch_error_ratio
+    if failing is None or failing < 0.5:
+        return None
+    if snap.lease_endpoint == "empty":
+        return (
+            f"LAUNCHES FAILING ({failing:.0%}): the database's endpoint does not resolve, so the lease manager's checks "
+            "fail and its leases lapse. Runbook: repair-endpoint"
+        )
+    if (snap.leases_established_per_s or 0.0) < 1 and (snap.lease_timed_out_per_s or 0.0) > 0:
+        return (
+            f"CONGESTIVE COLLAPSE ({failing:.0%} of launches failing): the lease manager re-establishes every lease at once, "
+            "each item times out before it is done and is queued again. Runbook: throttle RATE, then restart-host N (each host)"
+        )
+    return f"LAUNCHES FAILING ({failing:.0%}): leases are coming back ({snap.leases_active} of {snap.lease_droplets})"
 
 
 class Ops:

@@ -218,7 +218,8 @@ class Say:
         errors = "n/a" if p["customer_error_ratio"] is None else f"{100 * p['customer_error_ratio']:.1f}%"
         left = "" if p["left_s"] is None else f"; {p['left_s']:g}s left"
         now = f"; {p['probe']} now {value}" if p["probe"] else ""
-        line = f"[{p['t']:7.1f}s] waiting: {p['step'] or 'next step'}: {p['waiting_for']}{now}{left} (customer errors {errors})"
+        launches = "" if p.get("launch_error_ratio") is None else f", launch errors {100 * p['launch_error_ratio']:.1f}%"
+        line = f"[{p['t']:7.1f}s] waiting: {p['step'] or 'next step'}: {p['waiting_for']}{now}{left} (customer errors {errors}{launches})"
         self("progress", line, **p)
 
 
@@ -360,7 +361,8 @@ async def settle_then(
             url=url,
             local=served.local_url,
         )
-        book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team, served.local_url)
+        incident = profile(runner.scenario.profile).incident
+        book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team, served.local_url, incident)
         if not args.autopilot:
             tell_roles(say, book)
         try:
@@ -426,7 +428,9 @@ def finish(scenario: Scenario, journal: dict, args: argparse.Namespace, say: Say
     board_path = args.leaderboard or state_dir() / "leaderboard.jsonl"
     standing = None
     if any(s.kind == "operator" for s in scenario.steps):  # only runs with players are ranked
-        board = leaderboard.append(board_path, leaderboard.entry(journal, args.team, args.autopilot, args.speed))
+        board = leaderboard.of_scenario(
+            leaderboard.append(board_path, leaderboard.entry(journal, args.team, args.autopilot, args.speed)), journal["title"]
+        )
         standing = (board_path, leaderboard.rank(board, journal["score"]), len(board))
     say(
         "done",

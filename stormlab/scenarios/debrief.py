@@ -1,4 +1,4 @@
-"""What the runner tells the room when a game day ends: the outcome, 2015 beside the lab, the
+"""What the runner tells the room when a game day ends: the outcome, the account beside the lab, the
 score, each role's card, the status page and where the report is (pure: text from a scored
 journal)."""
 
@@ -14,7 +14,7 @@ def text(journal: dict[str, Any], standing: tuple[Path, int, int] | None, team: 
     """The closing lines; ``standing``: the leaderboard's file, this run's rank and the board's size."""
     lines = [f"\n{journal['title']}: {journal['outcome'].upper()}", *_validity(journal["validity"])]
     lines += [f"  FINDING: {finding}" for finding in journal.get("findings", [])]
-    lines += _compared(journal["comparison"])
+    lines += _compared(journal["comparison"], year(journal))
     lines.append("  score: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in journal["score"].items()))
     for role, card in journal["roles"].items():
         lines.append(f"  {role:<9} " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in card.items()))
@@ -49,11 +49,18 @@ def _validity(checked: dict[str, Any]) -> list[str]:
     ]
 
 
-def _compared(comparison: list[dict[str, Any]]) -> list[str]:
-    """2015 beside the lab, one line per moment, in aligned columns."""
+def year(journal: dict[str, Any]) -> str:
+    """The account's year, as a column of figures is labelled (2015 for journals written before accounts)."""
+    return str(journal.get("account", {}).get("date", "2015")).split()[-1]
+
+
+def _compared(comparison: list[dict[str, Any]], then_label: str = "2015") -> list[str]:
+    """The account beside the lab, one line per moment, in aligned columns."""
     then = [c["in_2015"] + (f" (at this run's pace: {c['at_lab_pace']})" if c.get("at_lab_pace") else "") for c in comparison]
     what, width = max((len(c["what"]) for c in comparison), default=0), max(map(len, then), default=0)
-    return [f"  {c['what']:<{what}}  2015: {in_2015:<{width}}  here: {c['lab']}" for c, in_2015 in zip(comparison, then, strict=True)]
+    return [
+        f"  {c['what']:<{what}}  {then_label}: {in_2015:<{width}}  here: {c['lab']}" for c, in_2015 in zip(comparison, then, strict=True)
+    ]
 
 
 def _inject(i: dict[str, Any]) -> str:

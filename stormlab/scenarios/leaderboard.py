@@ -34,8 +34,14 @@ def append(path: Path, run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def standing(score: dict[str, Any]) -> tuple[bool, float]:
-    """What ranks a run (or a game so far): recovered first, then the fewest customer error-minutes."""
-    return (not score["recovered"], score["customer_error_minutes"])
+    """What ranks a run (or a game so far): recovered first, then the fewest error-minutes (the
+    customers' requests, and in the lease manager's lab their launches)."""
+    return (not score["recovered"], score["customer_error_minutes"] + score.get("launch_error_minutes", 0.0))
+
+
+def of_scenario(board: list[dict[str, Any]], title: str) -> list[dict[str, Any]]:
+    """The runs of one scenario (a board holds every game played on this host)."""
+    return [e for e in board if e.get("scenario") == title]
 
 
 def rank(board: list[dict[str, Any]], score: dict[str, Any]) -> int:

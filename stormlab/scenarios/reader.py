@@ -332,8 +332,15 @@ class _Reader:
         return out
 
     def compare(self, node: yaml.Node, path: str, names: list[str]) -> Compare:
-        m = self.mapping(node, path, ("what", "in_2015", "measure", "span_2015"))
-        what, in_2015, measure = (self.text(self.need(m, node, path, k), f"{path}.{k}") for k in ("what", "in_2015", "measure"))
+        m = self.mapping(node, path, ("what", "in_2015", "in_account", "measure", "span_2015", "span_account"))
+        # the account's figure: in_account (any incident's), or in_2015 (the name 2015's scenarios were written with)
+        said = [k for k in ("in_account", "in_2015") if k in m]
+        spans = [k for k in ("span_account", "span_2015") if k in m]
+        if len(said) != 1 or len(spans) > 1:
+            raise self.fail(
+                node, path, "give the account's figure once: in_account (or in_2015), and at most one span_account (or span_2015)"
+            )
+        what, in_2015, measure = (self.text(self.need(m, node, path, k), f"{path}.{k}") for k in ("what", said[0], "measure"))
         kind, _, ref = measure.partition(":")
         probe = ""
         if kind == "window":
@@ -352,5 +359,5 @@ class _Reader:
                 f"{path}.measure",
                 f"window:…:PROBE needs a probe of the lab (table_error_ratio=TABLE for one table's); probes: {', '.join(PROBES)}",
             )
-        span = self.duration(m["span_2015"], f"{path}.span_2015") if "span_2015" in m else None
+        span = self.duration(m[spans[0]], f"{path}.{spans[0]}") if spans else None
         return Compare(what, in_2015, measure, span)

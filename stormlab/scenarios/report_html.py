@@ -26,7 +26,7 @@ def page(journal: dict[str, Any], pngs: list[Path], roles_png: Path | None) -> s
 <p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
 {"autopilot" if journal["autopilot"] else "players"} · {validity(journal)}</p>
 {findings(journal)}
-<h2>2015 beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")])}
+<h2>{e(account(journal)["date"])} beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")], account(journal)["date"])}
 <h2>Score</h2><table>{pairs(journal["score"])}</table>
 {debrief(journal, roles_png)}
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{steps(journal)}</table>
@@ -49,8 +49,13 @@ def validity(journal: dict[str, Any]) -> str:
     return "<b>INVALID RUN</b>: the host, not the model, shaped it: " + "; ".join(e(reason) for reason in checked["invalid_reasons"])
 
 
-def compared(rows: list[dict[str, Any]]) -> str:
-    head = "<tr><th>what</th><th>20 September 2015</th><th>at this run's pace (derived)</th><th>this run</th></tr>"
+def account(journal: dict[str, Any]) -> dict[str, str]:
+    """The incident the run played, as its account dates it (2015's for journals written before accounts)."""
+    return journal.get("account") or {"date": "20 September 2015", "trigger": "blip", "span": "2:19 to 7:10 AM"}
+
+
+def compared(rows: list[dict[str, Any]], date: str = "20 September 2015") -> str:
+    head = f"<tr><th>what</th><th>{e(date)}</th><th>at this run's pace (derived)</th><th>this run</th></tr>"
     body = "".join(
         f"<tr><td>{e(c['what'])}</td><td>{e(c['in_2015'])}</td><td>{e(c.get('at_lab_pace') or '')}</td><td>{e(c['lab'])}</td></tr>"
         for c in rows
@@ -78,17 +83,19 @@ def debrief(journal: dict[str, Any], roles_png: Path | None) -> str:
         for t, lane, mark, label in role_events(journal)
     )
     picture = f'<p><img src="{roles_png.name}" alt="roles"></p>' if roles_png else ""
+    a = account(journal)
+    t = e(a["trigger"])
     return f"""<h2>The debrief: each role</h2>{role_cards(journal.get("roles", {}))}
 <p>Time to detect: the role's first page after the onset to its first move; time to ack: that page to its ack.</p>
 {picture}
 <table><tr><th>s</th><th>role</th><th>what</th><th></th></tr>{timeline}</table>
 {status_page(journal)}
-<h2>The seed's timeline beside the lab's</h2>
-<p>Each moment as a fraction of its own blip to recovery (2:19 to 7:10 AM in 2015), so the order and
-the spans compare without assuming a pace; 2015's moment at this run's pace is derived from the two
+<h2>The account's timeline beside the lab's</h2>
+<p>Each moment as a fraction of its own {t} to recovery ({e(a["span"])} in the account), so the order and
+the spans compare without assuming a pace; the account's moment at this run's pace is derived from the two
 spans ({pace_words(journal)}).</p>
-<table><tr><th>20 September 2015</th><th>what</th><th>after the blip</th><th>of blip→recovered</th>
-<th>at this run's pace</th><th>this run, after the blip</th><th>of blip→recovered</th></tr>{seed_rows(journal)}</table>"""
+<table><tr><th>{e(a["date"])}</th><th>what</th><th>after the {t}</th><th>of {t}→recovered</th>
+<th>at this run's pace</th><th>this run, after the {t}</th><th>of {t}→recovered</th></tr>{seed_rows(journal)}</table>"""
 
 
 def status_page(journal: dict[str, Any]) -> str:
@@ -121,7 +128,7 @@ def seed_rows(journal: dict[str, Any]) -> str:
 
 def pace_words(journal: dict[str, Any]) -> str:
     pace = journal.get("pace")
-    return "this run did not recover: no pace" if pace is None else f"this run played it {pace:.0f} times faster than 2015"
+    return "this run did not recover: no pace" if pace is None else f"this run played it {pace:.0f} times faster than the account"
 
 
 def steps(journal: dict[str, Any]) -> str:

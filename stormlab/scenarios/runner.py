@@ -198,6 +198,7 @@ class Runner:
                 "value": value,
                 "left_s": None if w.get("until") is None else round(max(0.0, w["until"] - sample.t), 1),
                 "customer_error_ratio": sample.customer_error_ratio,
+                "launch_error_ratio": sample.launch_error_ratio,  # the lease manager's lab (aws-2025-10)
             }
         )
 
@@ -359,7 +360,7 @@ class Runner:
             self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook by its rules (it moves when what it sees calls for it)")
             self._pilot = (Autopilot(Rules.from_args(step.rules)), step, auto)
         elif self.autopilot:
-            self.echo(f"[{start:7.1f}s] autopilot plays the 2015 runbook")
+            self.echo(f"[{start:7.1f}s] autopilot plays the runbook's steps")
             for sub in step.autopilot:
                 record = await self.do(sub, sub.args)
                 auto.append(record)

@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
+from stormcore.settings import PROFILES, RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.engine.reading import PROBES
 from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.monitoring import MONITORING
@@ -119,7 +119,7 @@ def schema() -> dict[str, Any]:
     top: dict[str, Any] = {
         "title": TEXT,
         "description": {"type": "string"},
-        "profile": {"enum": ["dynamodb-2015"]},
+        "profile": {"enum": list(PROFILES)},
         "settings": settings(),
         "steady_state": {"type": "array", "items": check(timed=False, held=False), "description": "checked before and after"},
         "steady_state_within": {**DURATION, "description": "after the run, how long the steady state may take to return"},
@@ -131,11 +131,14 @@ def schema() -> dict[str, Any]:
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["what", "in_2015", "measure"],
+                "required": ["what", "measure"],
+                "oneOf": [{"required": ["in_account"]}, {"required": ["in_2015"]}],
                 "properties": {
                     "what": TEXT,
-                    "in_2015": TEXT,
+                    "in_account": {**TEXT, "description": "the account's figure (the incident's own words)"},
+                    "in_2015": {**TEXT, "description": "the account's figure (2015's scenarios: in_account's older name)"},
                     "measure": {"type": "string", "pattern": r"^(mean:.+|elapsed:.+\.\..+|window:.+\.\..+:[a-z0-9_]+(=[a-z0-9-]+)?)$"},
+                    "span_account": {**DURATION, "description": "how long it took in the account, when it was a span of time"},
                     "span_2015": DURATION,
                 },
                 "additionalProperties": False,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from chaos.lease import describe_effect
+from stormcore.settings import profile
 from stormlab.engine.reading import CASCADE_PROBES, Reading, readings
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.responder.desk import TEAM
@@ -57,6 +59,7 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
     about the cascade."""
     when = moments(journal)
     pace = run_pace(scenario, journal)
+    own = account_of(scenario).own
     by_name = {r["name"]: r for r in records(journal)}
     rows = []
     for c in scenario.compare:
@@ -74,7 +77,8 @@ def compare(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]
         paced = None if c.span_2015_s is None or pace is None else f"{c.span_2015_s / pace:.0f} s"
         checks = [step.check for s in c.steps() if (step := scenario.find(s)) is not None]
         per_table = one_table(c.probe or "")[1] is not None
-        cascade = c.probe in CASCADE_PROBES or per_table or any(check is not None and check.probe in CASCADE_PROBES for check in checks)
+        probes = [p for p in (c.probe, *(check.probe for check in checks if check is not None)) if p and not p.startswith(own)]
+        cascade = per_table or any(p in CASCADE_PROBES for p in probes)
         rows.append({"what": c.what, "in_2015": c.in_2015, "at_lab_pace": paced, "lab": lab or "not measured", "cascade": cascade})
     return rows
 
@@ -95,11 +99,11 @@ def window(journal: dict[str, Any], start: float | None, end: float | None, prob
     return f"mean {_value(name, sum(values) / len(values))}, worst {_value(name, max(values))}"
 
 
-def error_minutes(samples: list[Reading]) -> float:
-    """Customer error-minutes: the error ratio integrated over the run (lab minutes)."""
+def error_minutes(samples: list[Reading], probe: str = "customer_error_ratio") -> float:
+    """Error-minutes: an error ratio (the customers', or ``probe``) integrated over the run (lab minutes)."""
     total = 0.0
     for a, b in zip(samples, samples[1:], strict=False):
-        ea, eb = a.customer_error_ratio, b.customer_error_ratio
+        ea, eb = a.probe(probe), b.probe(probe)
         if ea is not None and eb is not None:
             total += (ea + eb) / 2 * (b.t - a.t)
     return total / 60
@@ -110,6 +114,8 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     onset = when.get(scenario.onset_step) if scenario.onset_step else None
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     players = journal["player_actions"]
+    samples = readings(journal["samples"])
+    launches = any(x.launch_error_ratio is not None for x in samples)
     recovered = when.get(operator["name"]) if operator else None
     in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and is_move(a)]
     # the team detected: its first page after the onset, to the first move any role made after it
@@ -126,7 +132,9 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
         "onset_s": None if onset is None else round(onset, 1),
         "time_to_detect_s": detect_s,
         "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
-        "customer_error_minutes": round(error_minutes(readings(journal["samples"])), 3),
+        "customer_error_minutes": round(error_minutes(samples), 3),
+        # the lease manager's lab (aws-2025-10): its customers' launches
+        **({"launch_error_minutes": round(error_minutes(samples, "launch_error_ratio"), 3)} if launches else {}),
         "actions_taken": len(in_phase),
         "failed_actions": sum(1 for a in in_phase if not a["ok"]),
         "recovered": recovered is not None,
@@ -189,6 +197,7 @@ def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict
         "status_page": status_page(journal, onset),
         "injects": injects(journal),
         "seed_timeline": seed_timeline(scenario, journal),
+        "account": {"date": (a := account_of(scenario)).date, "trigger": a.trigger, "span": a.span},
         "pace": run_pace(scenario, journal),
         "validity": validity(journal, period_s),
     }
@@ -264,33 +273,76 @@ def status_page(journal: dict[str, Any], onset: float | None) -> dict[str, Any]:
     }
 
 
-# 20 September 2015, minutes after the blip (2:19 AM PDT), and what marks the same moment in a run.
-SEED_TIMELINE = (
-    (0, "2:19 AM", "a brief network disruption on a portion of the storage servers", "fault:blip"),
-    (16, "2:35 AM", "CloudWatch: intermittent gaps in EC2 metrics", "page:MetricGaps"),
-    (18, "2:37 AM", "customer error rate far beyond 3 years' levels, settling at ~55%", "onset"),
-    (167, "5:06 AM", "AWS pauses requests to the metadata service", "move:pause-metadata"),
-    (206, "5:45 AM", "SQS cannot refresh its queue metadata: errors rise", "page:QueuesFailing"),
-    (291, "7:10 AM", "error rates low enough for most customers", "recovered"),
-    (513, "10:52 AM", "Auto Scaling's backlog of activities drained", "step:the scaling backlog drains"),
-)
-RECOVERED_2015_MIN = 291  # the blip (2:19 AM) to the recovery (7:10 AM): the span every fraction is of
+@dataclass(frozen=True)
+class Account:
+    """An incident's published timeline, and what marks each of its moments in a run: the trigger
+    (a fault of the catalog), then rows of (minutes after it, clock time, what happened, mark).
+    A mark is ``fault:NAME``, ``page:ALERT``, ``move:ACTION``, ``step:NAME``, ``onset`` or ``recovered``
+    (the first operator phase's recovery); every fraction is of the trigger to ``recovered_min``."""
+
+    date: str  # as the report heads its column
+    trigger: str  # the fault that starts the incident
+    recovered_min: int  # the trigger to the recovery, in the account
+    span: str  # that span as the account's clock has it
+    rows: tuple[tuple[int, str, str, str], ...]
+    own: tuple[str, ...] = ()  # the prefixes of the probes of the account's own story (not its cascade)
+
+
+ACCOUNTS = {
+    # 20 September 2015, minutes after the blip (2:19 AM PDT)
+    "dynamodb-2015": Account(
+        "20 September 2015",
+        "blip",
+        291,  # the blip (2:19 AM) to the recovery (7:10 AM)
+        "2:19 to 7:10 AM",
+        (
+            (0, "2:19 AM", "a brief network disruption on a portion of the storage servers", "fault:blip"),
+            (16, "2:35 AM", "CloudWatch: intermittent gaps in EC2 metrics", "page:MetricGaps"),
+            (18, "2:37 AM", "customer error rate far beyond 3 years' levels, settling at ~55%", "onset"),
+            (167, "5:06 AM", "AWS pauses requests to the metadata service", "move:pause-metadata"),
+            (206, "5:45 AM", "SQS cannot refresh its queue metadata: errors rise", "page:QueuesFailing"),
+            (291, "7:10 AM", "error rates low enough for most customers", "recovered"),
+            (513, "10:52 AM", "Auto Scaling's backlog of activities drained", "step:the scaling backlog drains"),
+        ),
+    ),
+    # 19-20 October 2025, minutes after DynamoDB's endpoint lost its record (23:48 PDT)
+    "aws-2025-10": Account(
+        "19-20 October 2025",
+        "dns-empty",
+        340,  # the empty record (23:48) to every droplet leased (05:28)
+        "23:48 to 05:28",
+        (
+            (0, "23:48", "DynamoDB's regional endpoint left with an empty DNS record", "fault:dns-empty"),
+            (157, "02:25", "the record restored by hand; the lease manager re-establishes every lease at once", "move:repair-endpoint"),
+            (266, "04:14", "engineers throttle incoming work and restart the lease manager's hosts", "move:throttle"),
+            (340, "05:28", "leases on every droplet; launches succeed again", "recovered"),
+        ),
+        own=("launch_", "lease"),
+    ),
+}
+
+
+def account_of(scenario: Scenario) -> Account:
+    """The account a scenario's profile tells (its incident's)."""
+    return ACCOUNTS[profile(scenario.profile).incident]
 
 
 def blip_and_recovery(scenario: Scenario, journal: dict[str, Any]) -> tuple[float | None, float | None]:
-    """When the run's blip came and when it recovered (the first operator phase's recovery)."""
-    blip = next((r["at_s"] for r in records(journal) if r.get("fault") == "blip" and r.get("passed")), None)
+    """When the run's trigger came (2015's blip; the account's first fault) and when it recovered
+    (the first operator phase's recovery)."""
+    trigger = account_of(scenario).trigger
+    blip = next((r["at_s"] for r in records(journal) if r.get("fault") == trigger and r.get("passed")), None)
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     return blip, moments(journal).get(operator["name"]) if operator else None
 
 
 def run_pace(scenario: Scenario, journal: dict[str, Any]) -> float | None:
-    """How many times faster than 2015 this run played the incident, derived: 2015's blip to
-    recovery (4 h 51 min) over this run's (None: it did not recover, or had no blip)."""
+    """How many times faster than the account this run played the incident, derived: the account's
+    trigger to recovery (2015: 4 h 51 min) over this run's (None: it did not recover, or had no trigger)."""
     blip, recovered = blip_and_recovery(scenario, journal)
     if blip is None or recovered is None or recovered <= blip:
         return None
-    return RECOVERED_2015_MIN * 60 / (recovered - blip)
+    return account_of(scenario).recovered_min * 60 / (recovered - blip)
 
 
 def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str, Any]]:
@@ -301,10 +353,15 @@ def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str,
     blip, recovered = blip_and_recovery(scenario, journal)
     pace = run_pace(scenario, journal)
     moves = [a for a in journal["player_actions"] if a["ok"]]  # the autopilot's moves are journaled like the players'
-    found = {"fault:blip": blip, "onset": when.get(scenario.onset_step) if scenario.onset_step else None, "recovered": recovered}
+    account = account_of(scenario)
+    found = {
+        f"fault:{account.trigger}": blip,
+        "onset": when.get(scenario.onset_step) if scenario.onset_step else None,
+        "recovered": recovered,
+    }
     span = None if pace is None or blip is None or recovered is None else recovered - blip
     rows = []
-    for minutes, clock, what, mark in SEED_TIMELINE:
+    for minutes, clock, what, mark in account.rows:
         kind, _, name = mark.partition(":")
         if kind == "page":
             at = next((p["t"] for p in journal.get("pages", []) if p["alert"] == name and p["status"] == "firing"), None)
@@ -320,7 +377,7 @@ def seed_timeline(scenario: Scenario, journal: dict[str, Any]) -> list[dict[str,
                 "in_2015": clock,
                 "what": what,
                 "after_blip_2015_min": minutes,
-                "fraction_2015": round(minutes / RECOVERED_2015_MIN, 2),
+                "fraction_2015": round(minutes / account.recovered_min, 2),
                 "at_run_pace_s": None if pace is None else round(minutes * 60 / pace, 1),
                 "lab_after_blip_s": after,
                 "fraction_lab": None if after is None or not span else round(after / span, 2),

@@ -16,7 +16,7 @@ from services.dependent import Switch, fix_on
 from services.scaling.backlog import Activity, Backlog
 from stormlab.cli import main
 from stormlab.engine.reading import Reading
-from stormlab.responder import alerts, desk, desk_web, monitoring, moves, players
+from stormlab.responder import alerts, desk, desk_web, monitoring, moves, players, roles
 from stormlab.responder.moves import ACTIONS, ROLES, check_role
 from stormlab.responder.runbook import Ops, first_look
 from stormlab.scenarios import scoring
@@ -170,6 +170,20 @@ def test_the_first_look_names_the_one_cell_that_storms_under_the_fleets_line():
     assert two["diagnosis"].strip().startswith("STORM in cells 3, 7: ") and "--cell" not in two["diagnosis"]
     calm = look(nodes_total=1600, nodes_disqualified=0, metadata_processing_p99_s=0.2, cell_disqualified_fraction=dict.fromkeys(cells, 0.0))
     assert calm["diagnosis"].strip() == "no storm"
+
+
+def test_the_first_look_in_the_2025_lab_names_the_endpoint_then_the_collapse_and_their_runbooks():
+    lease = {"nodes_disqualified": 0, "metadata_processing_p99_s": 0.7, "lease_droplets": 5000}
+    empty = look(**lease, launch_error_ratio=1.0, leases_active=0, lease_endpoint="empty")
+    assert empty["diagnosis"].strip().startswith("LAUNCHES FAILING (100%): the database's endpoint does not resolve")
+    assert empty["diagnosis"].strip().endswith("Runbook: repair-endpoint")
+    collapse = look(**lease, launch_error_ratio=1.0, leases_active=0, lease_endpoint="ok", leases_established_per_s=0.0,
+                    lease_timed_out_per_s=170.0)  # fmt: skip
+    assert collapse["diagnosis"].strip().startswith("CONGESTIVE COLLAPSE (100% of launches failing)")
+    assert "throttle RATE, then restart-host N" in collapse["diagnosis"]
+    coming = look(**lease, launch_error_ratio=0.6, leases_active=2000, lease_endpoint="ok", leases_established_per_s=40.0)
+    assert coming["diagnosis"].strip() == "LAUNCHES FAILING (60%): leases are coming back (2000 of 5000)"
+    assert look(**lease, launch_error_ratio=0.0, leases_active=5000)["diagnosis"].strip().startswith("margin is thin")  # launches fine
 
 
 # -- the desk: pages, acks, the status page -----------------------------------------------------
@@ -531,3 +545,11 @@ async def test_the_facilitators_hold_refuses_moves_on_the_lab_and_not_looks_acks
     idle = await aiohttp_client(desk_web.app(the_desk, ops, LAB_TOKEN))
     resp = await idle.post("/hold", json={"on": True}, headers=as_role(LAB_TOKEN))
     assert resp.status == 409 and (await resp.json())["error"] == "no_game"
+
+
+def test_a_game_hands_tokens_to_its_own_incidents_roles(tmp_path):
+    """2015's game seats the database's and the cascade's on-calls; 2025's, EC2's (the lease manager's)."""
+    flagship_roles = roles.issue(tmp_path, "http://127.0.0.1:1", "2015")
+    assert set(flagship_roles) == {"database", "queues", "scaling", "metrics", "console"}
+    assert set(roles.issue(tmp_path, "http://127.0.0.1:1", "2025", incident="aws-2025-10")) == {"leases"}
+    assert sorted(p.name for p in roles.game_dir(tmp_path).iterdir()) == ["game.json", "leases"]  # the earlier game's tokens gone
