@@ -251,9 +251,10 @@ def status(args: argparse.Namespace) -> int:
         error = snap.customer_error_ratio
         game = games.get(team)
         playing = "" if game is None else "; game on" if game["running"] else f"; game ended: {game['outcome'] or game.get('said')}"
+        launches = "" if snap.launch_error_ratio is None else f", launches {snap.launch_error_ratio:.1%} failing"  # aws-2025-10
         print(
             f"  {team}: {snap.nodes_serving}/{snap.nodes_total} nodes serving, customers "
-            f"{'n/a' if error is None else f'{error:.1%}'} failing, {valid}{playing}"
+            f"{'n/a' if error is None else f'{error:.1%}'} failing{launches}, {valid}{playing}"
         )
     return 0
 

@@ -1,4 +1,4 @@
-"""The room's debrief: every team's game beside the others' and beside the 2015 account.
+"""The room's debrief: every team's game beside the others' and beside the incident's account.
 
 `room end` (and `stormlab room debrief`) writes ``room/debrief.html`` and ``room/debrief.png``
 from each team's newest scored journal (``room/games/TEAM/*/journal.json``): one chart with every
@@ -16,6 +16,7 @@ from typing import Any
 from stormlab.artefacts.plotting import pyplot
 from stormlab.engine.reading import readings
 from stormlab.responder.moves import is_move
+from stormlab.scenarios.report_html import account
 
 PAGE, CHART = "debrief.html", "debrief.png"
 COLOURS = ("#c0392b", "#2980b9", "#27ae60", "#8e44ad", "#e67e22", "#16a085", "#7f8c8d", "#d35400")
@@ -23,6 +24,7 @@ SCORED = (  # the score's lines, in the order the room reads them: (label, how i
     ("outcome", lambda j: j["outcome"]),
     ("recovered", lambda j: "yes" if j["score"].get("recovered") else "no"),
     ("customer error-minutes", lambda j: f"{j['score'].get('customer_error_minutes', 0):.2f}"),
+    (LAUNCHES := "launch error-minutes", lambda j: f"{j['score'].get('launch_error_minutes', 0):.2f}"),  # the lease manager's games
     ("time to detect", lambda j: seconds(j["score"].get("time_to_detect_s"))),
     ("time to mitigate", lambda j: seconds(j["score"].get("time_to_mitigate_s"))),
     ("moves (failed)", lambda j: f"{j['score'].get('actions_taken', 0)} ({j['score'].get('failed_actions', 0)})"),
@@ -76,7 +78,8 @@ def draw(journals: dict[str, dict[str, Any]], out: Path) -> Path:
     for (team, journal), colour in zip(journals.items(), COLOURS * 4, strict=False):
         samples = readings(journal["samples"])
         ts = [s.t for s in samples]
-        errors = [100 * (s.customer_error_ratio or 0.0) for s in samples]
+        launches = any(s.launch_error_ratio is not None for s in samples)  # the lease manager's lab: its launches are the headline
+        errors = [100 * ((s.launch_error_ratio if launches else s.customer_error_ratio) or 0.0) for s in samples]
         ax.plot(ts, errors, color=colour, lw=1.3, label=team)
         made = [a for a in journal["player_actions"] if is_move(a) and a.get("ok")]
         for n, move in enumerate(made):
@@ -88,7 +91,7 @@ def draw(journals: dict[str, dict[str, Any]], out: Path) -> Path:
         for h in journal.get("holds", []):
             ax.axvline(h["at_s"], color="#7f8c8d", ls="--", lw=1)
     ax.set_xlabel("seconds of the game (held time left out)")
-    ax.set_ylabel("customers failing (%)")
+    ax.set_ylabel("customers failing (%), launches in the lease manager's games")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
@@ -109,10 +112,15 @@ def page(journals: dict[str, dict[str, Any]], chart: str = CHART) -> str:
         + "</tr>"
         for r in seed_table(journals)
     )
+    launches = any("launch_error_minutes" in j["score"] for j in journals.values())
     score = "".join(
-        f"<tr><td>{e(label)}</td>" + "".join(f"<td>{e(read(journals[t]))}</td>" for t in teams) + "</tr>" for label, read in SCORED
+        f"<tr><td>{e(label)}</td>" + "".join(f"<td>{e(read(journals[t]))}</td>" for t in teams) + "</tr>"
+        for label, read in SCORED
+        if label != LAUNCHES or launches
     )
     title = next(iter(journals.values()))["title"] if journals else "no game"
+    told = account(next(iter(journals.values()))) if journals else account({})
+    year, trigger = told["date"].split()[-1], e(told["trigger"])
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stormlab room: debrief</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;max-width:1200px}} td,th{{border:1px solid #ccc;padding:.3em .6em}}
@@ -122,10 +130,10 @@ table{{border-collapse:collapse;margin:.5em 0}} small{{color:#555}}</style></hea
 <img src="{e(chart)}" alt="every team's customers' error" width="990">
 <h2>The teams beside each other</h2>
 <table><tr><th></th>{head}</tr>{score}</table>
-<h2>Beside the 2015 account</h2>
-<p><small>Each moment after the blip: 2015's in minutes, each team's in seconds; in brackets the share of its own blip to
-recovery (2015: 4 h 51 min), so the order and the spans compare whatever the pace. — : not reached in that game.</small></p>
-<table><tr><th>2015</th><th>what happened</th><th>after the blip, 2015</th>{head}</tr>{seed}</table>
+<h2>Beside the {year} account</h2>
+<p><small>Each moment after the {trigger}: {year}'s in minutes, each team's in seconds; in brackets the share of its own {trigger} to
+recovery ({e(told["span"])} in {year}), so the order and the spans compare whatever the pace. — : not reached in that game.</small></p>
+<table><tr><th>{year}</th><th>what happened</th><th>after the {trigger}, {year}</th>{head}</tr>{seed}</table>
 </body></html>"""
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
 from stormlab.engine.reading import Reading, readings
-from stormlab.responder.moves import EVENT_NAMES, ROLES, role_events
+from stormlab.responder.moves import ENDERS, EVENT_NAMES, ROLES, role_events
 from stormlab.scenarios import report_html
 from stormlab.scenarios.scoring import records
 
@@ -28,7 +28,12 @@ SERIES = (
     ("cascade-metric-errors", "PutMetricData errors (%)", lambda s, p: _pct(s.metric_put_error_ratio)),
     ("cascade-queue-errors", "queue send/receive errors (%)", lambda s, p: _pct(s.queue_error_ratio)),
     ("cascade-login", "console login p99 (s)", lambda s, p: s.login_p99_s),
+    # the lease manager (the aws-2025-10 profile)
+    ("leases-launch-errors", "instance launches failing (%)", lambda s, p: _pct(s.launch_error_ratio)),
+    ("leases-active", "droplets holding a lease", lambda s, p: s.leases_active),
+    ("leases-work", "lease work timed out per second", lambda s, p: s.lease_timed_out_per_s),
 )
+OPTIONAL = ("cascade-", "leases-")  # series of services a lab may not run: drawn only when measured
 
 
 def _pct(x: float | None) -> float | None:
@@ -45,12 +50,16 @@ def _rate(sample: Reading, prev: Reading | None, attempt: str) -> float | None:
 
 
 def fault_windows(journal: dict[str, Any]) -> list[tuple[float, float, str]]:
+    """Each fault's window: from its start to its lease's end, or to the move that ended it sooner
+    (the endpoint repaired by hand, the partition restored)."""
     end = Reading.from_json(journal["samples"][-1]).t if journal["samples"] else 0.0
-    return [
-        (r["at_s"], min(end, r["at_s"] + r["duration_s"]), r["fault"])
-        for r in records(journal)
-        if r["kind"] == "fault" and r.get("passed") and r.get("duration_s")
-    ]
+    enders = [(a["t"], ENDERS[a["action"]]) for a in journal["player_actions"] if a["ok"] and a["action"] in ENDERS]
+
+    def until(r: dict[str, Any]) -> float:
+        ended = [t for t, fault in enders if fault == r["fault"] and t >= r["at_s"]]
+        return min([end, r["at_s"] + r["duration_s"], *ended])
+
+    return [(r["at_s"], until(r), r["fault"]) for r in records(journal) if r["kind"] == "fault" and r.get("passed") and r.get("duration_s")]
 
 
 def draw(journal: dict[str, Any], out: Path) -> list[Path]:
@@ -62,13 +71,13 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
     paths = []
     for name, label, value in SERIES:
         ys = [value(s, samples[i - 1] if i else None) for i, s in enumerate(samples)]
-        if name.startswith("cascade-") and all(y is None for y in ys):
-            continue  # that service does not run in this lab (the compose stack has none yet)
+        if name.startswith(OPTIONAL) and all(y is None for y in ys):
+            continue  # that service does not run in this lab (the compose stack has no cascade; 2015's, no lease manager)
         fig, ax = plt.subplots(figsize=(11, 3.2))
         ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
         if name == "renewal-latency" and samples:
             ax.axhline(samples[-1].allowance_s or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
-        if name == "customer-errors":
+        if name == "customer-errors" and journal.get("account", {}).get("trigger", "blip") == "blip":
             ax.axhline(55, color="#7f8c8d", ls=":", lw=1, label="2015: about 55%")
         palette = {"blip": "#f39c12", "gsi-growth": "#d5f5e3", "stuck-partition": "#d6eaf8"}
         for start, stop, fault in windows:
@@ -119,9 +128,10 @@ def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
     lanes = [r for r in (*ROLES, "lab", "anyone") if any(e[1] == r for e in events)]
     samples = readings(journal["samples"])
     fig, (top, low) = plt.subplots(2, 1, figsize=(11, 2.4 + 0.7 * len(lanes)), sharex=True, height_ratios=(1.2, 0.45 * len(lanes) + 0.4))
-    errors = [_pct(s.customer_error_ratio) for s in samples]
+    launches = any(s.launch_error_ratio is not None for s in samples)  # the lease manager's lab: its launches are the headline
+    errors = [_pct(s.launch_error_ratio if launches else s.customer_error_ratio) for s in samples]
     top.plot([s.t for s in samples], [float("nan") if x is None else x for x in errors], color="#2c3e50", lw=1.3)
-    top.set_ylabel("customer errors (%)", fontsize=8)
+    top.set_ylabel("launch errors (%)" if launches else "customer errors (%)", fontsize=8)
     top.grid(alpha=0.3)
     for start, stop, fault in fault_windows(journal):
         top.axvspan(start, stop, color="#f39c12" if fault == "blip" else "#f5b7b1", alpha=0.35, lw=0)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stormlab.scenarios import debrief, leaderboard, report_html, scoring
+from stormlab.scenarios import debrief, leaderboard, report, report_html, scoring
 from stormlab.scenarios.reader import load
 from stormlab.scenarios.scenario import ScenarioError
 
@@ -98,3 +98,12 @@ def test_the_2025_game_is_scored_by_its_launches_and_ranked_among_its_own_runs(t
         leaderboard.append(board, {"scenario": "2025", "recovered": True, "customer_error_minutes": 0.0}), "2025"
     )
     assert [e.get("launch_error_minutes") for e in mine] == [None, 1.5, 3.0]  # the 2015 run is not on 2025's board
+
+
+def test_a_faults_window_in_the_report_ends_when_a_move_ended_it():
+    journal = journal_2025()
+    journal["steps"][0] |= {"duration_s": 600.0}
+    journal["samples"] = [{"t": 0.0}, {"t": 400.0}]
+    assert report.fault_windows(journal) == [(10.0, 130.0, "dns-empty")]  # repaired by hand at 130 s, not at its lease's end
+    journal["player_actions"] = []
+    assert report.fault_windows(journal) == [(10.0, 400.0, "dns-empty")]  # nobody repaired it: to the end of the run

@@ -5,6 +5,8 @@ import json
 
 from stormlab.rooms import room_debrief, room_web
 from stormlab.scenarios import scoring
+from stormlab.scenarios.reader import load
+from tests.unit.test_accounts import SCENARIOS, journal_2025
 from tests.unit.test_gameday_engine import flagship, run, toy
 from tests.unit.test_room_console import CARD, TOKEN, snap
 
@@ -45,6 +47,23 @@ def test_every_team_beside_the_others_and_the_account(tmp_path):
     text = page.read_text()
     assert "<th>team-1</th><th>team-2</th>" in text and "<td>recovered</td><td>yes</td><td>no</td>" in text
     assert "AWS pauses requests to the metadata service" in text and "<td>167 min (0.57)</td>" in text
+    assert "Beside the 2015 account" in text and "launch error-minutes" not in text  # 2015's games: no launches
+
+
+def test_a_room_of_the_2025_game_is_set_beside_its_own_account():
+    """Two teams' journals of scenarios/aws-2025-10.yaml (as tests/unit/test_accounts.py builds one)."""
+    scenario = load((SCENARIOS / "aws-2025-10.yaml").read_text())
+    samples = [{"t": 0.0, "launch_error_ratio": 0.0}, {"t": 60.0, "launch_error_ratio": 1.0}]
+    journal = journal_2025() | {"samples": samples, "title": scenario.title, "outcome": "passed", "status_page": {}}
+    scored = journal | {
+        "score": scoring.score(scenario, journal),
+        "seed_timeline": scoring.seed_timeline(scenario, journal),
+        "account": {"date": "19-20 October 2025", "trigger": "dns-empty", "span": "23:48 to 05:28"},
+    }
+    text = room_debrief.page({"team-1": scored, "team-2": scored})
+    assert "Beside the 2025 account" in text and "after the dns-empty, 2025" in text and "2015" not in text
+    assert "<td>launch error-minutes</td><td>0.50</td><td>0.50</td>" in text
+    assert "<td>02:25</td>" in text and "<td>157 min (0.46)</td>" in text
 
 
 async def test_the_console_serves_the_debrief_once_a_game_has_ended(tmp_path, aiohttp_client):
