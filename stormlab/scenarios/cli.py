@@ -361,7 +361,7 @@ async def settle_then(
             url=url,
             local=served.local_url,
         )
-        incident = profile(runner.scenario.profile).incident
+        incident = runner.scenario.settings.incident
         book.roles = roles.issue(book.directory, url, runner.scenario.title, args.team, served.local_url, incident)
         if not args.autopilot:
             tell_roles(say, book)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.lease import describe_effect
-from stormcore.settings import profile
 from stormlab.engine.reading import CASCADE_PROBES, Reading, readings
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.responder.desk import TEAM
@@ -323,8 +322,8 @@ ACCOUNTS = {
 
 
 def account_of(scenario: Scenario) -> Account:
-    """The account a scenario's profile tells (its incident's)."""
-    return ACCOUNTS[profile(scenario.profile).incident]
+    """The account a scenario tells (its settings' incident: its profile's, unless it sets one)."""
+    return ACCOUNTS[scenario.settings.incident]
 
 
 def blip_and_recovery(scenario: Scenario, journal: dict[str, Any]) -> tuple[float | None, float | None]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from stormcore.settings import INCIDENTS
 from stormlab.scenarios import debrief, leaderboard, report, report_html, scoring
 from stormlab.scenarios.reader import load
 from stormlab.scenarios.scenario import ScenarioError
@@ -67,6 +68,13 @@ def test_the_report_and_the_debrief_name_the_account_they_set_beside_the_run():
     assert all("  2025: " in line for line in lines) and not any("2015" in line for line in lines)
     html = report_html.debrief(scored | {"roles": {}, "status_page": {}}, None)
     assert "19-20 October 2025" in html and "23:48 to 05:28" in html and "after the dns-empty" in html
+
+
+def test_every_incident_has_its_account():
+    assert set(scoring.ACCOUNTS) == set(INCIDENTS)
+    for account in scoring.ACCOUNTS.values():
+        assert account.rows[0][3] == f"fault:{account.trigger}" and account.rows[0][0] == 0  # the trigger starts the clock
+        assert any(mark == "recovered" and minutes == account.recovered_min for minutes, _, _, mark in account.rows)
 
 
 def test_the_2015_account_is_unchanged_by_the_second():
