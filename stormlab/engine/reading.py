@@ -266,3 +266,9 @@ class Journaled(dict[str, Any]):
 def readings(docs: Iterable[Mapping[str, Any]]) -> list[Reading]:
     """Readings from their JSON (a game day's journal's samples: read from its file, or the runner's own)."""
     return [d.reading if isinstance(d, Journaled) else Reading.from_json(d) for d in docs]
+
+
+def headline(samples: Iterable[Reading]) -> str:
+    """The error ratio a run is judged by: its customers' launches in the lease manager's lab
+    (aws-2025-10), its customers' requests otherwise."""
+    return "launch_error_ratio" if any(s.launch_error_ratio is not None for s in samples) else "customer_error_ratio"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
-from stormlab.engine.reading import readings
+from stormlab.engine.reading import headline, readings
 from stormlab.responder.moves import is_move
-from stormlab.scenarios.report_html import account
+from stormlab.scenarios.scoring import told
 
 PAGE, CHART = "debrief.html", "debrief.png"
 COLOURS = ("#c0392b", "#2980b9", "#27ae60", "#8e44ad", "#e67e22", "#16a085", "#7f8c8d", "#d35400")
@@ -78,8 +78,8 @@ def draw(journals: dict[str, dict[str, Any]], out: Path) -> Path:
     for (team, journal), colour in zip(journals.items(), COLOURS * 4, strict=False):
         samples = readings(journal["samples"])
         ts = [s.t for s in samples]
-        launches = any(s.launch_error_ratio is not None for s in samples)  # the lease manager's lab: its launches are the headline
-        errors = [100 * ((s.launch_error_ratio if launches else s.customer_error_ratio) or 0.0) for s in samples]
+        judged = headline(samples)
+        errors = [100 * (s.probe(judged) or 0.0) for s in samples]
         ax.plot(ts, errors, color=colour, lw=1.3, label=team)
         made = [a for a in journal["player_actions"] if is_move(a) and a.get("ok")]
         for n, move in enumerate(made):
@@ -119,8 +119,8 @@ def page(journals: dict[str, dict[str, Any]], chart: str = CHART) -> str:
         if label != LAUNCHES or launches
     )
     title = next(iter(journals.values()))["title"] if journals else "no game"
-    told = account(next(iter(journals.values()))) if journals else account({})
-    year, trigger = told["date"].split()[-1], e(told["trigger"])
+    account = told(next(iter(journals.values()), {}))
+    year, trigger = account["date"].split()[-1], e(account["trigger"])
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stormlab room: debrief</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;max-width:1200px}} td,th{{border:1px solid #ccc;padding:.3em .6em}}
@@ -132,7 +132,7 @@ table{{border-collapse:collapse;margin:.5em 0}} small{{color:#555}}</style></hea
 <table><tr><th></th>{head}</tr>{score}</table>
 <h2>Beside the {year} account</h2>
 <p><small>Each moment after the {trigger}: {year}'s in minutes, each team's in seconds; in brackets the share of its own {trigger} to
-recovery ({e(told["span"])} in {year}), so the order and the spans compare whatever the pace. — : not reached in that game.</small></p>
+recovery ({e(account["span"])} in {year}), so the order and the spans compare whatever the pace. — : not reached in that game.</small></p>
 <table><tr><th>{year}</th><th>what happened</th><th>after the {trigger}, {year}</th>{head}</tr>{seed}</table>
 </body></html>"""
 

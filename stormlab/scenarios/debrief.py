@@ -51,7 +51,7 @@ def _validity(checked: dict[str, Any]) -> list[str]:
 
 def year(journal: dict[str, Any]) -> str:
     """The account's year, as a column of figures is labelled (2015 for journals written before accounts)."""
-    return str(journal.get("account", {}).get("date", "2015")).split()[-1]
+    return scoring.told(journal)["date"].split()[-1]
 
 
 def _compared(comparison: list[dict[str, Any]], then_label: str = "2015") -> list[str]:

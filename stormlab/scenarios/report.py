@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from stormlab.artefacts.plotting import pyplot
-from stormlab.engine.reading import Reading, readings
+from stormlab.engine.reading import Reading, headline, readings
 from stormlab.responder.moves import ENDERS, EVENT_NAMES, ROLES, role_events
 from stormlab.scenarios import report_html
-from stormlab.scenarios.scoring import records
+from stormlab.scenarios.scoring import LAUNCHES, records, told
 
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.customer_error_ratio)),
@@ -77,7 +77,7 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
         ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
         if name == "renewal-latency" and samples:
             ax.axhline(samples[-1].allowance_s or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
-        if name == "customer-errors" and journal.get("account", {}).get("trigger", "blip") == "blip":
+        if name == "customer-errors" and told(journal)["trigger"] == "blip":
             ax.axhline(55, color="#7f8c8d", ls=":", lw=1, label="2015: about 55%")
         palette = {"blip": "#f39c12", "gsi-growth": "#d5f5e3", "stuck-partition": "#d6eaf8"}
         for start, stop, fault in windows:
@@ -128,10 +128,10 @@ def draw_roles(journal: dict[str, Any], out: Path) -> Path | None:
     lanes = [r for r in (*ROLES, "lab", "anyone") if any(e[1] == r for e in events)]
     samples = readings(journal["samples"])
     fig, (top, low) = plt.subplots(2, 1, figsize=(11, 2.4 + 0.7 * len(lanes)), sharex=True, height_ratios=(1.2, 0.45 * len(lanes) + 0.4))
-    launches = any(s.launch_error_ratio is not None for s in samples)  # the lease manager's lab: its launches are the headline
-    errors = [_pct(s.launch_error_ratio if launches else s.customer_error_ratio) for s in samples]
+    judged = headline(samples)
+    errors = [_pct(s.probe(judged)) for s in samples]
     top.plot([s.t for s in samples], [float("nan") if x is None else x for x in errors], color="#2c3e50", lw=1.3)
-    top.set_ylabel("launch errors (%)" if launches else "customer errors (%)", fontsize=8)
+    top.set_ylabel("launch errors (%)" if judged == LAUNCHES else "customer errors (%)", fontsize=8)
     top.grid(alpha=0.3)
     for start, stop, fault in fault_windows(journal):
         top.axvspan(start, stop, color="#f39c12" if fault == "blip" else "#f5b7b1", alpha=0.35, lw=0)

@@ -9,7 +9,7 @@ from typing import Any
 
 from chaos.lease import describe_effect
 from stormlab.responder.moves import EVENT_NAMES, role_events
-from stormlab.scenarios.scoring import records
+from stormlab.scenarios.scoring import records, told
 
 e = html.escape
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:2px 8px;text-align:left}
@@ -26,7 +26,7 @@ def page(journal: dict[str, Any], pngs: list[Path], roles_png: Path | None) -> s
 <p>Outcome: <b>{e(journal["outcome"])}</b> · speed {journal["speed"]:g}× · seed {journal.get("seed")} ·
 {"autopilot" if journal["autopilot"] else "players"} · {validity(journal)}</p>
 {findings(journal)}
-<h2>{e(account(journal)["date"])} beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")], account(journal)["date"])}
+<h2>{e(told(journal)["date"])} beside the lab</h2>{compared([c for c in comparison if not c.get("cascade")], told(journal)["date"])}
 <h2>Score</h2><table>{pairs(journal["score"])}</table>
 {debrief(journal, roles_png)}
 <h2>Timeline</h2><table><tr><th>s</th><th>step</th><th>kind</th><th>what</th><th>measured</th><th></th></tr>{steps(journal)}</table>
@@ -47,11 +47,6 @@ def validity(journal: dict[str, Any]) -> str:
     if checked["valid"]:
         return "valid run (the host kept up)"
     return "<b>INVALID RUN</b>: the host, not the model, shaped it: " + "; ".join(e(reason) for reason in checked["invalid_reasons"])
-
-
-def account(journal: dict[str, Any]) -> dict[str, str]:
-    """The incident the run played, as its account dates it (2015's for journals written before accounts)."""
-    return journal.get("account") or {"date": "20 September 2015", "trigger": "blip", "span": "2:19 to 7:10 AM"}
 
 
 def compared(rows: list[dict[str, Any]], date: str = "20 September 2015") -> str:
@@ -83,7 +78,7 @@ def debrief(journal: dict[str, Any], roles_png: Path | None) -> str:
         for t, lane, mark, label in role_events(journal)
     )
     picture = f'<p><img src="{roles_png.name}" alt="roles"></p>' if roles_png else ""
-    a = account(journal)
+    a = told(journal)
     t = e(a["trigger"])
     return f"""<h2>The debrief: each role</h2>{role_cards(journal.get("roles", {}))}
 <p>Time to detect: the role's first page after the onset to its first move; time to ack: that page to its ack.</p>

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.lease import describe_effect
-from stormlab.engine.reading import CASCADE_PROBES, Reading, readings
+from stormlab.engine.reading import CASCADE_PROBES, Reading, headline, readings
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.responder.desk import TEAM
 from stormlab.responder.moves import INJECT, ROLES, acted_as, is_move
@@ -114,7 +114,6 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
     operator = next((r for r in journal["steps"] if r["kind"] == "operator"), None)
     players = journal["player_actions"]
     samples = readings(journal["samples"])
-    launches = any(x.launch_error_ratio is not None for x in samples)
     recovered = when.get(operator["name"]) if operator else None
     in_phase = [a for a in players if operator and a["t"] >= operator["started_s"] and is_move(a)]
     # the team detected: its first page after the onset, to the first move any role made after it
@@ -133,7 +132,7 @@ def score(scenario: Scenario, journal: dict[str, Any]) -> dict[str, Any]:
         "time_to_mitigate_s": None if recovered is None or onset is None else round(recovered - onset, 1),
         "customer_error_minutes": round(error_minutes(samples), 3),
         # the lease manager's lab (aws-2025-10): its customers' launches
-        **({"launch_error_minutes": round(error_minutes(samples, "launch_error_ratio"), 3)} if launches else {}),
+        **({"launch_error_minutes": round(error_minutes(samples, LAUNCHES), 3)} if headline(samples) == LAUNCHES else {}),
         "actions_taken": len(in_phase),
         "failed_actions": sum(1 for a in in_phase if not a["ok"]),
         "recovered": recovered is not None,
@@ -196,7 +195,7 @@ def scored(scenario: Scenario, journal: dict[str, Any], period_s: float) -> dict
         "status_page": status_page(journal, onset),
         "injects": injects(journal),
         "seed_timeline": seed_timeline(scenario, journal),
-        "account": {"date": (a := account_of(scenario)).date, "trigger": a.trigger, "span": a.span},
+        "account": account_of(scenario).card(),
         "pace": run_pace(scenario, journal),
         "validity": validity(journal, period_s),
     }
@@ -286,7 +285,12 @@ class Account:
     rows: tuple[tuple[int, str, str, str], ...]
     own: tuple[str, ...] = ()  # the prefixes of the probes of the account's own story (not its cascade)
 
+    def card(self) -> dict[str, str]:
+        """What a scored journal keeps of it (the report and the debriefs head their columns with it)."""
+        return {"date": self.date, "trigger": self.trigger, "span": self.span}
 
+
+LAUNCHES = "launch_error_ratio"
 ACCOUNTS = {
     # 20 September 2015, minutes after the blip (2:19 AM PDT)
     "dynamodb-2015": Account(
@@ -324,6 +328,11 @@ ACCOUNTS = {
 def account_of(scenario: Scenario) -> Account:
     """The account a scenario tells (its settings' incident: its profile's, unless it sets one)."""
     return ACCOUNTS[scenario.settings.incident]
+
+
+def told(journal: dict[str, Any]) -> dict[str, str]:
+    """The account a scored journal was set beside (2015's for journals written before accounts)."""
+    return journal.get("account") or ACCOUNTS["dynamodb-2015"].card()
 
 
 def blip_and_recovery(scenario: Scenario, journal: dict[str, Any]) -> tuple[float | None, float | None]:
