@@ -17,6 +17,9 @@ from stormlab.runs.soak_leases import host_rules
 from tests.conftest import eventually
 
 SOAK_FAULTS = int(os.environ.get("STORMLAB_SOAK_FAULTS", "40"))
+# A live process's scheduler states: running, sleeping, or for a moment in the disk's wait (D: a write being
+# flushed). A paused one would be T (stopped) or t (traced), a dead one Z or X.
+RUNNING = "RSD"
 
 
 async def json_get(session, url, **kw):
@@ -167,7 +170,7 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
             for name, comp in sup["components"].items():
                 assert comp["running"] and not comp["paused"] and not comp["held_down"], (name, comp)
                 stat = Path(f"/proc/{comp['pid']}/stat").read_text().rsplit(")", 1)[1].split()
-                assert stat[0] in "RS", f"{name} is in state {stat[0]}"
+                assert stat[0] in RUNNING, f"{name} is in state {stat[0]}"
             _, meta = await json_get(s, f"{state['components']['metadata']['url']}/status")
             assert meta["paused"] is False and meta["cores"] == 40.0 and meta["membership_version"] >= 1
             assert meta["membership_sizes"] == {"20": 34, "138": 6}
@@ -176,7 +179,7 @@ def test_soak_of_random_faults_leaves_nothing_behind(lab, capsys):
     assert host_rules() == rules_before  # the links' cuts, where the kernel carries them, all gone
     table_after = process_table(state["supervisor_pid"])
     assert len(table_after) == len(table_before) == len(state["components"]), (table_before, table_after)
-    assert all(stat in "RS" for stat in table_after.values()), table_after  # none stopped (T) or dead (Z)
+    assert all(stat in RUNNING for stat in table_after.values()), table_after  # none stopped (T) or dead (Z)
 
 
 def process_table(supervisor_pid: int) -> dict[int, str]:
