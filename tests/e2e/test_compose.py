@@ -27,6 +27,12 @@ from tests.e2e.compose_stack import CASCADE, PROJECT, ROOT, Stack, one, wait_for
 
 LAB = [*roster.ENGINE_SERVICES, "prometheus", "alertmanager"]  # rack: one service, 10 replicas
 RACKS = 10
+BEFORE_THE_BLIP = (
+    "stormlab:nodes_disqualified:ratio",
+    "stormlab:metadata_margin:ratio",
+    "stormlab:customer_errors:ratio_rate1m",
+    "stormlab:run_invalid_reasons:count",
+)
 REPORTS = ROOT / "reports"
 
 pytestmark = pytest.mark.timeout(1500)
@@ -103,7 +109,11 @@ def test_the_storm_on_compose(stack):
 
     # Before any blip: GSIs have grown, so the leading indicator fires; no storm, no errors.
     wait_for("the margin alert fires before any blip", lambda: "MetadataMarginLow" in stack.firing(), 240)
-    assert "RetryStorm" not in stack.firing()
+    before = {rule: stack.value(rule) for rule in BEFORE_THE_BLIP}
+    print(f"before any blip: {before}")
+    # A storm with no blip is either a change to the physics or the host's doing (the margin is thin
+    # by design: the validity count says which); the message carries both.
+    assert "RetryStorm" not in stack.firing(), f"a storm before any blip: {before}"
     assert stack.value("stormlab:nodes_disqualified:ratio") == 0
     assert stack.value("stormlab:customer_errors:ratio_rate1m") < 0.01
 
