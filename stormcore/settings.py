@@ -64,6 +64,14 @@ def deployable_policy(name: str) -> str:
     return name
 
 
+def _retry_policy_named(name: str) -> bool:
+    """A retry policy's name the racks (and the lease manager's hosts) can build: one of the lab's,
+    optionally wrapped (``full-jitter+budget``), ``budget``, or a user's spec (``python:FILE:NAME`` …)."""
+    base, _, wrapper = name.partition("+")
+    user = name.startswith(USER_POLICIES) and len(name.partition(":")[2]) > 0
+    return (base in RETRY_POLICIES and wrapper in ("", *RETRY_WRAPPERS)) or name == "budget" or user
+
+
 MAX_CELLS = 16  # metadata-service instances a lab may run
 
 
@@ -205,6 +213,11 @@ class LabSettings:
     lease_queue_limit: int = setting(
         0, "AWS's fix, throttling by queue size: nothing enters a host's queue at this length (0: no limit)", 0, 10_000_000
     )
+    lease_retry_policy: str = setting(
+        "",
+        "what a host does with work that timed out: empty, queued again at once (DWFM); or a retry policy (retry_policy's "
+        "names, FILE.py:NAME, a policy file) whose delay holds it back and whose None drops it (its droplet asks again)",
+    )
     launch_rate: float = setting(20.0, "customers' instance launches a second (each needs a droplet with an active lease)", 0, 100_000)
     # Time dilation: the other settings are this run's (durations divided, rates multiplied by
     # speed); in the environment (to_env/from_env) they travel as the profile's, with the speed.
@@ -220,13 +233,12 @@ class LabSettings:
                 raise SettingsError(f"{f.name} must be between {lo} and {hi}, got {value}")
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 raise SettingsError(f"{f.name} must be one of {', '.join(f.metadata['choices'])}, got {value!r}")
-        base, _, wrapper = self.retry_policy.partition("+")
-        user = self.retry_policy.startswith(USER_POLICIES) and len(self.retry_policy.partition(":")[2]) > 0
-        if (base not in RETRY_POLICIES or wrapper not in ("", *RETRY_WRAPPERS)) and self.retry_policy != "budget" and not user:
-            raise SettingsError(
-                f"retry_policy must be one of {', '.join(RETRY_POLICIES)} (optionally +budget, +adaptive or +breaker), "
-                f"or a policy of your own (FILE.py:NAME, a policy file; `stormlab certify --help`), got {self.retry_policy!r}"
-            )
+        for name, policy in (("retry_policy", self.retry_policy), ("lease_retry_policy", self.lease_retry_policy or "immediate")):
+            if not _retry_policy_named(policy):
+                raise SettingsError(
+                    f"{name} must be one of {', '.join(RETRY_POLICIES)} (optionally +budget, +adaptive or +breaker), "
+                    f"or a policy of your own (FILE.py:NAME, a policy file; `stormlab certify --help`), got {policy!r}"
+                )
         if self.cells > self.racks:
             raise SettingsError(f"cells ({self.cells}) cannot exceed racks ({self.racks}): every cell serves at least one rack")
         if self.big_per_every > self.big_every:

@@ -96,20 +96,34 @@ def setting_flag(group: Any, f: Any, d: LabSettings) -> None:
     )
 
 
+# A retry policy's setting, and the setting its own per-attempt timeout sets: the racks' allowance,
+# or the lease manager's item timeout.
+POLICY_SETTINGS = {"retry_policy": "allowance_s", "lease_retry_policy": "lease_timeout_s"}
+
+
 def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
-    pairs = [p for p in args.set if p.partition("=")[0].strip().replace("-", "_") != "retry_policy"]
-    named = [p.partition("=")[2] for p in args.set if p not in pairs]
-    policy = named[-1] if named else args.retry_policy
-    described = policies.checked(policy) if policy else None  # a policy of the user's: probed apart, under limits (exit 2)
-    spec, timeout = (described.spec, described.attempt_timeout_s) if described else (None, None)
+    given = {name: getattr(args, name, None) for name in POLICY_SETTINGS}
+    pairs = []
+    for pair in args.set:
+        name = pair.partition("=")[0].strip().replace("-", "_")
+        if name in given:
+            given[name] = pair.partition("=")[2]  # the last one said
+        else:
+            pairs.append(pair)
     by_name = {f.name: f for f in fields(LabSettings)}
-    changes: dict[str, Any] = {"retry_policy": spec}
+    changes: dict[str, Any] = {}
     for name in SETTING_FLAGS:
         raw = getattr(args, name, None)
         changes[name] = parse_value(by_name[name], raw) if isinstance(raw, str) else raw
-    if timeout is not None and args.allowance_s is None:  # the policy's own per-attempt timeout is the allowance
-        changes["allowance_s"] = timeout
+    for name, timeout_setting in POLICY_SETTINGS.items():
+        text = given[name]
+        if not text:
+            continue
+        described = policies.checked(text)  # a user's: probed apart, under limits (exit 2)
+        changes[name] = described.spec
+        if described.attempt_timeout_s is not None and getattr(args, timeout_setting, None) is None:
+            changes[timeout_setting] = described.attempt_timeout_s  # the policy's own per-attempt timeout
     return base.replace(**{k: v for k, v in changes.items() if v is not None}).with_text(pairs)
 
 
@@ -283,7 +297,11 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "fuzz": ("fuzz --requests 200 --only metadata,linkproxy",),
     "bench": ("bench --fleets 1000,10000:1000 --page -", "bench --json --page -"),
     "sweep": ("sweep --quick --live 4", "sweep --blip-sizes 2,4 --blip-durations 5s --live 0 --json"),
-    "certify": ("certify --live 0 full-jitter", "certify --quick examples/policies/my_policy.py:CappedJitter"),
+    "certify": (
+        "certify --live 0 full-jitter",
+        "certify --quick examples/policies/my_policy.py:CappedJitter",
+        "certify --profile aws-2025-10 --live 0 full-jitter+breaker",
+    ),
     "mitigations": ("mitigations --only '2015,allowance 2s,full jitter' --speed auto",),
     "sizing": ("sizing --fleets 1000 --nodes 100000 --page -",),
     "completion": ("completion bash", "completion zsh"),

@@ -36,7 +36,7 @@ from metadata_service.vcpu import VirtualCpu
 from services import dependent
 from services.dependent import Switch, fix_gauge
 from services.leases.endpoint import EMPTY, OK, Endpoint, EndpointStorage
-from services.leases.host import CHECK, LAUNCH_OUTCOMES, LAUNCHED, OUTCOMES, Fleet, LeaseHost, Rules
+from services.leases.host import CHECK, LAUNCH_OUTCOMES, LAUNCHED, OUTCOMES, Fleet, hosts_of
 from services.storage import StorageError
 from stormcore.metrics import MetricFactory
 from stormcore.racks import RackUrls
@@ -57,8 +57,7 @@ class LeaseService:
         now = self.now()
         s = settings
         self.fleet = Fleet(s.lease_droplets, s.lease_hosts)
-        rules = Rules.of(s)
-        self.hosts = [LeaseHost(h, share, rules, now, now + s.lease_ttl_s) for h, share in enumerate(self.fleet.shares)]
+        self.hosts = hosts_of(s, now, now + s.lease_ttl_s, strict=False)
         self.cpus = [CpuScheduler(VirtualCpu(s.lease_host_cores, now), "cancel") for _ in self.hosts]
         self.wake = [asyncio.Event() for _ in self.hosts]
         self.busy = [0 for _ in self.hosts]
@@ -173,6 +172,7 @@ class LeaseService:
             now = self.now()
             for index, host in enumerate(self.hosts):
                 before = host.counts.throttled
+                host.release(now)
                 for droplet in host.due(since, now):
                     host.ask(droplet, now)
                 self.throttled.inc(host.counts.throttled - before)

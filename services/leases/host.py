@@ -22,6 +22,13 @@ What gets out (the operators' moves of 2025, and AWS's fixes after it):
 - **queue limit** (``queue_limit``, AWS's fix: throttling by queue size): nothing enters a queue
   that holds this many.
 - **restart**: the host's queue and the work in flight are dropped; the leases it holds stay.
+- **a retry policy** (``retry``, the racks' protocol, storage_node/retry.py; ``stormlab certify
+  --profile aws-2025-10`` measures one): asked after each timeout, its delay holds the item back
+  before it is queued again (still the droplet's one item), its ``None`` drops it (the droplet asks
+  again at its next moment); ``record`` hears every finished item's outcome, and while ``admits``
+  says no (an open breaker) no new lease work enters the queue, as the throttle refuses it
+  (``sent``/``finished`` are not called: a host's work in flight is its queue). Without one,
+  DWFM: queued again at once.
 
 Time is passed in; nothing here sleeps or reads a clock (the reference model replays it in
 virtual time, the live service in the event loop's).
@@ -31,10 +38,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import heapq
 import itertools
+import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from storage_node.renewal import named_policy
+from storage_node.retry import Miss, RetryPolicy
 from stormcore.settings import LabSettings
 
 CHECK, ESTABLISH = "check", "establish"
@@ -91,6 +102,8 @@ class Item:
     queued_at: float
     id: int = 0
     tries: int = 1
+    first_at: float = 0.0  # when the droplet's ask first queued it
+    last_delay_s: float = 0.0  # the retry policy's delay before this try (0: none)
 
 
 @dataclass
@@ -116,7 +129,7 @@ class Counts:
     checked: int = 0
     lapsed: int = 0
     timed_out: int = 0
-    dropped: int = 0  # timed out and refused a place in the queue again
+    dropped: int = 0  # timed out and refused a place in the queue again (or given up by the retry policy)
     db_failed: int = 0
     restarted: int = 0  # in the queue or in flight when the host restarted
     throttled: int = 0  # asks refused by the throttle or the queue limit
@@ -124,9 +137,20 @@ class Counts:
 
 
 class LeaseHost:
-    def __init__(self, index: int, droplets: list[int], rules: Rules, now: float = 0.0, leased_until: float | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        droplets: list[int],
+        rules: Rules,
+        now: float = 0.0,
+        leased_until: float | None = None,
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self.index, self.droplets, self.rules = index, droplets, rules
+        self.retry, self.rng = retry, rng or random.Random(index)
         self.queue: deque[Item] = deque()
+        self.held: list[tuple[float, int, Item]] = []  # timed-out items the retry policy holds back: (until, id, item)
         self.pending: set[int] = set()  # droplets with an item queued or in flight
         self.expiry: dict[int, float] = {} if leased_until is None else dict.fromkeys(droplets, leased_until)
         self.generation = 0  # a restart begins a new one: work from before it is dropped
@@ -160,6 +184,8 @@ class LeaseHost:
             return True  # a lease held is kept: its check is not new work
         if self.rules.queue_limit and len(self.queue) >= self.rules.queue_limit:
             return False
+        if self.retry is not None and not self.retry.admits(now):
+            return False  # an open breaker: no new lease work while it is open
         return self._bucket is None or self._bucket.take(now)
 
     # -- the droplets' asks ----------------------------------------------------------------
@@ -179,9 +205,27 @@ class LeaseHost:
         if not self._admit(kind, now):
             self.counts.throttled += 1
             return THROTTLED
-        self.queue.append(Item(droplet, kind, now, next(self._ids)))
+        self.queue.append(Item(droplet, kind, now, next(self._ids), first_at=now))
         self.pending.add(droplet)
         return QUEUED
+
+    def release(self, now: float) -> int:
+        """The held-back items whose delay is over go to the back of the queue (through the
+        throttle and the queue limit, as any new work; refused, they are dropped). How many went."""
+        went = 0
+        while self.held and self.held[0][0] <= now:
+            _, _, item = heapq.heappop(self.held)
+            if self._admit(item.kind, now):
+                self.queue.append(dataclasses.replace(item, queued_at=now))
+                went += 1
+            else:
+                self._drop(item)
+        return went
+
+    def _drop(self, item: Item) -> str:
+        self.pending.discard(item.droplet)
+        self.counts.dropped += 1
+        return DROPPED
 
     def launch(self, droplet: int, now: float) -> str:
         """A customer's launch placed on ``droplet``: it needs the droplet's lease, and a place
@@ -201,18 +245,17 @@ class LeaseHost:
             return RESTARTED  # counted when the host restarted
         cost = self.rules.cost(item.kind)
         if not db_ok:
+            if self.retry is not None:
+                self.retry.record(False, now)
             self.pending.discard(item.droplet)
             self.counts.db_failed += 1
             return DB_FAILED
         if now - item.queued_at > self.rules.timeout_s:
             self.counts.timed_out += 1
             self.counts.wasted_s += cost
-            if self._admit(item.kind, now):
-                self.queue.append(Item(item.droplet, item.kind, now, item.id, item.tries + 1))
-                return TIMED_OUT
-            self.pending.discard(item.droplet)
-            self.counts.dropped += 1
-            return DROPPED
+            return self._again(item, now)
+        if self.retry is not None:
+            self.retry.record(True, now)
         self.pending.discard(item.droplet)
         if item.kind == CHECK and not self.leased(item.droplet, now):
             self.counts.lapsed += 1  # it ran out while the check waited: the droplet asks for a lease
@@ -224,11 +267,31 @@ class LeaseHost:
         self.counts.established += 1
         return ESTABLISHED
 
+    def _again(self, item: Item, now: float) -> str:
+        """A timed-out item: queued again at once (DWFM), or as its retry policy says."""
+        delay: float | None = 0.0
+        if self.retry is not None:
+            self.retry.record(False, now)
+            miss = Miss(item.tries, "timeout", now - item.first_at, item.last_delay_s, ("timeout",) * item.tries)
+            delay = self.retry.next_delay(miss, self.rng)
+        if delay is None:
+            return self._drop(item)
+        again = Item(item.droplet, item.kind, now, item.id, item.tries + 1, item.first_at, delay)
+        if delay > 0:
+            heapq.heappush(self.held, (now + delay, again.id, again))
+            return TIMED_OUT
+        if self._admit(item.kind, now):
+            self.queue.append(again)
+            return TIMED_OUT
+        return self._drop(item)
+
     def restart(self, in_flight: int) -> None:
-        """The host restarts: its queue and the ``in_flight`` items its workers were on are gone."""
-        self.counts.restarted += len(self.queue) + in_flight
+        """The host restarts: its queue, the items it held back and the ``in_flight`` items its
+        workers were on are gone."""
+        self.counts.restarted += len(self.queue) + len(self.held) + in_flight
         self.generation += 1
         self.queue.clear()
+        self.held.clear()
         self.pending.clear()
 
 
@@ -245,3 +308,22 @@ class Fleet:
 
     def host_of(self, droplet: int) -> int:
         return droplet % self.hosts
+
+
+def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: bool = True) -> list[LeaseHost]:
+    """The manager's hosts for settings ``s`` (at their speed), each with its share of the fleet
+    and its own retry policy and generator (a budget's or a breaker's scope is the host). A user's
+    policy that breaks its promise raises (``strict``: the model) or gives that retry up (live)."""
+    rules, shares = Rules.of(s), Fleet(s.lease_droplets, s.lease_hosts).shares
+    return [
+        LeaseHost(
+            h,
+            share,
+            rules,
+            now,
+            leased_until,
+            named_policy(s.lease_retry_policy, s, strict) if s.lease_retry_policy else None,
+            random.Random(f"{s.seed}/lease-retry/{h}"),
+        )
+        for h, share in enumerate(shares)
+    ]

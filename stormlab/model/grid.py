@@ -235,6 +235,21 @@ def agreement(sample: Sequence[Point], model: dict[str, Verdict], live: dict[str
     }
 
 
+def pooled_agreement(certificates: Sequence[dict[str, Any]], link: str | None) -> dict[str, Any]:
+    """Every policy's live agreement (each ``agreement``'s) pooled, as a certificate says it at its
+    top: the live points judged, how many agree, and which did not or ran INVALID."""
+    each = [(c["policy"], c["live"]["agreement"]) for c in certificates if "live" in c]
+    points, agree = sum(a["points"] for _, a in each), sum(a["agree"] for _, a in each)
+    return {
+        "link": link if each else None,
+        "points": points,
+        "agree": agree,
+        "ratio": agree / points if points else None,
+        "disagree": [f"{policy} {key}" for policy, a in each for key in a["disagree"]],
+        "invalid": [f"{policy} {key}" for policy, a in each for key in a["invalid"]],
+    }
+
+
 def _apart(p: Point, model: dict[str, Verdict], live: dict[str, Verdict]) -> str:
     return f"{p.key} (model {model[p.key].end_error:.0%}, live {live[p.key].end_error:.0%})"
 

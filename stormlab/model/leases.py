@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from metadata_service.vcpu import VirtualCpu
-from services.leases.host import DROPPED, ESTABLISHED, LAUNCHED, TIMED_OUT, Fleet, Item, LeaseHost, Rules
+from services.leases.host import DROPPED, ESTABLISHED, LAUNCHED, TIMED_OUT, Fleet, Item, LeaseHost, hosts_of
 from stormcore.settings import LabSettings
 
 STEP_S = 0.1  # the asks and the launches are dealt out per step; the CPU's finishes are exact
@@ -122,10 +122,7 @@ def simulate(settings: LabSettings, moves: Sequence[Move], duration_s: float, wi
     """The profile (at speed 1) for ``duration_s``, every lease held at the start."""
     s = settings.profile_time()
     fleet = Fleet(s.lease_droplets, s.lease_hosts)
-    hosts = [
-        _Host(LeaseHost(h, share, Rules.of(s), 0.0, s.lease_ttl_s), s.lease_host_cores, s.lease_workers)
-        for h, share in enumerate(fleet.shares)
-    ]
+    hosts = [_Host(host, s.lease_host_cores, s.lease_workers) for host in hosts_of(s, 0.0, s.lease_ttl_s)]
     rng = random.Random(f"{s.seed}/launches")
     pending = sorted(moves, key=lambda m: m.at_s)
     run = Run(droplets=s.lease_droplets, window_s=window_s)
@@ -137,6 +134,7 @@ def simulate(settings: LabSettings, moves: Sequence[Move], duration_s: float, wi
             db_up = _apply(pending.pop(0), hosts, db_up, now)
         for h in hosts:
             h.run_to(end, db_up, window)
+            h.host.release(end)
             for droplet in h.host.due(now, end):
                 h.host.ask(droplet, end)
             h.fill(end, db_up)
@@ -173,7 +171,14 @@ def _apply(move: Move, hosts: list[_Host], db_up: bool, now: float) -> bool:
 # The account's trigger, in the profile's time: the endpoint breaks at 60 s and is repaired at
 # 360 s, long past a lease's 60 s (every lease has lapsed), and then one watches.
 BREAK_S, REPAIR_S = 60.0, 360.0
-OUTAGE = (Move(BREAK_S, endpoint=False), Move(REPAIR_S, endpoint=True))
+
+
+def outage(outage_s: float) -> tuple[Move, Move]:
+    """The endpoint's record empty for ``outage_s`` from BREAK_S on."""
+    return (Move(BREAK_S, endpoint=False), Move(BREAK_S + outage_s, endpoint=True))
+
+
+OUTAGE = outage(REPAIR_S - BREAK_S)
 
 
 def recovers(settings: LabSettings, watch_s: float = 300.0) -> bool:

@@ -22,6 +22,11 @@ prints one summary line per policy. Exit code: 0 when every policy certified hol
 trigger and every smaller one; 1 when one is stuck at one of them (the references are not
 counted); 2 when a policy cannot run (not found, not meeting the protocol, raising, answering
 nonsense, or a configuration an adapter cannot map). The same seed gives the same verdicts.
+
+``--profile aws-2025-10`` certifies the policy as what a lease manager host does with work that
+timed out, against the October 2025 collapse instead (stormlab/runs/certify_leases.py): the
+same policies, exit codes and files, its own suite (the fleet's size x how long the endpoint's
+record is empty).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +50,16 @@ from storage_node.policies import limits
 from stormcore.commandline import deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import LabSettings
+from stormcore.settings import LabSettings, profile
 from stormlab.artefacts import certificate_map
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model import certificate as cert
-from stormlab.model.grid import POINT_2015, Point, agreement
+from stormlab.model import lease_certificate as lc
+from stormlab.model.grid import POINT_2015, Point, agreement, pooled_agreement
+from stormlab.runs import certify_leases
 from stormlab.runs.sweep import LINKS, QUICK, commit, judge_live, live_link, live_path, run_live
 
+PROFILES = ("dynamodb-2015", "aws-2025-10")  # the storms a policy can be certified against
 AGREE = 0.9  # the live points should agree with the model on this share of verdicts
 MODEL_LIMITS = (limits.CALL_LIMIT_S, 2 * limits.MEMORY_BYTES)  # a model worker's: the model itself grows too
 
@@ -83,6 +91,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the lab may (default auto); live results are kept per mechanism and the certificate says which",
     )
     deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
+    p.add_argument(
+        "--profile",
+        default="dynamodb-2015",
+        help="the storm: dynamodb-2015 (a rack's renewal retries, default) or aws-2025-10 (what a lease manager host does with "
+        "work that timed out; its own suite: 1,000-5,000 droplets x the record empty 30 s-5 min; live points at speed 4)",
+    )
     p.add_argument("--seed", type=int, default=2015, help="the seed of the fleet, the policies' jitter and the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests') instead of 1,000 nodes")
     p.add_argument("--no-references", action="store_true", help="leave out the two references (immediate retries, full jitter)")
@@ -96,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
     speed = parse_speed(args.speed)
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
+    if args.profile not in PROFILES:
+        raise UsageError(f"--profile: certify knows the storms of {' and '.join(PROFILES)}, not {args.profile!r}")
+    if args.profile == "aws-2025-10":
+        return run_leases(args, speed)
     base = LabSettings(seed=args.seed, link_cut=args.link, **(QUICK if args.quick else {}))
     if args.live:
         base = live_link(base)  # refused now where the kernel's links were asked for and cannot be had
@@ -132,35 +150,79 @@ def run(args: argparse.Namespace) -> int:
     return cert.exit_code([c for c in doc["certificates"] if not c["reference"]])
 
 
-def _candidate(text: str, base: LabSettings, reference: bool = False) -> dict[str, Any]:
+def run_leases(args: argparse.Namespace, speed: float | None) -> int:
+    """certify --profile aws-2025-10: the policies as the lease manager's, against its collapse."""
+    if args.quick:
+        raise UsageError("--quick is the 2015 fleet's: the aws-2025-10 suite sets each point's fleet itself")
+    base = profile("aws-2025-10").replace(seed=args.seed)
+    mine = [_candidate(text, base, story=LEASES) for text in args.policies]
+    given = {c["spec"] for c in mine}
+    refs = [] if args.no_references else [_candidate(n, base, True, LEASES) for n in lc.REFERENCES if n not in given]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    points = lc.suite()
+    count = f"{len(mine)} {'policy' if len(mine) == 1 else 'policies'} and {len(refs)} references"
+    _say(f"certify --profile aws-2025-10: {count}, {len(points)} points each in the model")
+    readings = run_model([*mine, *refs], points, args.jobs, _say, lc.judge)
+    live_speed = certify_leases.speed_of(args, speed)
+    live = {}
+    if args.live:
+        for c in [*mine, *refs]:
+            live[c["label"]] = certify_leases.certify_live(c, points, readings[c["label"]], args.live, args.seed, live_speed, out, _say)
+    doc = certify_leases.document([*mine, *refs], points, readings, live, base, args.seed, out)
+    (out / "certificate.json").write_text(json.dumps(doc, indent=1))
+    (out / "certificate.html").write_text(certify_leases.page(doc))
+    print(json.dumps(doc, indent=1) if args.json else "\n".join(certify_leases.summary(doc, out)))
+    return cert.exit_code([c for c in doc["certificates"] if not c["reference"]])
+
+
+@dataclass(frozen=True)
+class Story:
+    """Where certify puts a policy: the setting it goes in, the one its own attempt timeout sets,
+    and the references' labels."""
+
+    policy: str
+    timeout: str
+    references: dict[str, str]
+
+
+RENEWALS = Story("retry_policy", "allowance_s", cert.REFERENCES)  # 2015: a rack's renewal retries
+LEASES = Story("lease_retry_policy", "lease_timeout_s", lc.REFERENCES)  # 2025: a lease manager host's timed-out work
+
+
+def _candidate(text: str, base: LabSettings, reference: bool = False, story: Story = RENEWALS) -> dict[str, Any]:
     """A policy as the certificate runs it: its spec (loaded and probed: PolicyError, exit 2, if it
-    cannot run), its settings (its own attempt timeout as the allowance), its label and a key for
-    its live runs on disk (the spec and its file's bytes: an edited policy runs again)."""
+    cannot run), its settings (its own attempt timeout as the allowance, or the item timeout), its
+    label and a key for its live runs on disk (the spec and its file's bytes: an edited policy runs again)."""
     described = policies.checked(text)  # loaded and probed in a child under limits: its code never runs in this process
     spec = described.spec
-    settings = base.replace(retry_policy=spec)
+    settings = base.replace(**{story.policy: spec})
     label, kind, maps, content = spec, "the lab's", described.maps, spec.encode()
     if policies.is_spec(spec):
         label, kind = described.label, described.kind
         if described.attempt_timeout_s is not None:
-            settings = settings.replace(allowance_s=described.attempt_timeout_s)
+            settings = settings.replace(**{story.timeout: described.attempt_timeout_s})
         source = policies.source_file(spec)
         content += source.read_bytes() if source is not None else b""
     if reference:
-        label = cert.REFERENCES[spec]
+        label = story.references[spec]
     key = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] + "-" + hashlib.sha1(content).hexdigest()[:8]
     return {"spec": spec, "label": label, "kind": kind, "maps": list(maps), "settings": settings, "reference": reference, "key": key}
 
 
 def run_model(
-    candidates: Sequence[dict[str, Any]], points: Sequence[Point], jobs: int, say: Callable[[str], None]
-) -> dict[str, dict[str, cert.Reading]]:
-    """Every policy's points in the reference model, on ``jobs`` processes."""
-    out: dict[str, dict[str, cert.Reading]] = {c["label"]: {} for c in candidates}
+    candidates: Sequence[dict[str, Any]],
+    points: Sequence[Any],
+    jobs: int,
+    say: Callable[[str], None],
+    judge: Callable[[LabSettings, Any], Any] = cert.judge,
+) -> dict[str, dict[str, Any]]:
+    """Every policy's points in the reference model (``judge``: the story's), on ``jobs`` processes."""
+    out: dict[str, dict[str, Any]] = {c["label"]: {} for c in candidates}
     started, total, n, last_said = time.monotonic(), len(candidates) * len(points), 0, 0.0
     # The workers run the users' code: each call within its time, the worker within its memory.
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=limits.impose, initargs=MODEL_LIMITS) as pool:
-        futures = {pool.submit(cert.judge, c["settings"], p): (c["label"], p) for c in candidates for p in points}
+        futures = {pool.submit(judge, c["settings"], p): (c["label"], p) for c in candidates for p in points}
         for future in concurrent.futures.as_completed(futures):
             label, point = futures[future]
             try:
@@ -218,8 +280,6 @@ def document(
         if c["label"] in live:
             one["live"] = live[c["label"]]
         certs.append(one)
-    each = [(c["policy"], c["live"]["agreement"]) for c in certs if "live" in c]  # grid.agreement's, per policy
-    points, agree = sum(a["points"] for _, a in each), sum(a["agree"] for _, a in each)
     return {
         "fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes",
         "seed": seed,
@@ -232,14 +292,7 @@ def document(
         },
         "holds_means": "recovered at the 2015 trigger (3 racks x 5 s, 2 GSIs, at each of 8 moments) and at every smaller trigger",
         "certificates": certs,
-        "live_agreement": {
-            "link": base.link_cut if each else None,
-            "points": points,
-            "agree": agree,
-            "ratio": agree / points if points else None,
-            "disagree": [f"{policy} {key}" for policy, a in each for key in a["disagree"]],
-            "invalid": [f"{policy} {key}" for policy, a in each for key in a["invalid"]],
-        },
+        "live_agreement": pooled_agreement(certs, base.link_cut),
     }
 
 

@@ -99,7 +99,7 @@ def settings() -> dict[str, Any]:
     for f in fields(LabSettings):
         kind = SWITCH if f.type in ("bool", bool) else DURATION if f.name.endswith("_s") else NUMBER if f.type != "str" else TEXT
         default = getattr(base, f.name)
-        props[f.name] = {**kind, "description": f"{f.metadata['doc']} (2015 profile: {default})"}
+        props[f.name] = {**kind, "description": f"{f.metadata['doc']} (2015 profile: {default if default != '' else 'empty'})"}
         if "choices" in f.metadata:
             props[f.name] = {"enum": list(f.metadata["choices"]), "description": f.metadata["doc"]}
         elif f.name == "retry_policy":
