@@ -72,6 +72,10 @@ def _retry_policy_named(name: str) -> bool:
     return (base in RETRY_POLICIES and wrapper in ("", *RETRY_WRAPPERS)) or name == "budget" or user
 
 
+# A retry policy's setting, and the one its own per-attempt timeout sets: the racks' allowance, or
+# the lease manager's item timeout (the command line and certify read it).
+POLICY_TIMEOUTS = {"retry_policy": "allowance_s", "lease_retry_policy": "lease_timeout_s"}
+
 MAX_CELLS = 16  # metadata-service instances a lab may run
 
 

@@ -21,7 +21,7 @@ from stormcore import commandline, roster
 from stormcore.commandline import Parser, deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import DEFAULT_PROFILE, SET_HELP, LabSettings, flag_of, parse_value, profile, shown_default
+from stormcore.settings import DEFAULT_PROFILE, POLICY_TIMEOUTS, SET_HELP, LabSettings, flag_of, parse_value, profile, shown_default
 from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.speed import first_guess, parse_speed
@@ -96,14 +96,9 @@ def setting_flag(group: Any, f: Any, d: LabSettings) -> None:
     )
 
 
-# A retry policy's setting, and the setting its own per-attempt timeout sets: the racks' allowance,
-# or the lease manager's item timeout.
-POLICY_SETTINGS = {"retry_policy": "allowance_s", "lease_retry_policy": "lease_timeout_s"}
-
-
 def settings_from(args: argparse.Namespace) -> LabSettings:
     base = profile(args.profile)
-    given = {name: getattr(args, name, None) for name in POLICY_SETTINGS}
+    given = {name: getattr(args, name, None) for name in POLICY_TIMEOUTS}
     pairs = []
     for pair in args.set:
         name = pair.partition("=")[0].strip().replace("-", "_")
@@ -116,7 +111,7 @@ def settings_from(args: argparse.Namespace) -> LabSettings:
     for name in SETTING_FLAGS:
         raw = getattr(args, name, None)
         changes[name] = parse_value(by_name[name], raw) if isinstance(raw, str) else raw
-    for name, timeout_setting in POLICY_SETTINGS.items():
+    for name, timeout_setting in POLICY_TIMEOUTS.items():
         text = given[name]
         if not text:
             continue

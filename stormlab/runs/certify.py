@@ -50,7 +50,7 @@ from storage_node.policies import limits
 from stormcore.commandline import deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import LabSettings, profile
+from stormcore.settings import POLICY_TIMEOUTS, LabSettings, profile
 from stormlab.artefacts import certificate_map
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model import certificate as cert
@@ -178,16 +178,15 @@ def run_leases(args: argparse.Namespace, speed: float | None) -> int:
 
 @dataclass(frozen=True)
 class Story:
-    """Where certify puts a policy: the setting it goes in, the one its own attempt timeout sets,
-    and the references' labels."""
+    """Where certify puts a policy (the setting it goes in; its own attempt timeout sets
+    POLICY_TIMEOUTS' of it), and the references' labels."""
 
     policy: str
-    timeout: str
     references: dict[str, str]
 
 
-RENEWALS = Story("retry_policy", "allowance_s", cert.REFERENCES)  # 2015: a rack's renewal retries
-LEASES = Story("lease_retry_policy", "lease_timeout_s", lc.REFERENCES)  # 2025: a lease manager host's timed-out work
+RENEWALS = Story("retry_policy", cert.REFERENCES)  # 2015: a rack's renewal retries
+LEASES = Story("lease_retry_policy", lc.REFERENCES)  # 2025: a lease manager host's timed-out work
 
 
 def _candidate(text: str, base: LabSettings, reference: bool = False, story: Story = RENEWALS) -> dict[str, Any]:
@@ -201,7 +200,7 @@ def _candidate(text: str, base: LabSettings, reference: bool = False, story: Sto
     if policies.is_spec(spec):
         label, kind = described.label, described.kind
         if described.attempt_timeout_s is not None:
-            settings = settings.replace(**{story.timeout: described.attempt_timeout_s})
+            settings = settings.replace(**{POLICY_TIMEOUTS[story.policy]: described.attempt_timeout_s})
         source = policies.source_file(spec)
         content += source.read_bytes() if source is not None else b""
     if reference:
