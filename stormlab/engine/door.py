@@ -42,6 +42,8 @@ from stormlab.engine.ports import HOST
 UNSHARE = ("unshare", "--user", "--map-root-user", "--net", "--")
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 HIGH_WATER = 256 * 1024  # bytes a side holds unwritten before the other side stops reading
+CONNECT_S = 5.0  # an inside that takes longer to accept (a frozen or swamped lab process) is a refusal
+MAX_WAITING = 256  # outside connections whose inside connection is not yet made; past it, new ones are closed
 
 
 def unshare_argv() -> list[str] | None:
@@ -100,7 +102,7 @@ class Side(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.peer: Side | None = None
-        self.pending: list[bytes] = []  # read before the other end was connected
+        self.early: bytes = b""  # one read before the other end was joined (then reading pauses)
         self.eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -110,17 +112,20 @@ class Side(asyncio.Protocol):
     def join(self, peer: Side) -> None:
         self.peer = peer
         if peer.transport is not None:
-            for data in self.pending:
-                peer.transport.write(data)
+            if self.early:
+                peer.transport.write(self.early)
             if self.eof and peer.transport.can_write_eof():
                 peer.transport.write_eof()
-        self.pending.clear()
+        self.early = b""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.peer is not None and self.peer.transport is not None:
             self.peer.transport.write(data)
-        else:
-            self.pending.append(data)
+        elif self.transport is not None:  # the other end is not joined yet: hold this one read, read no more
+            self.early += data
+            self.transport.pause_reading()
 
     def eof_received(self) -> bool:
         self.eof = True
@@ -146,26 +151,44 @@ class Side(asyncio.Protocol):
             self.peer.transport.resume_reading()
 
 
+class Waiting:
+    """The outside connections whose inside connection is still being made (shared by a door's ports)."""
+
+    def __init__(self, limit: int = MAX_WAITING) -> None:
+        self.limit, self.now = limit, 0
+
+
 class Outside(Side):
     """A connection made to a lab port on the host's loopback: passed on to ``target`` (the same
-    port, inside)."""
+    port, inside). Nothing is read from it until the inside connection is made, so the door holds
+    no byte of it meanwhile (the kernel's socket buffer does, and then the sender waits); an inside
+    that does not accept within ``CONNECT_S``, or more than ``waiting.limit`` connections waiting at
+    once, closes it as a refusal would."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], waiting: Waiting | None = None) -> None:
         super().__init__()
-        self.target = target
+        self.target, self.waiting = target, waiting or Waiting()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        assert self.transport is not None
+        if self.waiting.now >= self.waiting.limit:
+            self.transport.abort()
+            return
+        self.transport.pause_reading()  # flow control from the first byte
+        self.waiting.now += 1
         asyncio.get_running_loop().create_task(self._pass_on())
 
     async def _pass_on(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, inside = await loop.create_connection(Side, *self.target)
-        except OSError:  # nothing listening inside yet (starting) or any more: as a refused connection
+            _, inside = await asyncio.wait_for(loop.create_connection(Side, *self.target), CONNECT_S)
+        except (TimeoutError, OSError):  # nothing listening inside (starting, gone) or not accepting: refused
             if self.transport is not None:
                 self.transport.abort()
             return
+        finally:
+            self.waiting.now -= 1
         if self.transport is None or self.transport.is_closing():  # the outside went while we connected
             if inside.transport is not None:
                 inside.transport.close()
@@ -184,8 +207,9 @@ async def serve(fds: dict[int, int], argv: Sequence[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop)
+    waiting = Waiting()
     for port, fd in fds.items():
-        await loop.create_server(partial(Outside, (HOST, port)), sock=socket.socket(fileno=fd))
+        await loop.create_server(partial(Outside, (HOST, port), waiting), sock=socket.socket(fileno=fd))
     return await child.wait()
 
 

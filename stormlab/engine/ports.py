@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -115,12 +116,32 @@ def _free_ports(n: int) -> list[int]:
 
 def claims_dir() -> Path | None:
     """Where processes of this user claim the free ports they hand out (made on first use, 0700);
-    None where it cannot be made (a read-only temp directory): then this process's promises only."""
+    None where it cannot be made (a read-only temp directory): then this process's promises only.
+
+    The temp directory is shared with every local user, who could make this name first: as a
+    symlink (the claims forgotten would then be files wherever it points) or as a folder anyone may
+    write (its claims stop every lab that picks free ports). A name that is not a folder of this
+    user's that only this user can write is refused, never used."""
     path = Path(tempfile.gettempdir()) / f"stormlab-ports-{os.getuid()}"
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
     except OSError:
         return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:  # a symlink (ELOOP), or not a folder (ENOTDIR)
+        raise LabError(f"{path} is not a folder of this user's ({e.strerror}): remove it, then start the lab again") from None
+    try:
+        found = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise LabError(
+            f"{path} belongs to uid {found.st_uid} with mode {found.st_mode & 0o777:o}: free ports are claimed only in a folder "
+            f"of this user's (uid {os.getuid()}) that no one else can open; remove it, then start the lab again"
+        )
     return path
 
 
@@ -144,7 +165,8 @@ def _forget_old_claims(claims: Path | None) -> None:
     old = time.time() - CLAIM_S
     for path in claims.iterdir():
         try:
-            if path.stat().st_mtime < old:
+            found = path.lstat()  # a claim is a file this process made: nothing here is followed
+            if path.name.isdecimal() and stat.S_ISREG(found.st_mode) and found.st_mtime < old:
                 path.unlink()
         except OSError:  # another process forgot it first
             continue

@@ -83,3 +83,63 @@ def test_free_ports_leave_alone_the_ports_a_labs_rules_in_the_kernel_name(tmp_pa
     monkeypatch.setattr(ports_module, "port_free", lambda port: True)
     monkeypatch.setattr(ports_module, "ports_in_kernel", lambda: {20_001, 20_003})
     assert ports_module._free_ports(4) == [20_000, 20_002, 20_004, 20_005]
+
+
+def _temp_of_its_own(tmp_path, monkeypatch):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(ports_module.tempfile, "tempdir", str(shared))
+    return shared / f"stormlab-ports-{os.getuid()}"
+
+
+def test_a_claim_folder_planted_as_a_symlink_is_refused_and_nothing_where_it_points_is_touched(tmp_path, monkeypatch):
+    """Another local user could make the name first, pointing at a folder of the victim's: a lab's
+    start would then delete every file older than five minutes there."""
+    planted = _temp_of_its_own(tmp_path, monkeypatch)
+    victim = tmp_path / "papers"
+    victim.mkdir()
+    (victim / "thesis.tex").touch()
+    old = time.time() - ports_module.CLAIM_S - 1
+    os.utime(victim / "thesis.tex", (old, old))
+    planted.symlink_to(victim)
+    with pytest.raises(LabError, match="not a folder of this user's"):
+        ports_module._free_ports(1)
+    assert (victim / "thesis.tex").exists()
+
+
+def test_a_claim_folder_anyone_may_write_is_refused_with_a_message(tmp_path, monkeypatch):
+    """A world-writable folder full of fresh claims would stop every lab that picks free ports."""
+    planted = _temp_of_its_own(tmp_path, monkeypatch)
+    planted.mkdir()
+    planted.chmod(0o777)
+    for port in range(10_000, 10_050):
+        (planted / str(port)).touch()
+    with pytest.raises(LabError, match="no one else can open; remove it"):
+        ports_module._free_ports(1)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
+def test_a_claim_folder_another_user_owns_is_refused(tmp_path, monkeypatch):
+    planted = _temp_of_its_own(tmp_path, monkeypatch)
+    planted.mkdir(mode=0o700)
+    os.chown(planted, 65534, 65534)
+    with pytest.raises(LabError, match="belongs to uid 65534"):
+        ports_module._free_ports(1)
+
+
+def test_the_claim_folder_is_made_private_and_used(tmp_path, monkeypatch):
+    made = _temp_of_its_own(tmp_path, monkeypatch)
+    monkeypatch.setattr(ports_module, "_HANDED_OUT", set())
+    [port] = ports_module._free_ports(1)
+    assert made.stat().st_mode & 0o777 == 0o700 and [p.name for p in made.iterdir()] == [str(port)]
+
+
+def test_forgetting_old_claims_touches_only_claim_files(tmp_path):
+    old = time.time() - ports_module.CLAIM_S - 1
+    (tmp_path / "notes").touch()
+    (tmp_path / "20000").symlink_to(tmp_path / "notes")
+    (tmp_path / "20001").touch()
+    for name in ("notes", "20001"):
+        os.utime(tmp_path / name, (old, old))
+    ports_module._forget_old_claims(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["20000", "notes"]
