@@ -11,7 +11,16 @@ import yaml
 
 from chaos import catalog
 from stormcore.documents import compose_yaml, finite
-from stormcore.settings import LabSettings, SettingsError, parse_bool, parse_duration, parse_value, profile
+from stormcore.settings import (
+    POLICY_TIMEOUTS,
+    USER_POLICIES,
+    LabSettings,
+    SettingsError,
+    parse_bool,
+    parse_duration,
+    parse_value,
+    profile,
+)
 from stormlab.engine.reading import PROBES
 from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.monitoring import MONITORING
@@ -35,6 +44,13 @@ TOP_KEYS = (
     "compare",
     "injects",
     "monitoring",
+)
+# A scenario is handed to every team's lab (a room's, a game day's): whoever wrote it is not the
+# person whose lab runs it, so it names the lab's own retry policies, never code to load.
+OWN_POLICIES_ONLY = (
+    "a scenario names the lab's own retry policies (immediate, exponential, full-jitter, decorrelated-jitter, optionally "
+    "+budget, +adaptive or +breaker), not a file or an entry point: a policy of your own runs from your own command "
+    "line (stormlab up --retry-policy FILE, stormlab certify FILE), checked and under limits"
 )
 NUMERIC_KEYS = {a.key for f in catalog.FAULTS.values() for a in f.args if a.kind in (catalog.NUMBER, catalog.INTEGER)} | {"pick"}
 
@@ -209,6 +225,8 @@ class _Reader:
                 values[key] = parse_value(f, self.text(value, f"settings.{key}"))
             except SettingsError as exc:
                 raise self.fail(value, f"settings.{key}", str(exc).removeprefix(f"{key}: ")) from None
+            if key in POLICY_TIMEOUTS and values[key].startswith(USER_POLICIES):
+                raise self.fail(value, f"settings.{key}", OWN_POLICIES_ONLY)
         try:
             return base.replace(**values)
         except SettingsError as exc:

@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from stormcore.settings import PROFILES, RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
+from stormcore.settings import POLICY_TIMEOUTS, PROFILES, RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.engine.reading import PROBES
 from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.monitoring import MONITORING
@@ -102,9 +102,10 @@ def settings() -> dict[str, Any]:
         props[f.name] = {**kind, "description": f"{f.metadata['doc']} (2015 profile: {default if default != '' else 'empty'})"}
         if "choices" in f.metadata:
             props[f.name] = {"enum": list(f.metadata["choices"]), "description": f.metadata["doc"]}
-        elif f.name == "retry_policy":
-            pattern = f"^({'|'.join(RETRY_POLICIES)})(\\+({'|'.join(RETRY_WRAPPERS)}))?$"
-            props[f.name] = {"type": "string", "pattern": pattern, "description": f.metadata["doc"]}
+        elif f.name in POLICY_TIMEOUTS:  # the lab's own policies only: a scenario hands no code to a lab (the reader's OWN_POLICIES_ONLY)
+            pattern = f"^({'|'.join(RETRY_POLICIES)})(\\+({'|'.join(RETRY_WRAPPERS)}))?${'|^$' if default == '' else ''}"
+            own = "the lab's own retry policies only (a policy of your own runs from your own command line)"
+            props[f.name] = {"type": "string", "pattern": pattern, "description": f"{f.metadata['doc']}; in a scenario, {own}"}
         elif "min" in f.metadata and kind is NUMBER:  # a plain number's range (a duration's is the reader's)
             bounded = {
                 "type": "integer" if f.type in ("int", int) else "number",

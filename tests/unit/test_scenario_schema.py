@@ -11,6 +11,7 @@ import yaml
 
 from stormlab.cli import main
 from stormlab.scenarios import schema
+from stormlab.scenarios.reader import load
 from tests.unit.test_scenario import GOOD, SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +65,30 @@ def test_a_good_file_is_valid_for_both():
     assert VALIDATOR.is_valid(yaml.safe_load(GOOD))
     text = GOOD + "stop_when: [{probe: customer_error_ratio, above: 0.9, for: 1m}]\nsteady_state_within: 30s\n"
     assert VALIDATOR.is_valid(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("setting", ["retry_policy", "lease_retry_policy"])
+@pytest.mark.parametrize("form", ["python:{file}:Evil", "{file}:Evil", "file:{yaml}", "entry:evil"])
+def test_a_scenario_names_the_labs_own_policies_never_code_to_load(tmp_path, capsys, setting, form):
+    """A scenario is handed to every team's lab (room up --scenario, scenario run): a policy file
+    named in its settings would run its writer's code in every lab, without the check and the
+    limits of --retry-policy. The schema and the reader both refuse it, and the file is never loaded."""
+    evil = tmp_path / "evil.py"
+    marker = tmp_path / "imported"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\nclass Evil:\n    pass\n")
+    (tmp_path / "evil.yaml").write_text("max_attempts: 3\n")
+    spec = form.format(file=evil, yaml=tmp_path / "evil.yaml")
+    text = GOOD + f"settings: {{{setting}: '{spec}'}}\n"
+    assert not VALIDATOR.is_valid(yaml.safe_load(text))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    assert main(["scenario", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml:10: settings" in err and setting in err and ("the lab's own retry policies" in err or "must be one of" in err)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("setting, value", [("retry_policy", "full-jitter+breaker"), ("lease_retry_policy", "exponential")])
+def test_a_scenario_may_name_the_labs_own_policies(setting, value):
+    assert VALIDATOR.is_valid(yaml.safe_load(GOOD + f"settings: {{{setting}: {value}}}\n"))
+    assert getattr(load(GOOD + f"settings: {{{setting}: {value}}}\n").settings, setting) == value
