@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from storage_node.refusal import NodeState
+from storage_node.retry import CALLS
 from stormcore.metrics import MetricFactory
 
 RENEWAL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
 RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "overloaded", "breaker", "error")
 ATTEMPTS = ("first", "retry")
 RENEWAL_LABELS = ("rack", "attempt", "outcome")
+POLICY_BROKEN = "stormlab_retry_policy_broken_total"
+POLICY_BROKEN_DOC = "Calls into a user's retry policy that raised or broke the protocol, answered by the protocol's default"
 SERVED_OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "bad_request", "quota")
 
 
@@ -27,6 +30,7 @@ class RackMetrics:
     link_restores: Counter
     served: Counter
     allowance: Gauge
+    policy_broken: Counter
 
     @classmethod
     def create(cls, rack: int, cell: int = 0) -> RackMetrics:
@@ -47,6 +51,7 @@ class RackMetrics:
             link_restores=f.counter("stormlab_link_restores_total", "Times the rack's link came back (every node renews at once)", rack_),
             served=f.counter("stormlab_node_requests_total", "Customer requests answered by the rack's nodes", ("rack", "outcome")),
             allowance=f.gauge("stormlab_renewal_allowance_seconds", "The allowance: a renewal not answered by then disqualifies", rack_),
+            policy_broken=f.counter(POLICY_BROKEN, POLICY_BROKEN_DOC, ("rack", "call")),
         )
         label = str(rack)
         for attempt in ATTEMPTS:
@@ -60,4 +65,6 @@ class RackMetrics:
         m.disqualifications.labels(label)
         m.link_restores.labels(label)
         m.link_up.labels(label).set(1)
+        for call in CALLS:
+            m.policy_broken.labels(label, call)
         return m

@@ -187,7 +187,7 @@ class Rack:
     ) -> None:
         self.settings, self.index, self.link_url, self.metrics = settings, index, link_url.rstrip("/"), metrics
         self.label = str(index)
-        self.policy = rack_policy(settings, strict=False)
+        self.policy = rack_policy(settings, strict=False, told=self._policy_broke)
         self.renewal_timeout = aiohttp.ClientTimeout(total=settings.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{settings.allowance_s:g}"}  # sent with every renewal, built once
         self.renewal_latency = Window(span_s=10.0)
@@ -213,6 +213,10 @@ class Rack:
         self.startup = self.deployed()  # what the rack runs when no deploy holds a setting
         self.held: dict[str, object] = {}
         self.generation = 0
+
+    def _policy_broke(self, call: str) -> None:
+        """A call into a user's retry policy raised (answered by the protocol's default): counted."""
+        self.metrics.policy_broken.labels(self.label, call).inc()
 
     def now(self) -> float:
         return self._loop.time()
@@ -253,7 +257,7 @@ class Rack:
         new = s.deployed(changes)
         if new == s:
             return before
-        self.settings, self.policy = new, rack_policy(new, strict=False)
+        self.settings, self.policy = new, rack_policy(new, strict=False, told=self._policy_broke)
         self.renewal_timeout = aiohttp.ClientTimeout(total=new.allowance_s)
         self.deadline = {DEADLINE_HEADER: f"{new.allowance_s:g}"}
         self.deploys += 1

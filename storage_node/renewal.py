@@ -83,16 +83,17 @@ class Renewal:
         return Decision(after, newly, max(attempt.ended + delay, attempt.started + allowance_s))
 
 
-def rack_policy(s: LabSettings, strict: bool = True) -> retry.RetryPolicy:
+def rack_policy(s: LabSettings, strict: bool = True, told: policies.Told | None = None) -> retry.RetryPolicy:
     """The retry policy of one rack (a budget, if any, is shared by the rack's nodes). A user's
-    policy (storage_node/policies) runs in profile seconds, converted at the run's speed; one that
-    breaks the protocol raises (``strict``: the model) or gives that retry up (a live rack)."""
-    return named_policy(s.retry_policy, s, strict)
+    policy (storage_node/policies) runs in profile seconds, converted at the run's speed; a call
+    into it that raises or breaks the protocol raises (``strict``: the model) or is answered by the
+    protocol's default and told to ``told`` (a live rack)."""
+    return named_policy(s.retry_policy, s, strict, told)
 
 
-def named_policy(name: str, s: LabSettings, strict: bool = True) -> retry.RetryPolicy:
+def named_policy(name: str, s: LabSettings, strict: bool = True, told: policies.Told | None = None) -> retry.RetryPolicy:
     """One policy object of ``name`` (the lab's, with ``s``' backoff and budget settings, or a
     user's spec) in the time of the run ``s`` is at."""
     if policies.is_spec(name):
-        return policies.build(name, s.speed, strict)
+        return policies.build(name, s.speed, strict, told)
     return retry.build(name, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio, s.breaker_failures, s.breaker_open_s)

@@ -68,6 +68,9 @@ class Miss(NamedTuple):
     outcomes: tuple[str, ...] = ()  # every miss of this renewal so far, oldest first (the last is ``outcome``)
 
 
+CALLS = ("next_delay", "record", "admits", "sent", "finished")  # the protocol's calls, by name (a broken one is counted by it)
+
+
 class RetryPolicy(Protocol):
     def next_delay(self, miss: Miss, rng: random.Random) -> float | None: ...
 

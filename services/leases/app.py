@@ -38,6 +38,8 @@ from services.dependent import Switch, fix_gauge
 from services.leases.endpoint import EMPTY, OK, Endpoint, EndpointStorage
 from services.leases.host import CHECK, LAUNCH_OUTCOMES, LAUNCHED, OUTCOMES, Fleet, hosts_of
 from services.storage import StorageError
+from storage_node.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC
+from storage_node.retry import CALLS
 from stormcore.metrics import MetricFactory
 from stormcore.racks import RackUrls
 from stormcore.settings import LabSettings
@@ -57,7 +59,10 @@ class LeaseService:
         now = self.now()
         s = settings
         self.fleet = Fleet(s.lease_droplets, s.lease_hosts)
-        self.hosts = hosts_of(s, now, now + s.lease_ttl_s, strict=False)
+        self.policy_broken = f.counter(POLICY_BROKEN, POLICY_BROKEN_DOC, ("call",))
+        for call in CALLS:
+            self.policy_broken.labels(call)
+        self.hosts = hosts_of(s, now, now + s.lease_ttl_s, strict=False, told=lambda call: self.policy_broken.labels(call).inc())
         self.cpus = [CpuScheduler(VirtualCpu(s.lease_host_cores, now), "cancel") for _ in self.hosts]
         self.wake = [asyncio.Event() for _ in self.hosts]
         self.busy = [0 for _ in self.hosts]

@@ -44,6 +44,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from storage_node.policies import Told
 from storage_node.renewal import named_policy
 from storage_node.retry import Miss, RetryPolicy
 from stormcore.settings import LabSettings
@@ -310,10 +311,11 @@ class Fleet:
         return droplet % self.hosts
 
 
-def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: bool = True) -> list[LeaseHost]:
+def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: bool = True, told: Told | None = None) -> list[LeaseHost]:
     """The manager's hosts for settings ``s`` (at their speed), each with its share of the fleet
-    and its own retry policy and generator (a budget's or a breaker's scope is the host). A user's
-    policy that breaks its promise raises (``strict``: the model) or gives that retry up (live)."""
+    and its own retry policy and generator (a budget's or a breaker's scope is the host). A call
+    into a user's policy that raises or breaks its promise raises (``strict``: the model) or is
+    answered by the protocol's default and told to ``told`` (live)."""
     rules, shares = Rules.of(s), Fleet(s.lease_droplets, s.lease_hosts).shares
     return [
         LeaseHost(
@@ -322,7 +324,7 @@ def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: boo
             rules,
             now,
             leased_until,
-            named_policy(s.lease_retry_policy, s, strict) if s.lease_retry_policy else None,
+            named_policy(s.lease_retry_policy, s, strict, told) if s.lease_retry_policy else None,
             random.Random(f"{s.seed}/lease-retry/{h}"),
         )
         for h, share in enumerate(shares)

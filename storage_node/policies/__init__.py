@@ -311,16 +311,16 @@ def probe(loaded: Loaded, rounds: int = 3, note: Callable[[str], None] | None = 
     def step(what: str, fn: Callable[..., Any], *args: Any) -> Any:
         if note is not None:
             note(what)
-        return limits.call(lambda: what, fn, *args)
+        try:
+            return limits.call(lambda: what, fn, *args)
+        except PolicyError:
+            raise
+        except Exception as exc:  # named by the call that raised, not by the step around it
+            raise PolicyError(f"{what} raised {type(exc).__name__}: {exc}") from None
 
     answers = []
     for _ in range(2):
-        try:
-            policy = step(f"{loaded.label}: making one", loaded.make)
-        except PolicyError:
-            raise
-        except Exception as exc:
-            raise PolicyError(f"{loaded.label}: making one raised {type(exc).__name__}: {exc}") from None
+        policy = step(f"{loaded.label}: making one", loaded.make)
         rng, said, now = random.Random(2015), [], 0.0
         for r in range(rounds):
             outcomes: tuple[str, ...] = ()
@@ -331,18 +331,13 @@ def probe(loaded: Loaded, rounds: int = 3, note: Callable[[str], None] | None = 
                 now += 1.0
                 where = f"{loaded.label}: next_delay after miss {attempt} ({outcome})"
                 before = f"{loaded.label}: before miss {attempt} ({outcome}),"
-                try:
-                    admitted = step(f"{before} admits", policy.admits, now)
-                    if admitted is True:
-                        step(f"{before} sent", policy.sent, attempt > 1, now - 0.5)
-                        step(f"{before} finished", policy.finished, attempt > 1, now)
-                    step(f"{before} record", policy.record, False, now)
-                    miss = retry.Miss(attempt, outcome, now - began, last, outcomes)
-                    delay = check_delay(step(where, policy.next_delay, miss, rng), where)
-                except PolicyError:
-                    raise
-                except Exception as exc:
-                    raise PolicyError(f"{where} raised {type(exc).__name__}: {exc}") from None
+                admitted = step(f"{before} admits", policy.admits, now)
+                if admitted is True:
+                    step(f"{before} sent", policy.sent, attempt > 1, now - 0.5)
+                    step(f"{before} finished", policy.finished, attempt > 1, now)
+                step(f"{before} record", policy.record, False, now)
+                miss = retry.Miss(attempt, outcome, now - began, last, outcomes)
+                delay = check_delay(step(where, policy.next_delay, miss, rng), where)
                 if not isinstance(admitted, bool):
                     raise PolicyError(f"{loaded.label}: admits() returned {admitted!r}, not True or False")
                 said.append(delay)
@@ -350,14 +345,9 @@ def probe(loaded: Loaded, rounds: int = 3, note: Callable[[str], None] | None = 
                     break
                 last, now = delay, now + delay
             after = f"{loaded.label}: an attempt that succeeded,"
-            try:
-                step(f"{after} sent", policy.sent, False, now)
-                step(f"{after} finished", policy.finished, False, now + 0.5)
-                step(f"{after} record", policy.record, True, now + 0.5)
-            except PolicyError:
-                raise
-            except Exception as exc:
-                raise PolicyError(f"{loaded.label}: an attempt that succeeded raised {type(exc).__name__}: {exc}") from None
+            step(f"{after} sent", policy.sent, False, now)
+            step(f"{after} finished", policy.finished, False, now + 0.5)
+            step(f"{after} record", policy.record, True, now + 0.5)
         answers.append(said)
     if answers[0] != answers[1]:
         raise PolicyError(
@@ -366,15 +356,21 @@ def probe(loaded: Loaded, rounds: int = 3, note: Callable[[str], None] | None = 
         )
 
 
-class Guarded:
-    """A user's policy as a rack or the model runs it: its delays checked at every call, converted
-    from profile seconds at a run's speed. A broken promise raises PolicyError (strict: the model,
-    which stops and says so) or gives up that retry (a live rack, which counts it in ``broken``).
-    Each call goes through ``limits.call``: timed where limits are imposed (certify's model)."""
+Told = Callable[[str], None]  # hears the name of a call into a user's policy that raised or broke a promise
 
-    def __init__(self, inner: retry.RetryPolicy, speed: float, label: str, strict: bool) -> None:
-        self.inner, self.speed, self.label, self.strict = inner, speed, label, strict
-        self.broken = 0
+
+class Guarded:
+    """A user's policy as a rack, the lease manager or the model runs it: its delays checked at
+    every call, converted from profile seconds at a run's speed. A call that raises, or a broken
+    promise, raises PolicyError naming the call (strict: the model, which stops and says so) or is
+    answered by the protocol's default for that call (live: a retry given up, an outcome not
+    recorded, work admitted), counted by call in ``broken`` and logged once per call: a user's
+    policy never ends the task that calls it. Each call goes through ``limits.call``: timed where
+    limits are imposed (certify's model)."""
+
+    def __init__(self, inner: retry.RetryPolicy, speed: float, label: str, strict: bool, told: Told | None = None) -> None:
+        self.inner, self.speed, self.label, self.strict, self.told = inner, speed, label, strict, told
+        self.broken: dict[str, int] = {}  # calls that raised or broke a promise, by the call's name
 
     def next_delay(self, miss: retry.Miss, rng: random.Random) -> float | None:
         s = self.speed
@@ -384,33 +380,46 @@ class Guarded:
         try:
             delay = check_delay(limits.call(lambda: where, self.inner.next_delay, miss, rng), where)
         except Exception as exc:
-            if self.strict:
-                raise PolicyError(
-                    str(exc) if isinstance(exc, PolicyError) else f"{self.label} raised {type(exc).__name__}: {exc}"
-                ) from None
-            self.broken += 1
-            if self.broken == 1:  # once in the rack's log: every broken promise after it gives its retry up the same way
-                log.warning("the retry policy broke the protocol (the retry is given up): %s: %s", type(exc).__name__, exc)
-            return None
+            return self._broke("next_delay", exc, None)
         return None if delay is None else delay / s
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        return limits.call(lambda: f"{self.label}: {what}", fn, *args)
+    def _call(self, what: str, default: Any, *args: Any) -> Any:
+        try:
+            return limits.call(lambda: f"{self.label}: {what}", getattr(self.inner, what), *args)
+        except Exception as exc:
+            return self._broke(what, exc, default)
+
+    def _broke(self, what: str, exc: Exception, default: Any) -> Any:
+        said = str(exc) if isinstance(exc, PolicyError) else f"{self.label}: {what} raised {type(exc).__name__}: {exc}"
+        if self.strict:
+            raise PolicyError(said) from None
+        self.broken[what] = self.broken.get(what, 0) + 1
+        if self.told is not None:  # the process's count (a metric), kept across the policies it builds
+            self.told(what)
+        if self.broken[what] == 1:  # once per call in the log: every failure after it is answered the same way
+            log.warning("the retry policy broke the protocol (answered by the protocol's default, %r): %s", default, said)
+        return default
 
     def record(self, ok: bool, now: float = 0.0) -> None:
-        self._call("record", self.inner.record, ok, now * self.speed)
+        self._call("record", None, ok, now * self.speed)
 
     def admits(self, now: float) -> bool:
-        return self._call("admits", self.inner.admits, now * self.speed)
+        return bool(self._call("admits", True, now * self.speed))
 
     def sent(self, retry: bool, now: float) -> None:
-        self._call("sent", self.inner.sent, retry, now * self.speed)
+        self._call("sent", None, retry, now * self.speed)
 
     def finished(self, retry: bool, now: float) -> None:
-        self._call("finished", self.inner.finished, retry, now * self.speed)
+        self._call("finished", None, retry, now * self.speed)
 
 
-def build(spec: str, speed: float = 1.0, strict: bool = True) -> retry.RetryPolicy:
-    """One rack's policy from its spec, in the time of a run at ``speed``."""
+def broken_calls(policy: object) -> dict[str, int]:
+    """How many calls into a user's policy raised or broke a promise, by call (none for the lab's own)."""
+    return dict(policy.broken) if isinstance(policy, Guarded) else {}
+
+
+def build(spec: str, speed: float = 1.0, strict: bool = True, told: Told | None = None) -> retry.RetryPolicy:
+    """One rack's policy from its spec, in the time of a run at ``speed``; ``told`` hears the name
+    of each call the policy could not answer (live only)."""
     loaded = load(spec)
-    return Guarded(loaded.make(), speed, loaded.label, strict)
+    return Guarded(loaded.make(), speed, loaded.label, strict, told)

@@ -102,7 +102,7 @@ def test_a_policy_that_breaks_its_promise_mid_storm_stops_the_model_and_gives_up
     with pytest.raises(PolicyError, match="returned -5.0"):
         model.next_delay(retry.Miss(40, "timeout", 40.0), random.Random(1))
     rack = rack_policy(LabSettings(retry_policy=spec), strict=False)
-    assert rack.next_delay(retry.Miss(40, "timeout", 40.0), random.Random(1)) is None and rack.broken == 1
+    assert rack.next_delay(retry.Miss(40, "timeout", 40.0), random.Random(1)) is None and rack.broken == {"next_delay": 1}
 
 
 def register(tmp_path, monkeypatch, source: str) -> None:
