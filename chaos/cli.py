@@ -261,7 +261,7 @@ def halt_one(state: dict[str, Any], holder: str, lease_id: int) -> int:
     url = client.holders(state).get(holder)
     if url is None:
         raise ChaosError(f"no holder {holder!r} in this lab; holders: {', '.join(client.holders(state))}")
-    answer = client.call("DELETE", f"{url}/faults?id={lease_id}", ensure_token(state_dir()), timeout=client.HOLDER_DEADLINE_S)
+    answer = client.ask_holder("DELETE", f"{url}/faults?id={lease_id}", ensure_token(state_dir()))
     commandline.tell(halted=int(answer.get("halted", 0)), lease=f"{holder}#{lease_id}")
     print(f"halted {holder}#{lease_id}")
     return 0

@@ -30,9 +30,13 @@ class ServerFailed(LabError):
     """A process answered 5xx: a bug in it (a refusal is a 4xx), not a process that is away."""
 
 
+class NoAnswer(LabError):
+    """A process took the request and did not answer in time (frozen, or too busy): exit 1, named."""
+
+
 def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """One JSON request; a 4xx answer raises ChaosError, a 5xx ServerFailed, an unreachable
-    process LabError, a request slower than ``timeout`` TimeoutError."""
+    process LabError, a request with no answer within ``timeout`` (a read, urllib's) NoAnswer."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", **headers(token)})
     try:
@@ -51,11 +55,13 @@ def call(method: str, url: str, token: str, body: dict[str, Any] | None = None, 
             raise LabError(f"refused: {message}") from None
         raise ChaosError(message) from None
     except TimeoutError:
-        raise
+        raise NoAnswer(f"{url} did not answer within {timeout:g}s (frozen, or too busy to answer)") from None
     except OSError as exc:
         if isinstance(getattr(exc, "reason", None), TimeoutError):
-            raise TimeoutError(str(exc)) from None
+            raise NoAnswer(f"{url} did not answer within {timeout:g}s (frozen, or too busy to answer)") from None
         raise LabError(f"{url} did not answer: {exc}") from None
+    except ValueError as exc:  # an answer that is not JSON: the holder's bug, said as a failed answer
+        raise ServerFailed(f"{url} answered something that is not JSON: {exc}") from None
 
 
 def holders(state: Mapping[str, Any]) -> dict[str, str]:
@@ -69,7 +75,35 @@ def holders(state: Mapping[str, Any]) -> dict[str, str]:
     return {who: url for who, url in found.items() if url}
 
 
-HOLDER_DEADLINE_S = 5.0  # how long `list` and `halt` wait for a holder; a frozen one is named after it
+HOLDER_DEADLINE_S = 5.0  # how long any request to a fault holder waits (list, halt, a repair); a frozen one is named after it
+
+
+def silent() -> str:
+    return f"did not answer within {HOLDER_DEADLINE_S:g}s (frozen, or too busy to answer)"
+
+
+def ask_holder(method: str, url: str, token: str) -> dict[str, Any]:
+    """One request to a fault holder, answered within HOLDER_DEADLINE_S as a whole (urllib's timeout
+    is per read: a holder that trickles its answer gets no longer), else NoAnswer. Every path that
+    asks a holder (``chaos halt HOLDER#ID``, a repair through the desk) has this deadline and
+    these errors: a 4xx ChaosError, a 5xx ServerFailed, no answer NoAnswer, nothing else."""
+    box: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            box["answer"] = call(method, url, token, timeout=HOLDER_DEADLINE_S)
+        except Exception as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=ask, daemon=True)  # one a holder keeps past the deadline keeps nothing alive
+    thread.start()
+    thread.join(HOLDER_DEADLINE_S + 1.0)
+    if "answer" in box:
+        return box["answer"]
+    error = box.get("error") or NoAnswer(f"{url} {silent()}")
+    if isinstance(error, (LabError, ChaosError)):
+        raise error
+    raise LabError(f"{url}: {type(error).__name__}: {error}")
 
 
 def ask_every_holder(
@@ -86,17 +120,16 @@ def ask_every_holder(
         found = {who: url for who, url in found.items() if who == holder or (holder == "metadata" and who.startswith("metadata-"))}
         query = f"?fault={fault}"
     answers: dict[str, dict[str, Any]] = {}
-    silent = f"did not answer within {HOLDER_DEADLINE_S:g}s (frozen, or too busy to answer)"
     failed: dict[str, str] = {}
 
     def ask(who: str, url: str) -> None:
         try:
             answers[who] = call(method, f"{url}/faults{query}", token, timeout=HOLDER_DEADLINE_S)
-        except TimeoutError:
-            failed[who] = silent
+        except NoAnswer:
+            failed[who] = silent()
         except (LabError, ChaosError) as exc:
             failed[who] = str(exc)
-        except Exception as exc:  # an answer that is not JSON, a connection cut mid-answer: this holder's, not the others'
+        except Exception as exc:  # a connection cut mid-answer: this holder's, not the others'
             failed[who] = f"{type(exc).__name__}: {exc}"
 
     # Daemon threads: one that a holder keeps past the deadline does not keep the command alive.
@@ -107,7 +140,7 @@ def ask_every_holder(
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     done = dict(answers)  # what had come by the deadline; a late answer changes nothing now
-    named = [f"{who}: {failed.get(who, silent)}" for who in found if who not in done]
+    named = [f"{who}: {failed.get(who, silent())}" for who in found if who not in done]
     return [(who, done[who]) for who in found if who in done], named
 
 
@@ -154,7 +187,7 @@ def send(url: str, req: catalog.Request, token: str) -> dict[str, Any]:
     timeout = req.client.get("timeout_s", 5.0)
     try:
         return call("POST", f"{url}/faults", token, req.body, timeout=timeout)
-    except TimeoutError:
+    except NoAnswer:
         raise LabError(
             f"{req.fault.name} timed out after {timeout:g}s: the admin request waits behind the storm "
             "on the metadata service's own CPU (as in 2015). Nothing changed. Pause first, or "

@@ -146,7 +146,7 @@ class Ops:
         try:
             if url is None:
                 raise catalog.ChaosError(f"{spec.name}: this lab has no {holder if cell is None else f'cell {cell}'}")
-            answer = await asyncio.to_thread(client.call, "DELETE", f"{url}/faults?fault={spec.ends}", self.token)
+            answer = await asyncio.to_thread(client.ask_holder, "DELETE", f"{url}/faults?fault={spec.ends}", self.token)
         except (UsageError, LabError) as exc:
             return self.journal.record(spec.name, given, False, str(exc), role=role) | {"error": exc}
         ended = int(answer.get("halted", 0))

@@ -2,6 +2,7 @@
 process) is named once the deadline passes, while every other holder, and every other team of a
 room, is asked at the same time and halted. Real sockets on loopback, no lab."""
 
+import asyncio
 import json
 import socket
 import threading
@@ -185,3 +186,57 @@ def test_room_halt_on_compose_reaches_a_team_whose_metadata_service_does_not_ans
     done = room.halt(tmp_path)
     assert halted == ["stormlab-team-1"]  # team 2's stack is not up: nothing to halt there
     assert done == {"team-1": (1, ["metadata: did not answer within 5s (frozen, or too busy to answer)"])}
+
+
+def test_chaos_halt_of_one_lease_on_a_frozen_holder_is_named_exit_1_not_a_traceback(lab):
+    """``chaos halt supervisor#3`` once raised a bare TimeoutError (exit 1 with a traceback and no
+    --json document): one deadline and one error for every request to a holder."""
+    state, _, _ = lab
+    began = time.monotonic()
+    with pytest.raises(LabError, match=r"did not answer within 0.5s \(frozen") as raised:
+        cli.halt_one(state, "supervisor", 3)
+    assert raised.value.exit_code == 1 and time.monotonic() - began < 3
+
+
+class Trickle(Silent):
+    """A holder that answers a byte at a time, each within urllib's per-read timeout: only a
+    deadline on the whole request ends it."""
+
+    def _until_closed(self, conn: socket.socket) -> None:
+        try:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while True:
+                conn.sendall(b" ")
+                time.sleep(0.2)
+        except OSError:
+            pass
+
+
+def test_a_holder_trickling_its_answer_gets_no_longer_than_the_deadline(monkeypatch):
+    monkeypatch.setattr(client, "HOLDER_DEADLINE_S", 0.5)
+    trickle = Trickle()
+    try:
+        began = time.monotonic()
+        with pytest.raises(client.NoAnswer):
+            client.ask_holder("DELETE", f"{trickle.url}/faults?id=1", "t" * 32)
+        assert time.monotonic() - began < 3
+    finally:
+        trickle.close()
+
+
+def test_a_repair_through_the_desk_on_a_frozen_holder_is_a_failed_move_journaled(lab, tmp_path):
+    """repair-endpoint through the desk once answered 504 with an empty body and was never
+    journaled: the lease manager was frozen, and the desk's request to it raised past the move."""
+    from chaos.journal import Journal
+    from stormlab.responder.runbook import Ops
+
+    state, _, silent = lab
+    journal = Journal(tmp_path, remember=True)
+    ops = Ops({**state, "directory": str(tmp_path), "components": {"leases": {"url": silent.url}}}, journal=journal)
+    began = time.monotonic()
+    entry = asyncio.run(ops.run("repair-endpoint", {}, "leases"))
+    assert time.monotonic() - began < 3
+    assert entry["ok"] is False and "did not answer within 0.5s" in entry["message"] and isinstance(entry["error"], LabError)
+    [kept] = journal.kept
+    assert kept["action"] == "repair-endpoint" and kept["ok"] is False and "did not answer" in kept["message"]
