@@ -109,14 +109,16 @@ class Item:
 
 @dataclass
 class Bucket:
-    """Admissions a second, with a second's worth of burst."""
+    """Admissions a second, with a second's worth of burst, and never less than one admission's:
+    a bucket that held fewer tokens than a take needs (a rate below one a second, or one slowed by
+    ``--speed``) would admit nothing at all."""
 
     rate: float
     tokens: float = 0.0
     at: float = 0.0
 
     def take(self, now: float) -> bool:
-        self.tokens = min(self.rate, self.tokens + max(0.0, now - self.at) * self.rate)
+        self.tokens = min(max(self.rate, 1.0), self.tokens + max(0.0, now - self.at) * self.rate)
         self.at = now
         if self.tokens >= 1.0:
             self.tokens -= 1.0

@@ -2,6 +2,8 @@
 congestive collapse emerges from its queue, timeouts, cost per lease and fleet, and only the
 account's moves end it."""
 
+import pytest
+
 from services.leases.host import (
     CHECK,
     ESTABLISH,
@@ -14,10 +16,11 @@ from services.leases.host import (
     RESTARTED,
     THROTTLED,
     TIMED_OUT,
+    Bucket,
     LeaseHost,
     Rules,
 )
-from stormcore.settings import profile
+from stormcore.settings import Pace, profile
 from stormlab.model.leases import OUTAGE, REPAIR_S, Move, recovers, simulate
 from stormlab.runs.lease_moves import PLANS, in_model
 
@@ -104,3 +107,21 @@ def test_the_ways_out_on_the_live_storys_timeline():
     assert both["recovered_s_after_first_move"] is not None and both["launch_errors_last_minute"] < 0.05
     assert restarts["recovered_s_after_first_move"] is None and restarts["launch_errors_last_minute"] > 0.9
     assert throttle["recovered_s_after_first_move"] > both["recovered_s_after_first_move"]
+
+
+@pytest.mark.parametrize("rate", [0.5, 1.0, 10.0])
+@pytest.mark.parametrize("speed", [0.05, 1.0, 4.0])
+def test_a_throttle_admits_work_at_its_rate_in_profile_time_at_every_speed(rate, speed):
+    """`throttle-work rate=0.5` once admitted nothing (the bucket held at most `rate` tokens and a
+    take needs one), and so did the scenario's throttle of 10 at --speed below 0.1. The host's
+    bucket counts wall seconds at the rate the service converts (Pace.per_wall), asked every
+    wall tenth of a second by work that is always waiting."""
+    pace = Pace(speed)
+    bucket = Bucket(pace.per_wall(rate), 0.0, 0.0)
+    profile_s = 200.0
+    steps = int(pace.wall(profile_s) / 0.1)
+    admitted = 0
+    for i in range(1, steps + 1):
+        while bucket.take(i * 0.1):  # all the work the bucket admits this tenth
+            admitted += 1
+    assert admitted == pytest.approx(rate * profile_s, rel=0.06, abs=2)
