@@ -29,6 +29,7 @@ from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.moves import ROLES
 from stormlab.responder.reach import Reach
 from stormlab.rooms import room, room_compose, room_debrief, room_web
+from stormlab.rooms.seats import join_token
 from stormlab.scenarios import cli as gameday_cli
 from stormlab.scenarios.scenario import live_inject
 
@@ -416,8 +417,11 @@ async def serve(served: web.Application, where: Reach, port: int) -> None:
     """The console where ``where`` says until interrupted; says where (the port it got, for --port 0)."""
     at = await reach.start(served, where, port, "console", "--port")
     url, token = at.url, room.room_dir() / room.FACILITATOR
+    console = served[room_web.CONSOLE]
+    console.base = url  # the seats' claim links: the address the players reach the console at
     print(f"the room's console: {url}/ (its controls: {url}/#token=… with the token in {token})", flush=True)
-    print(f"the join page to project for the class (every role's link and QR code): {url}/join#token=…", flush=True)
+    shown = f"{url}/join#token={join_token(console.token)}"  # the join token shows the page and can do nothing else
+    print(f"the join page to project for the class (each role's seat as a claim code): {shown}", flush=True)
     if where.tls:
         print(f"its certificate's SHA-256 fingerprint: {where.tls.fingerprint()}", flush=True)
     try:

@@ -7,7 +7,12 @@
                       the browser: a fragment is never sent)
     GET  /panel       the part of the page that refreshes
     GET  /debrief     the room's debrief once a game has ended (room/debrief.html, and its chart
-                      /debrief.png): every team beside the others and the 2015 account
+                      /debrief.png): every team beside the others and the incident's account
+                      (served to other machines: with the facilitator's token)
+    GET  /join        the join page to project: each team's seats as claim codes (with the join token)
+    GET  /seat/CODE   a seat's page: whose seat, and a button to take it
+    POST /seat/CODE   take the seat: the first browser gets the role's console (303), others a 409
+    POST /seats/release  {"team", "role"}: the seat free again under a new code
     GET  /room.json   {"room": the card, "teams": each team's last reading, "history": each
                       team's [seconds since the console started, customers' error] pairs,
                       "games": each team's game (its runner, its desk's view), "leaderboard"}
@@ -44,6 +49,7 @@ from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.desk_web import hold_wanted
 from stormlab.responder.moves import ROLES
 from stormlab.rooms import join, room_api, room_debrief
+from stormlab.rooms.seats import SeatError, Seats, join_token
 from stormlab.scenarios.leaderboard import standing
 from stormlab.scenarios.scenario import ScenarioError
 
@@ -102,7 +108,9 @@ class Console:
         self.home = home  # the room's directory: its debrief, once a game has ended
         # Served to other machines: every team's readings and game only with the facilitator's token.
         self.guard_reads = guard_reads
-        self.links = links  # each team's role links (their tokens in them): the join page's, with her token only
+        self.links = links  # each team's role links (their tokens in them): handed only to the browser that takes a seat
+        self.seats = Seats()
+        self.base: str | None = None  # the console's address as the players reach it (None: as the join page was asked)
         self.started = time.monotonic()
         self.last: dict[str, Seen | None] = {team: None for team in card["teams"]}
         self.game: dict[str, dict[str, Any]] = {}
@@ -162,6 +170,7 @@ class Console:
         start = "" if self.controls.start is None else "<button id='start'>start the game in every team's lab</button>"
         teams = "".join(f"<option>{html.escape(t)}</option>" for t in self.card["teams"])
         roles = "".join(f"<option>{r}</option>" for r in (TEAM, *ROLES))
+        roles_only = "".join(f"<option>{r}</option>" for r in ROLES)
         answers = "".join(f"<option>{a}</option>" for a in ANSWERS)
         return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stormlab room</title>
@@ -171,8 +180,10 @@ table{{border-collapse:collapse}} #said{{color:#555}}</style></head><body>
 <p>Each team's lab: {sizing["nodes"]:,} nodes at speed {sizing["speed"]:g}, one profile, one seed. Customers' error is the last 10 s;
 the curve the last {HISTORY * EVERY_S / 60:g} minutes (0 to 100%). Pages, acks, moves and posts are each team's game so far.</p>
 <p>{start} <button id="hold">hold</button> <button id="continue">continue</button>
-<button id="end">end the game</button> <button id="halt">halt every fault</button> <a href="/debrief">the debrief</a>
+<button id="end">end the game</button> <button id="halt">halt every fault</button> <a id="debrief" href="/debrief">the debrief</a>
 <span id="said"></span></p>
+<form id="release">release a seat: <select name="team">{teams}</select> <select name="role">{roles_only}</select>
+<button type="submit">release</button></form>
 <form id="inject">inject to <select name="team"><option>all</option>{teams}</select>
 <select name="to">{roles}</select> <input name="message" size="60" placeholder="what they are told">
 expecting <select name="expect">{answers}</select> within <input name="within" size="5" value="5m">
@@ -195,6 +206,23 @@ document.getElementById("inject").addEventListener("submit", async (ev) => {{
                                     body: JSON.stringify(body)}});
   const answer = await r.json();
   document.getElementById("said").textContent = "inject: " + (r.status === 200 ? JSON.stringify(answer.sent) : answer.message);
+}});
+document.getElementById("release").addEventListener("submit", (ev) => {{
+  ev.preventDefault();
+  control("release", "/seats/release", {{team: ev.target.team.value, role: ev.target.role.value}});
+}});
+// The debrief holds every team's game: on a room others reach it is read with the token, then shown.
+document.getElementById("debrief").addEventListener("click", async (ev) => {{
+  ev.preventDefault();
+  const auth = {{"Authorization": "Bearer " + token}};
+  const r = await fetch("/debrief", {{headers: auth}});
+  if (r.status !== 200) {{ document.getElementById("said").textContent = "debrief: " + (await r.json()).message; return; }}
+  let page = await r.text();
+  const chart = await fetch("/debrief.png", {{headers: auth}});
+  if (chart.status === 200) page = page.replace('src="debrief.png"', 'src="' + URL.createObjectURL(await chart.blob()) + '"');
+  const shown = window.open("", "_blank");
+  shown.document.write(page);
+  shown.document.close();
 }});
 const controls = {{start: ["/start", {{}}], end: ["/end", {{}}], halt: ["/halt", {{}}],
                   hold: ["/hold", {{on: true}}], continue: ["/hold", {{on: false}}]}};
@@ -277,6 +305,8 @@ async def panel(request: web.Request) -> web.Response:
 
 
 async def debrief(request: web.Request) -> web.StreamResponse:
+    if not _may_read(request):  # every team's game, scored: the facilitator's, on a room others can reach
+        return _unread()
     home = request.app[CONSOLE].home
     name = room_debrief.CHART if request.path.endswith(".png") else room_debrief.PAGE
     path = None if home is None else home / name
@@ -290,9 +320,62 @@ async def join_page(request: web.Request) -> web.Response:
 
 
 async def join_links(request: web.Request) -> web.Response:
-    if not _allowed(request):  # every role's token is in them: the facilitator's alone, wherever the room is served
+    console = request.app[CONSOLE]
+    given = request.headers.get("Authorization", "")
+    if not (carries(given, join_token(console.token)) or carries(given, console.token)):
+        return json_error(401, "unauthorized", "the join page shows with the join token `stormlab room console` printed")
+    links = await asyncio.to_thread(console.links)
+    base = console.base or f"{request.scheme}://{request.host}"
+    shown = join.links_html(console.seats.shown(links), base, {team: bool(roles) for team, roles in links.items()})
+    return web.Response(text=shown, content_type="text/html")
+
+
+def _seat_refused(status: int, title: str, said: str) -> web.Response:
+    return web.Response(status=status, text=join.refused_page(title, said), content_type="text/html")
+
+
+async def seat_page(request: web.Request) -> web.Response:
+    code = request.match_info["code"]
+    try:
+        team, role = request.app[CONSOLE].seats.seat(code)
+    except SeatError as exc:
+        return _seat_refused(404, "no such seat", str(exc))
+    return web.Response(text=join.seat_page(team, role, code), content_type="text/html")
+
+
+SEAT_COOKIE = "stormlab-seat"  # scoped to its seat's path: one per seat a browser took
+
+
+async def seat_claim(request: web.Request) -> web.Response:
+    """The first browser to take a seat is handed the role's console (its token in the fragment of
+    the address it is sent to) and a cookie that lets it in again; any other browser, a 409."""
+    console, code = request.app[CONSOLE], request.match_info["code"]
+    try:
+        team, role = console.seats.seat(code)
+        link = (await asyncio.to_thread(console.links)).get(team, {}).get(role)
+        if link is None:
+            return _seat_refused(409, "no game", f"no game is on in {team}'s lab now: take the seat once it starts")
+        _, secret = console.seats.claim(code, request.cookies.get(SEAT_COOKIE))
+    except SeatError as exc:
+        return _seat_refused(404 if exc.kind == "unknown" else 409, "seat taken" if exc.kind == "taken" else "no such seat", str(exc))
+    answer = web.Response(status=303, headers={"Location": link})
+    if secret is not None:
+        answer.set_cookie(SEAT_COOKIE, secret, path=f"/seat/{code}", httponly=True, samesite="Strict", secure=request.secure)
+    return answer
+
+
+async def seat_release(request: web.Request) -> web.Response:
+    if not _allowed(request):
         return _refused()
-    return web.Response(text=join.links_html(await asyncio.to_thread(request.app[CONSOLE].links)), content_type="text/html")
+    body = await read_object(request)
+    team, role = body.get("team"), body.get("role")
+    if not isinstance(team, str) or not isinstance(role, str):
+        raise BadRequest("team and role: the seat to release")
+    try:
+        request.app[CONSOLE].seats.release(team, role)
+    except SeatError as exc:
+        return json_error(404, "no_seat", str(exc))
+    return web.json_response({"released": {"team": team, "role": role}})
 
 
 async def document(request: web.Request) -> web.Response:
@@ -375,7 +458,8 @@ async def sampling(served: web.Application) -> AsyncIterator[None]:
 
 # Every route, by its operation in room_api (where each is described: the fuzzer judges it).
 HANDLERS = {"page": page, "panel": panel, "document": document, "debrief": debrief, "chart": debrief, "halt": halt,
-            "join": join_page, "join_links": join_links, "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
+            "join": join_page, "join_links": join_links, "seat": seat_page, "claim": seat_claim, "release": seat_release,
+            "start": start, "end": end, "inject": inject, "hold": hold}  # fmt: skip
 
 
 def app(console: Console) -> web.Application:

@@ -155,6 +155,7 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
             console = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
             assert console.stdout is not None
             url = console.stdout.readline().split()[3]  # "the room's console: http://127.0.0.1:PORT/ (…)"
+            join_url = console.stdout.readline().split()[-1]  # "the join page to project …: URL/join#token=JOIN_TOKEN"
             if where is not None:
                 assert f"the room's pages are served on {where.host_ip}; the players' links use https://{where.host_ip}" in out, out
                 assert url.startswith(f"https://{where.host_ip}:"), url
@@ -178,12 +179,22 @@ def test_two_teams_storm_one_plays_the_runbook_in_the_browser_the_other_never_kn
                 assert answer(f"{theirs[0]}/game.json", tls.cert, mine[1]) == 401
                 assert answer(f"{mine[0]}/game.json", tls.cert) == 401
                 assert answer(f"{mine[0]}/play", tls.cert, host="rebound.example") == 421
-                # the facilitator projects the join page: every role of both teams, as a link and a QR code
-                d.get(f"{url}join#token={room.facilitator_token()}")
+                # the facilitator projects the join page with the join token: every seat of both teams as a claim code,
+                # no role's token on the screen, and the join token gone from the address bar
+                assert room.facilitator_token() not in join_url
+                d.get(join_url)
                 until(
                     lambda: len(d.find_elements(By.CSS_SELECTOR, "#teams figure svg")) == 2 * len(links["team-1"]), 30, 0.5, "the join page"
                 )
-                assert links["team-2"]["queues"] in d.find_element(By.ID, "teams").text
+                assert "#" not in d.current_url and "token=" not in d.find_element(By.ID, "teams").text
+                # team 1's database on-call scans her seat's code and takes the seat: her console; the seat is hers
+                team_1 = next(
+                    s for s in d.find_elements(By.CSS_SELECTOR, "#teams section") if s.find_element(By.TAG_NAME, "h2").text == "team-1"
+                )
+                seat = next(f for f in team_1.find_elements(By.TAG_NAME, "figure") if f.find_element(By.TAG_NAME, "b").text == "database")
+                d.get(seat.find_element(By.TAG_NAME, "code").text)
+                d.find_element(By.CSS_SELECTOR, "form button").click()
+                until(lambda: "team-1 · database on-call" in d.find_element(By.ID, "who").text, 30, what="her console, from her seat")
 
             # team 1's database on-call opens her console with her token: her role, her forms
             d.get(links["team-1"]["database"])
