@@ -27,6 +27,7 @@ from chaos.lease import describe_effect
 from stormcore import commandline, roster
 from stormcore.auth import ensure_token
 from stormcore.commandline import Parser
+from stormcore.documents import is_decimal
 from stormcore.errors import LabError
 from stormcore.fleet import racks_of_cell
 from stormcore.labstate import backend, running, state_dir
@@ -251,7 +252,7 @@ def run(args: argparse.Namespace, runner: Any = None) -> int:
 def parse_lease(text: str) -> tuple[str, int]:
     """``linkproxy#3`` (as `chaos list` shows a lease) -> the holder and the lease's number."""
     holder, _, number = text.partition("#")
-    if not holder or not number.isdigit() or len(number) > 18:
+    if not holder or not is_decimal(number):
         raise ChaosError(f"a lease is HOLDER#ID as `chaos list` shows it (linkproxy#3), got {text!r}")
     return holder, int(number)
 

@@ -42,6 +42,7 @@ from chaos import catalog
 from chaos.lease import Lease, LeaseBook, LeaseError
 from stormcore import jsonlog, openapi
 from stormcore.auth import grafana_auth
+from stormcore.documents import is_decimal
 from stormcore.openapi import ERROR, Answer, Operation, obj
 from stormcore.settings import max_duration_s as lease_max_duration_s
 from stormcore.web import BadRequest, json_error, read_object
@@ -315,7 +316,7 @@ def add_fault_routes(
         lease_id = None
         if "id" in request.query:
             raw = request.query["id"]
-            if not raw.isdigit() or len(raw) > 18:
+            if not is_decimal(raw):
                 raise BadRequest(f"id is a lease's number, as GET /faults lists it, got {raw[:40]!r}")
             lease_id = int(raw)
         halted = runner.halt(fault, lease_id)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from chaos.fault_shell import HALT, LIST, Exec, Held, ask_holder, freeze, kill, latency, loss, parse_answer, parse_listing, partition
 from stormcore import roster
+from stormcore.documents import is_decimal
 
 try:  # the Docker SDK is optional: only the docker backend needs it
     import docker.errors  # (without the SDK, `docker` may name this repository's docker/ folder)
@@ -59,7 +60,7 @@ def rack_of(labels: dict[str, str]) -> int | None:
         task = labels.get("com.docker.swarm.task.name", "").split(".")
         service = labels.get("com.docker.swarm.service.name", "")
         number = task[1] if len(task) == 3 and service.endswith("_rack") and task[0] == service else ""
-    if number.isdigit() and int(number) >= 1:
+    if is_decimal(number) and int(number) >= 1:
         return int(number) - 1
     return None
 
@@ -162,7 +163,7 @@ def halt(runner: Runner, containers: Iterable[str]) -> tuple[int, list[str]]:
     for container in containers:
         try:
             said = runner.exec(Exec(container, HALT, detach=False)).strip()
-            halted += int(said) if said.isdigit() else 0
+            halted += int(said) if is_decimal(said) else 0
         except Exception as exc:  # one container's failure must not leave the others' faults held
             failed.append(f"{container}: {exc}")
     return halted, failed

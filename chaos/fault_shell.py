@@ -268,9 +268,9 @@ def parse_ended(container: str, text: str) -> Held | None:
     """The ended record a fault shell printed as it ended (its last line: "fault ended-at count")."""
     for line in reversed(text.splitlines()):
         parts = line.split()
-        if len(parts) == 3 and parts[1].isdigit():
+        if len(parts) == 3 and parts[1].isdecimal():
             fault, at, count = parts
-            return Held(container, 0, fault, float(at), "ended", int(count) if count.isdigit() else None)
+            return Held(container, 0, fault, float(at), "ended", int(count) if count.isdecimal() else None)
     return None
 
 
@@ -279,10 +279,10 @@ def parse_listing(container: str, text: str) -> list[Held]:
     rows = []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 5 and parts[0].isdigit() and parts[3] in ("held", "orphan", "ended"):
+        if len(parts) == 5 and parts[0].isdecimal() and parts[3] in ("held", "orphan", "ended"):
             pid, fault, at, state, count = parts
             try:
-                rows.append(Held(container, int(pid), fault, float(at), state, int(count) if count.isdigit() else None))
+                rows.append(Held(container, int(pid), fault, float(at), state, int(count) if count.isdecimal() else None))
             except ValueError:
                 continue
     return rows

@@ -29,6 +29,7 @@ from typing import Any
 
 from chaos import docker_backend as db
 from chaos import fault_shell as fs
+from stormcore.documents import is_decimal
 
 PART_OF = "app.kubernetes.io/part-of"
 NAME = "app.kubernetes.io/name"
@@ -99,7 +100,7 @@ def racks(pods: list[Pod]) -> dict[int, Pod]:
     found = {}
     for pod in pods:
         head, _, ordinal = pod.name.rpartition("-")
-        if pod.component == "rack" and head == "rack" and ordinal.isdigit():
+        if pod.component == "rack" and head == "rack" and is_decimal(ordinal):
             found[int(ordinal)] = pod
     return found
 

@@ -19,6 +19,7 @@ from chaos import fault_shell as fs
 from chaos import k8s_backend as kb
 from chaos.catalog import ChaosError
 from chaos.k8s_runner import KubeRunner, confirm_started
+from stormcore.documents import is_decimal
 
 
 def namespace() -> str:
@@ -118,7 +119,7 @@ def in_pods(runner: KubeRunner, failed: list[str], halting: bool) -> tuple[list[
         try:
             for c in running:
                 said = runner.exec(fs.Exec(f"{pod.name}/{c.name}", fs.HALT if halting else fs.LIST, detach=False)).strip()
-                ended_now += int(said) if halting and said.isdigit() else 0
+                ended_now += int(said) if halting and is_decimal(said) else 0
                 for h in fs.parse_listing(pod.name, said):  # a pod's shells may share one /dev/shm: each once
                     found[(pod.name, h.pid)] = h
             for c in to_reap:

@@ -110,7 +110,7 @@ def dropped_bytes(listing: str, lease: str) -> int:
     for line in listing.splitlines():
         if f"/* {lease} */" in line:
             fields = line.split()
-            if len(fields) > 1 and fields[1].isdigit():
+            if len(fields) > 1 and fields[1].isdecimal():
                 total += int(fields[1])
     return total
 

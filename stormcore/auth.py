@@ -105,7 +105,8 @@ def headers(token: str) -> dict[str, str]:
 def carries(authorization: str, token: str | None) -> bool:
     """Whether an Authorization header is ``Bearer`` ``token`` (compared in constant time; no token,
     nobody carries it). The one bearer check of the lab, its desks and its rooms."""
-    return bool(token) and hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode())
+    given = authorization.encode("utf-8", "surrogatepass")  # a header of bytes that are not UTF-8 arrives as surrogates
+    return bool(token) and hmac.compare_digest(given, f"Bearer {token}".encode())
 
 
 def whose(authorization: str, tokens: Mapping[str, str | None]) -> str | None:

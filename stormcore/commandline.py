@@ -24,6 +24,7 @@ import io
 import json
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO
 
@@ -242,6 +243,11 @@ def run(prog: str, args: argparse.Namespace, func: Callable[[argparse.Namespace]
     except KeyboardInterrupt:
         print(json.dumps({"command": command, "exit_code": 130, "ok": False, "error": "interrupted", **told}, default=str), file=real)
         return 130
+    except Exception as exc:  # a bug of ours: its traceback on stderr, and still one document for the script reading stdout
+        traceback.print_exc()
+        said = f"unexpected {type(exc).__name__}: {exc} (a bug in stormlab: the traceback is on stderr)"
+        print(json.dumps({"command": command, "exit_code": 1, "ok": False, "error": said, **_result(own), **told}, default=str), file=real)
+        return 1
     finally:
         _told.pop()
     if answered == "envelope":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import yaml
@@ -42,6 +43,13 @@ def whole(value: Any) -> int | None:
     return int(value) if is_number(value, integer=True) else None
 
 
+def is_decimal(text: str, most_digits: int = 18) -> bool:
+    """``text`` is a whole number in ASCII digits (1 to ``most_digits`` of them): what an id, a
+    port or a count in a request, a header or a file may be. ``str.isdigit`` also takes
+    superscripts and other scripts' digits, which ``int`` then refuses (a 500) or reads."""
+    return 0 < len(text) <= most_digits and text.isascii() and text.isdecimal()
+
+
 def finite(text: str) -> float:
     """A number as a person types it (``"2.5"``, ``"1e3"``); ValueError for anything else, and for
     ``nan``, ``inf`` and what overflows to it (``1e999``)."""
@@ -66,10 +74,36 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number the lab takes")
 
 
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # a \uD800-\uDFFF escape: half of a pair, or a lone half
+
+
 def loads(raw: bytes | str) -> Any:
     """JSON as the standard reader reads it, but NaN, Infinity and numbers that overflow to an
-    infinity are refused (ValueError): Python's reader takes them, and JSON has no such numbers."""
-    return json.loads(raw, parse_constant=_no_constant, parse_float=finite)
+    infinity are refused (ValueError): Python's reader takes them, and JSON has no such numbers.
+    So is a string holding half a surrogate pair (``"\\ud800"``): Python's reader takes it, and no
+    UTF-8 can hold it, so every size, store and page after the reader would fail on it (a 500)."""
+    doc = json.loads(raw, parse_constant=_no_constant, parse_float=finite)
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if SURROGATE_ESCAPE.search(text) and not _encodable(doc):
+        raise ValueError("a string holds half of a surrogate pair (\\ud800 to \\udfff alone): not text")
+    return doc
+
+
+def _encodable(doc: Any) -> bool:
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return True
 
 
 def compose_yaml(

@@ -39,6 +39,7 @@ from typing import Any
 
 import aiohttp
 
+from stormcore.documents import is_decimal
 from stormcore.fleet import cell_name
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,9 @@ def rack_index(spec: str, hostname: str = "", dns_names: Iterable[str] = (), nam
     """The rack index ``spec`` names (see the module's description; ``name``: the variable that
     said it, for the errors); pure."""
     spec = spec.strip()
-    if spec.isdigit():
+    if is_decimal(spec):
         return int(spec)
-    if spec.startswith("slot:") and spec[5:].isdigit() and int(spec[5:]) >= 1:
+    if spec.startswith("slot:") and is_decimal(spec[5:]) and int(spec[5:]) >= 1:
         return int(spec[5:]) - 1
     if spec == "ordinal":
         match = _TRAILING.search(hostname)
@@ -79,7 +80,7 @@ def cell_index(spec: str, hostname: str = "", dns_names: Iterable[str] = ()) -> 
     """The cell ``STORMLAB_CELL`` names (pure): a number (none: 0), or a replica, slot or ordinal
     of the ``metadata-cell`` service, whose first is cell 1 (cell 0 is the ``metadata`` service)."""
     spec = spec.strip()
-    if not spec or spec.isdigit():
+    if not spec or is_decimal(spec):
         return int(spec or 0)
     return rack_index(spec, hostname, dns_names, "STORMLAB_CELL") + 1
 
@@ -152,7 +153,7 @@ def cell_from_env(cells: int, environ: dict[str, str] | None = None) -> int:
     swarm scale by a variable and cannot count), must be STORMLAB_CELLS - 1."""
     env = os.environ if environ is None else environ
     more = env.get(MORE_CELLS_ENV, "").strip()
-    if more and (not more.isdigit() or int(more) != cells - 1):
+    if more and (not is_decimal(more) or int(more) != cells - 1):
         raise RackSpecError(f"{MORE_CELLS_ENV}={more!r} with STORMLAB_CELLS={cells}: the metadata-cell replicas serve cells 1 to "
                             f"{cells - 1}, so give {MORE_CELLS_ENV}={cells - 1} (or `make up CELLS={cells}`)")  # fmt: skip
     spec = env.get("STORMLAB_CELL", "")
@@ -207,13 +208,13 @@ def cell_holders(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
 def cells_in(env: Mapping[str, Any]) -> int:
     """STORMLAB_CELLS in an environment or a lab's settings (1 if not a number)."""
     said = str(env.get("STORMLAB_CELLS", "")).strip()
-    return int(said) if said.isdigit() and int(said) >= 1 else 1
+    return int(said) if is_decimal(said) and int(said) >= 1 else 1
 
 
 def ask_cells(dns: str, resolve: Callable = socket.getaddrinfo) -> dict[str, int | None]:
     """Every address behind ``dns`` (NAME:PORT) and the cell it says it serves (None: no answer)."""
     host, _, port = dns.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not is_decimal(port):
         raise RackSpecError(f"STORMLAB_CELLS_DNS={dns!r}: give NAME:PORT, e.g. cells:8700")
     try:
         addresses = sorted({str(info[4][0]) for info in resolve(host, int(port), type=socket.SOCK_STREAM)})
@@ -276,7 +277,7 @@ class RackUrls:
         env = os.environ if environ is None else environ
         if env.get("STORMLAB_RACKS_DNS"):
             host, _, port = env["STORMLAB_RACKS_DNS"].rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not is_decimal(port):
                 raise ValueError(f"STORMLAB_RACKS_DNS={env['STORMLAB_RACKS_DNS']!r}: give NAME:PORT, e.g. racks:8800")
             return cls(dns=(host, int(port)))
         if env.get("STORMLAB_RACK_URLS"):

@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Histogram, generate_latest
 
 from stormcore import openapi
-from stormcore.documents import is_number
+from stormcore.documents import finite, is_number
 from stormcore.health import CpuSampler
 from stormcore.openapi import Answer, Operation
 from stormcore.window import Window
@@ -142,8 +142,8 @@ class LoopLag:
         if request is None or "lag_window_s" not in request.query:
             return 10.0
         try:
-            return min(max(float(request.query["lag_window_s"]), 0.1), 24 * 3600.0)
-        except ValueError:
+            return min(max(finite(request.query["lag_window_s"]), 0.1), 24 * 3600.0)
+        except ValueError:  # nan, inf and what is not a number alike: NaN once made the window NaN
             raise BadRequest("lag_window_s must be a number of seconds") from None
 
     def readings(self, request: web.Request | None = None) -> HostReadings:

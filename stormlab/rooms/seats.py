@@ -48,7 +48,7 @@ def join_token(facilitator: str) -> str:
 
 
 def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()  # a cookie of any bytes
 
 
 class Seats:
