@@ -105,12 +105,14 @@ soak-compose: $(STAMP)
 	$(PIP_INSTALL) -c constraints.txt -e '.[test,charts,docker]'
 	STORMLAB_COMPOSE_PROJECT=$${COMPOSE_PROJECT_NAME:-stormlab} $(BIN)/stormlab soak --backend docker --leases $(LEASES) --holder-kills 0.05 $(ARGS)
 
-# The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm):
-# REQUESTS generated requests per operation of every process (~14 min at 1,000), judged by each
-# process's /openapi.json; exit 1 on any finding.
+# The API fuzzer on a lab of its own (cheap membership costs: it tests the API, not the storm), with
+# every incident's services (the lease manager among them): REQUESTS generated requests per
+# operation of every process, the game's consoles (the join and debrief pages among them) and the
+# rootless lab's door (raw bytes, slow and half-open connections), judged by each one's
+# /openapi.json (~16 min at 1,000); exit 1 on any finding.
 REQUESTS ?= 1000
 fuzz: $(TOOLS)
-	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 --racks 2 --nodes-per-rack 20 --renewal-period 1s \
+	STORMLAB_STATE_DIR=$$(mktemp -d)/stormlab sh -c '$(BIN)/stormlab up --base-port 0 --racks 2 --nodes-per-rack 20 --renewal-period 1s --cascade every \
 	  --set cost_base_s=0.0001 --set cost_per_entry_s=0.00001 --set admin_cost_s=0.001 && \
 	  { $(BIN)/stormlab fuzz --requests $(REQUESTS) $(ARGS); rc=$$?; $(BIN)/stormlab down; exit $$rc; }'
 

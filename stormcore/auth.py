@@ -10,6 +10,7 @@ A process refuses to start with a token anyone could guess: empty, short, or a p
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import os
 import secrets
@@ -107,6 +108,12 @@ def carries(authorization: str, token: str | None) -> bool:
     nobody carries it). The one bearer check of the lab, its desks and its rooms."""
     given = authorization.encode("utf-8", "surrogatepass")  # a header of bytes that are not UTF-8 arrives as surrogates
     return bool(token) and hmac.compare_digest(given, f"Bearer {token}".encode())
+
+
+def join_token(facilitator: str) -> str:
+    """The token a room's projected join page is opened with: it shows the page (the free seats'
+    claim codes) and can do nothing else; derived from the facilitator's, so nothing more is kept."""
+    return hmac.new(facilitator.encode(), b"stormlab room: the join page, shown and nothing else", hashlib.sha256).hexdigest()
 
 
 def whose(authorization: str, tokens: Mapping[str, str | None]) -> str | None:

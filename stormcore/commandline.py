@@ -245,8 +245,8 @@ def run(prog: str, args: argparse.Namespace, func: Callable[[argparse.Namespace]
         return 130
     except Exception as exc:  # a bug of ours: its traceback on stderr, and still one document for the script reading stdout
         traceback.print_exc()
-        said = f"unexpected {type(exc).__name__}: {exc} (a bug in stormlab: the traceback is on stderr)"
-        print(json.dumps({"command": command, "exit_code": 1, "ok": False, "error": said, **_result(own), **told}, default=str), file=real)
+        bug = f"unexpected {type(exc).__name__}: {exc} (a bug in stormlab: the traceback is on stderr)"
+        print(json.dumps({"command": command, "exit_code": 1, "ok": False, "error": bug, **_result(own), **told}, default=str), file=real)
         return 1
     finally:
         _told.pop()

@@ -132,13 +132,18 @@ def external_racks(args: argparse.Namespace) -> dict[int, str] | None:
 
 
 def parse_cascade(text: str, incident: str = DEFAULT_PROFILE) -> tuple[str, ...]:
-    """``--cascade``: ``all`` (the incident's services), ``none``, or a comma list of the cascade's services."""
+    """``--cascade``: ``all`` (the incident's services), ``every`` (every incident's: what the fuzzer
+    judges), ``none``, or a comma list of the cascade's services."""
     if text.strip() == "all":
         return roster.cascade_of(incident)
+    if text.strip() == "every":
+        return roster.CASCADE
     chosen = tuple(s.strip() for s in text.split(",") if s.strip() and s.strip() != "none")
     unknown = sorted(set(chosen) - set(roster.CASCADE))
     if unknown:
-        raise UsageError(f"--cascade: no service {', '.join(unknown)}; the cascade's services: {', '.join(roster.CASCADE)} (or all, none)")
+        raise UsageError(
+            f"--cascade: no service {', '.join(unknown)}; the cascade's services: {', '.join(roster.CASCADE)} (or all, every, none)"
+        )
     return chosen
 
 
@@ -227,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--cascade",
         default="all",
-        help="the services beside the database to run: all (default: the profile's incident's), none, "
+        help="the services beside the database to run: all (default: the profile's incident's), every (every incident's), none, "
         f"or a comma list of {', '.join(roster.CASCADE)}",
     )
     up.set_defaults(func=cmd_up)

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from chaos.flags import BACKEND_CHOICES, backend_word
 from stormcore import commandline
-from stormcore.auth import headers, lab_token_in
+from stormcore.auth import headers, join_token, lab_token_in
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import BACKENDS
 from stormcore.settings import DEFAULT_PROFILE, LabSettings, flag_of
@@ -29,7 +29,6 @@ from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.moves import ROLES
 from stormlab.responder.reach import Reach
 from stormlab.rooms import room, room_compose, room_debrief, room_web
-from stormlab.rooms.seats import join_token
 from stormlab.scenarios import cli as gameday_cli
 from stormlab.scenarios.scenario import live_inject
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stormcore.auth import carries
+from stormcore.auth import carries, join_token
 from stormcore.errors import LabError
 from stormcore.web import BadRequest, described_app, json_error, read_object
 from stormlab.engine.reading import Reading
@@ -49,7 +49,7 @@ from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.desk_web import hold_wanted
 from stormlab.responder.moves import ROLES
 from stormlab.rooms import join, room_api, room_debrief
-from stormlab.rooms.seats import SeatError, Seats, join_token
+from stormlab.rooms.seats import SeatError, Seats
 from stormlab.scenarios.leaderboard import standing
 from stormlab.scenarios.scenario import ScenarioError
 

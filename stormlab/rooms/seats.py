@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 Seat = tuple[str, str]  # (team, role)
 CODE_BYTES = 16  # 128 bits: a code is not guessed, only read off the screen
-JOIN_PURPOSE = b"stormlab room: the join page, shown and nothing else"
 
 
 class SeatError(Exception):
@@ -39,12 +38,6 @@ class Shown:
     team: str
     role: str
     code: str | None  # None: claimed (no code to show)
-
-
-def join_token(facilitator: str) -> str:
-    """The token the projected join page is opened with: it shows the page (the free seats' codes)
-    and can do nothing else; derived from the facilitator's, so nothing more is kept."""
-    return hmac.new(facilitator.encode(), JOIN_PURPOSE, hashlib.sha256).hexdigest()
 
 
 def _digest(secret: str) -> str:

@@ -23,7 +23,7 @@ from stormlab.responder.desk import Desk
 from stormlab.responder.moves import ROLES
 from stormlab.responder.runbook import Ops
 from stormlab.rooms import room as room_mod
-from stormlab.rooms import room_web
+from stormlab.rooms import room_debrief, room_web
 from stormlab.scenarios.scenario import live_inject
 
 
@@ -75,7 +75,15 @@ def room(token: str, directory: Path) -> web.Application:
         inject=lambda body, team: room_mod.inject(body, team, directory),
         hold=lambda on: room_mod.hold(on, directory),
     )
-    return room_web.app(room_web.Console(card, read, controls, token, home=home))
+    # A game on in team-1's lab as far as the join page knows: its seats are dealt (their codes on
+    # /join/links), and a taken seat is sent to a console that is not there (nothing follows it).
+    seats = {"team-1": {role: f"http://127.0.0.1:9/play#token=standalone-{role}" for role in ROLES}}
+    (home / room_debrief.PAGE).write_text("<!doctype html><p>no game of this room has ended: a stand-in debrief</p>")
+    (home / room_debrief.CHART).write_bytes(STAND_IN_PNG)
+    return room_web.app(room_web.Console(card, read, controls, token, home=home, links=lambda: seats))
+
+
+STAND_IN_PNG = b"\x89PNG\r\n\x1a\n" + b"a stand-in chart"  # served as the debrief's chart, never drawn
 
 
 @contextlib.contextmanager

@@ -1,11 +1,14 @@
 """The API fuzzer: every operation of every process of the running lab, sent generated requests
 good and bad, judged against the process's own description (``/openapi.json``).
 
-    stormlab fuzz [--requests 1000] [--seed 1] [--only metadata,rack-00,desk]   (against the running lab)
+    stormlab fuzz [--requests 1000] [--seed 1] [--only metadata,rack-00,desk,door]   (against the running lab)
 
 Beside the lab's processes it fuzzes the game's consoles, which it serves itself on loopback
 against the lab (``desk``: a team's desk, whose moves are made on the lab; ``room``: a room's
-console with its own controls on a room of no labs). A rack that serves no description of its own
+console with its own controls on a room of no labs, its join page's seats dealt and its debrief
+written), and the rootless lab's door (``door``: stormlab/runs/fuzz_door.py, a door of the
+fuzzer's own in front of the metadata service: raw bytes, slow writers, half-open connections and
+a frozen inside). A rack that serves no description of its own
 (an external rack, docs/contract.md) is judged by the rack contract the supervisor serves
 (``/contract.json``).
 
@@ -40,6 +43,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -49,15 +53,17 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from chaos import client
 from stormcore import fleet, roster
-from stormcore.auth import ensure_token, headers
+from stormcore.auth import ensure_token, headers, join_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running, state_dir
 from stormcore.later import Later
+from stormlab.runs.fuzz_door import fuzz_door
 
 # the fuzzer's tools come with the test extras (make test, make fuzz), imported at the fuzzer's first use; the lab runs without them
 hypothesis = Later("hypothesis")
@@ -69,8 +75,9 @@ requests = Later("requests")
 
 LAB_TARGETS = (*(p.name if p.kind != roster.RACK else roster.rack_name(0) for p in roster.ROSTER), "supervisor")  # one of each kind
 CONSOLES = ("desk", "room")  # the game's web apps, served by the fuzzer itself against the lab (``consoles``: rooms/standalone.py)
+DOOR = "door"  # the rootless lab's door, served by the fuzzer itself in front of the metadata service (fuzz_door.py)
 Consoles = Callable[[dict[str, Any], str, Path], contextlib.AbstractContextManager[dict[str, str]]]
-TARGETS = (*LAB_TARGETS, *CONSOLES)
+TARGETS = (*LAB_TARGETS, *CONSOLES, DOOR)
 NO_ANSWER = "no answer"
 SERVER_ERROR = "server error: 500"
 
@@ -184,7 +191,7 @@ class OperationFuzz:
         result = self.result
         result.requests += 1
         try:
-            response = case.call(base_url=self.base_url, session=self.session, headers=sent, timeout=30)
+            response = case.call(base_url=self.base_url, session=self.session, headers=sent, timeout=30, allow_redirects=False)
         except requests.RequestException as exc:
             result.found(f"{NO_ANSWER}: {type(exc).__name__}", case.as_curl_command(headers=sent))
             return
@@ -266,6 +273,13 @@ def known_values(urls: dict[str, str], token: str) -> dict[str, list[dict[str, A
             rack = f"rack-{fleet.rack_of(owner):02d}"
             found.setdefault(rack, []).append({"node": owner, "table": table, "partition": partition})
     return found
+
+
+def seat_codes(room_url: str, token: str) -> list[dict[str, Any]]:
+    """The seats the room console has dealt, read off its join page with the join token: requests
+    that get past "no such seat" to a seat's page and its claim."""
+    answer = requests.get(f"{room_url}/join/links", headers=headers(join_token(token)), timeout=30)
+    return [{"code": code} for code in sorted(set(re.findall(r"/seat/([A-Za-z0-9_-]+)", answer.text)))]
 
 
 class Lab:
@@ -385,9 +399,9 @@ def fuzz(
     urls = lab.urls()
     if consoles is None and set(only) & set(CONSOLES):
         raise UsageError("the desk and the room console are served by `stormlab fuzz` itself: run it as that command")
-    unknown = sorted(set(only) - set(urls) - set(CONSOLES))
+    unknown = sorted(set(only) - set(urls) - {*CONSOLES, DOOR})
     if unknown:
-        raise UsageError(f"no process {', '.join(unknown)} in this lab; it has {', '.join(sorted([*urls, *CONSOLES]))}")
+        raise UsageError(f"no process {', '.join(unknown)} in this lab; it has {', '.join(sorted([*urls, *CONSOLES, DOOR]))}")
     cores = float(client.call("GET", f"{urls['metadata']}/status", lab.token)["cores"])
     results: list[OperationResult] = []
     started = time.monotonic()
@@ -397,7 +411,15 @@ def fuzz(
     if consoles is not None and set(only) & set(CONSOLES):
         serving = consoles(lab.state, lab.token, Path(lab.state["directory"]) / "fuzz-consoles")
     with serving as served:
+        if "room" in served:
+            known["room"] = seat_codes(served["room"], lab.token)
         for target in only:
+            if target == DOOR:
+                lab.restore(cores)
+                for row in fuzz_door(urls["metadata"], requests_n, rng.randrange(2**31), partial(OperationResult, DOOR)):
+                    results.append(row)
+                    echo(f"fuzz: {DOOR:<10} {row.operation:<58} {row.requests:>5} connections  {_verdict(row)}")
+                continue
             where = lambda: lab.urls() | served  # noqa: E731 (a restarted process may have a new URL)
             description = schemathesis.openapi.from_url(description_of(target, where(), lab.token))
             for found in description.get_all_operations():
@@ -410,10 +432,8 @@ def fuzz(
                         result = fuzz_operation(target, where()[target], op, lab.token, n, rng.randrange(2**31), known.get(target))
                     result.operation += f" ({HELD_RACK} {condition})" if condition else ""
                     results.append(result)
-                    statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
-                    verdict = "ok" if not result.findings else f"{sum(result.findings.values())} FINDINGS"
                     took = time.monotonic() - took
-                    echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {statuses}  {verdict}")
+                    echo(f"fuzz: {target:<10} {result.operation:<58} {result.requests:>5} requests in {took:5.1f} s  {_verdict(result)}")
     lab.restore(cores)
     health = lab.health()
     findings = sum(sum(r.findings.values()) for r in results)
@@ -432,17 +452,30 @@ def fuzz(
     }
 
 
+def _verdict(result: OperationResult) -> str:
+    statuses = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
+    return f"{statuses}  {'ok' if not result.findings else f'{sum(result.findings.values())} FINDINGS'}"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=1000, help="generated requests per operation (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="seed for the generated requests")
-    p.add_argument("--only", default=",".join(TARGETS), help=f"comma list of processes (default: {','.join(TARGETS)})")
+    p.add_argument(
+        "--only",
+        default=None,
+        help=f"comma list of targets, of {','.join(TARGETS)} (default: every process this lab runs, the consoles and the door)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document on stdout (progress on stderr): every operation's figures")
 
 
 def run(args: argparse.Namespace, consoles: Consoles | None = None) -> int:
     if not 1 <= args.requests <= 1_000_000:
         raise UsageError("--requests must be 1-1000000")
-    only = tuple(t.strip() for t in args.only.split(",") if t.strip())
+    if args.only is None:
+        ran = set(Lab().urls())
+        only = tuple(t for t in TARGETS if t in ran or t in (*CONSOLES, DOOR))
+    else:
+        only = tuple(t.strip() for t in args.only.split(",") if t.strip())
     if not only:
         raise UsageError("--only names no process")
     progress = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the one document

@@ -8,6 +8,7 @@ import asyncio
 import socket
 
 from stormlab.engine import door
+from stormlab.runs.fuzz_door import frozen_inside
 
 
 async def echo_server() -> tuple[asyncio.AbstractServer, int]:
@@ -34,24 +35,6 @@ async def closed_by_the_door(reader: asyncio.StreamReader) -> bool:
         return await asyncio.wait_for(reader.read(), 5) == b""
     except ConnectionResetError:
         return True
-
-
-def a_frozen_inside() -> tuple[socket.socket, list[socket.socket]]:
-    """A lab process that accepts nothing (frozen, or swamped): its backlog is full, so a new
-    connection to it is neither made nor refused (the kernel drops its SYNs and the client waits)."""
-    inside = socket.socket()
-    inside.bind(("127.0.0.1", 0))
-    inside.listen(0)
-    queued = []
-    for _ in range(3):
-        s = socket.socket()
-        s.setblocking(False)
-        try:
-            s.connect(inside.getsockname())
-        except BlockingIOError:
-            pass
-        queued.append(s)
-    return inside, queued
 
 
 async def closed(writer: asyncio.StreamWriter, *servers: asyncio.AbstractServer) -> None:
@@ -103,7 +86,7 @@ async def test_the_door_holds_no_byte_while_its_inside_connection_is_pending_and
     the inside connection is made: the sender waits on the kernel's buffers. After CONNECT_S the
     outside connection is closed, as a refusal."""
     monkeypatch.setattr(door, "CONNECT_S", 1.5)
-    inside, queued = a_frozen_inside()
+    inside, queued = frozen_inside()
     outside, door_port = await a_door(inside.getsockname()[1])
     reader, writer = await asyncio.open_connection("127.0.0.1", door_port)
     chunk, sent = b"x" * (1 << 20), 0
@@ -125,7 +108,7 @@ async def test_the_door_holds_no_byte_while_its_inside_connection_is_pending_and
 
 async def test_the_door_closes_connections_past_its_limit_of_waiting_ones(monkeypatch):
     monkeypatch.setattr(door, "CONNECT_S", 1.0)
-    inside, queued = a_frozen_inside()
+    inside, queued = frozen_inside()
     waiting = door.Waiting(limit=2)
     outside, door_port = await a_door(inside.getsockname()[1], waiting)
     held = [await asyncio.open_connection("127.0.0.1", door_port) for _ in range(2)]
@@ -142,3 +125,63 @@ async def test_the_door_closes_connections_past_its_limit_of_waiting_ones(monkey
     await outside.wait_closed()
     for s in (inside, *queued):
         s.close()
+
+
+def test_the_door_fuzzer_finds_nothing_in_this_door_and_counts_what_it_sent(monkeypatch):
+    """`stormlab fuzz --only door` against a stand-in for the metadata service (an echo of /healthz)."""
+    from stormlab.runs.fuzz import OperationResult
+    from stormlab.runs.fuzz_door import fuzz_door
+
+    monkeypatch.setattr(door, "CONNECT_S", 1.0)
+    server, port = _healthz_server()
+    try:
+        rows = fuzz_door(f"http://127.0.0.1:{port}", 40, 1, lambda op: OperationResult("door", op))
+    finally:
+        server.shutdown()
+        server.server_close()
+    by = {r.operation: r for r in rows}
+    assert set(by) == {"raw bytes (to metadata)", "slow writers (to metadata)", "half-open (to metadata)", "a frozen inside"}
+    assert all(not r.findings for r in rows), {r.operation: dict(r.findings) for r in rows}
+    assert by["raw bytes (to metadata)"].requests == 40 and by["half-open (to metadata)"].statuses[200] == 20
+    assert by["slow writers (to metadata)"].statuses[200] == 4 and by["a frozen inside"].statuses[0] == 4  # closed, no answer
+
+
+def test_the_door_fuzzer_finds_a_door_that_keeps_a_connection_to_a_frozen_inside(monkeypatch):
+    from stormlab.runs import fuzz_door as fd
+    from stormlab.runs.fuzz import OperationResult
+
+    async def never(self) -> None:  # the door before its deadline: a connect that hangs holds the outside for ever
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(door, "CONNECT_S", 0.5)
+    monkeypatch.setattr(fd, "ANSWER_S", 0.5)
+    monkeypatch.setattr(door.Outside, "_pass_on", never)
+    server, port = _healthz_server()
+    try:
+        rows = fd.fuzz_door(f"http://127.0.0.1:{port}", 4, 1, lambda op: OperationResult("door", op))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert any("kept open past the door's deadlines" in kind for r in rows for kind in r.findings)
+
+
+def _healthz_server():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 128  # as the lab's processes listen (http.server's 5 drops SYNs past it: the door gives those up)
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_port

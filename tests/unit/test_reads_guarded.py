@@ -5,9 +5,9 @@ with the facilitator's token. Moves and controls take their tokens everywhere, a
 
 import pytest
 
+from stormcore.auth import join_token
 from stormlab.responder import desk_web
 from stormlab.rooms import room_web
-from stormlab.rooms.seats import join_token
 from tests.unit.test_room_console import CARD, TOKEN, snap
 from tests.unit.test_team import LAB_TOKEN, as_role, book  # noqa: F401 (book: the fixture)
 

@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from stormlab.rooms.seats import SeatError, Seats, join_token
+from stormcore.auth import join_token
+from stormlab.rooms.seats import SeatError, Seats
 
 LINKS = {"team-1": {"database": "d1", "queues": "q1"}, "team-2": {"database": "d2"}, "team-3": {}}
 
