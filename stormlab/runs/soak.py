@@ -52,6 +52,7 @@ from stormcore import jsonlog, roster
 from stormcore.auth import ensure_token
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import backend, running, state_dir
+from stormlab.runs import soak_compose
 from stormlab.runs.soak_compose import docker_soak
 from stormlab.runs.soak_leases import CUTS, NETWORK, RESTART_S, STILL, host_rules, metadata_restored, random_fault, unexplained
 
@@ -260,9 +261,14 @@ class LocalSoak:
                 "switches_restored": after == self.switches_before,
                 "switches_changed": changed(self.switches_before, after),
                 "server_error_examples": self.server_errors[:10],
-                "host_rules_unchanged": host_rules() == self.rules_before,
             }
         )
+        rules_now = host_rules()
+        result["host_rules_unchanged"] = rules_now == self.rules_before
+        before = {k: v.splitlines() for k, v in self.rules_before.items()}
+        result["host_rules_changed"] = {  # what came or went, so a run that fails says where to look
+            k: diff for k, v in rules_now.items() if (diff := soak_compose.changed(before.get(k, []), v.splitlines()))
+        }
         clean = not (
             result["never_ended"]
             or result["still_held"]

@@ -26,8 +26,12 @@ def test_no_process_answers_outside_its_description(lab, capsys):
     held = [r for r in result["results"] if r["operation"].endswith(("(rack-00 frozen)", "(rack-00 killed)"))]
     assert [r["operation"] for r in held] == ["POST /faults (rack-00 frozen)", "POST /faults (rack-00 killed)"]
     assert all(r["target"] == "supervisor" and r["requests"] >= 10 for r in held)  # deploys meet a rack held down: a quarter each
-    fewest = min(r["requests"] for r in result["results"] if r not in held)
+    door = {r["operation"]: r for r in result["results"] if r["target"] == "door"}
+    fewest = min(r["requests"] for r in result["results"] if r not in held and r["target"] != "door")
     assert result["operations"] >= 45 and fewest >= 40
+    # the door: raw bytes carried and answered or closed, every slow and half-open request answered, a frozen inside given up
+    assert door["raw bytes (to metadata)"]["requests"] == 40 and door["half-open (to metadata)"]["statuses"] == {"200": 20}
+    assert door["slow writers (to metadata)"]["statuses"] == {"200": 4} and door["a frozen inside"]["statuses"] == {"0": 4}
     assert result["server_errors"] == 0 and result["healthy_afterwards"]
     statuses = {f"{r['target']} {r['operation']}": r["statuses"] for r in result["results"]}
     # the generated requests reach past the refusals: a fault applied, an item stored, a login served
@@ -35,3 +39,6 @@ def test_no_process_answers_outside_its_description(lab, capsys):
     assert statuses["rack-00 PUT /nodes/{node}/tables/{table}/partitions/{partition}/items/{key}"].get("200", 0) > 0
     assert statuses["console POST /login"].get("200", 0) > 0
     assert statuses["supervisor POST /faults (rack-00 frozen)"].get("201", 0) > 0  # a deploy or freeze applied with the rack away
+    # the lease manager's API, and the room's seats past "no such seat" (their codes read off the join page)
+    assert statuses["leases POST /faults"].get("201", 0) > 0 and statuses["leases GET /status"].get("200", 0) > 0
+    assert statuses["room GET /seat/{code}"].get("200", 0) > 0 and statuses["room POST /seat/{code}"].get("303", 0) > 0
