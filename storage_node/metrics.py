@@ -8,14 +8,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from storage_node.refusal import NodeState
 from storage_node.retry import CALLS
-from stormcore.metrics import MetricFactory
+from stormcore.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC, MetricFactory
 
 RENEWAL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
 RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "overloaded", "breaker", "error")
 ATTEMPTS = ("first", "retry")
 RENEWAL_LABELS = ("rack", "attempt", "outcome")
-POLICY_BROKEN = "stormlab_retry_policy_broken_total"
-POLICY_BROKEN_DOC = "Calls into a user's retry policy that raised or broke the protocol, answered by the protocol's default"
 SERVED_OUTCOMES = ("ok", "not_found", "refused", "wrong_owner", "bad_request", "quota")
 
 

@@ -7,6 +7,10 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# Counted by every process that runs a user's retry policy (the racks, the lease manager): one name.
+POLICY_BROKEN = "stormlab_retry_policy_broken_total"
+POLICY_BROKEN_DOC = "Calls into a user's retry policy that raised or broke the protocol, answered by the protocol's default"
+
 
 class MetricFactory:
     def __init__(self) -> None:

@@ -38,9 +38,8 @@ from services.dependent import Switch, fix_gauge
 from services.leases.endpoint import EMPTY, OK, Endpoint, EndpointStorage
 from services.leases.host import CHECK, LAUNCH_OUTCOMES, LAUNCHED, OUTCOMES, Fleet, hosts_of
 from services.storage import StorageError
-from storage_node.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC
 from storage_node.retry import CALLS
-from stormcore.metrics import MetricFactory
+from stormcore.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC, MetricFactory
 from stormcore.racks import RackUrls
 from stormcore.settings import LabSettings
 from stormcore.web import BadRequest
