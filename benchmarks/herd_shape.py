@@ -28,7 +28,7 @@ from stormcore.fleet import rack_of
 from stormcore.labstate import running, state_dir
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.model.grid import Point, judge_model
-from stormlab.runs.sweep import QUICK, judge_live
+from stormlab.runs.live import QUICK, judge_live
 
 WATCH_PERIODS = 12.0
 

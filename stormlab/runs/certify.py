@@ -57,7 +57,7 @@ from stormlab.model import certificate as cert
 from stormlab.model import lease_certificate as lc
 from stormlab.model.grid import POINT_2015, Point, agreement, pooled_agreement
 from stormlab.runs import certify_leases
-from stormlab.runs.sweep import LINKS, QUICK, commit, judge_live, live_link, live_path, run_live
+from stormlab.runs.live import LINKS, QUICK, commit, judge_live, live_link, live_path, run_live
 
 PROFILES = ("dynamodb-2015", "aws-2025-10")  # the storms a policy can be certified against
 AGREE = 0.9  # the live points should agree with the model on this share of verdicts

@@ -29,7 +29,7 @@ from stormcore.settings import LabSettings
 from stormlab.model import lease_certificate as lc
 from stormlab.model.grid import Verdict, agreement, pooled_agreement
 from stormlab.runs import lease_demo
-from stormlab.runs.sweep import commit, same_code
+from stormlab.runs.live import commit, same_code
 
 LIVE_SPEED = 4.0  # the live points' speed when --speed is auto: the ways out's runs (docs/incidents/aws-2025-10.md)
 SETTLE_S = 20.0  # profile seconds of a healthy lab before the record is emptied

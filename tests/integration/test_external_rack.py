@@ -14,7 +14,7 @@ import pytest
 from storage_node import contract, policies
 from stormcore.settings import LabSettings
 from stormlab.cli import main
-from stormlab.runs.sweep import QUICK
+from stormlab.runs.live import QUICK
 from tests.conftest import until
 from tests.integration.conftest import SMALL
 

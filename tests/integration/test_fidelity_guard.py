@@ -9,7 +9,7 @@ import pytest
 
 from stormcore.settings import LabSettings
 from stormlab.runs import guard
-from stormlab.runs.sweep import QUICK, judge_live
+from stormlab.runs.live import QUICK, judge_live
 
 pytestmark = pytest.mark.storm
 

@@ -7,7 +7,7 @@ import pytest
 from stormcore.settings import LabSettings
 from stormlab.model.grid import Verdict, judge_model
 from stormlab.runs import guard
-from stormlab.runs.sweep import QUICK
+from stormlab.runs.live import QUICK
 
 BASE = LabSettings(**QUICK)
 

@@ -29,7 +29,7 @@ from stormlab.model.grid import (
     near_threshold,
     summarize,
 )
-from stormlab.runs.sweep import (
+from stormlab.runs.live import (
     append_result,
     changed_outside,
     commit,
@@ -37,9 +37,9 @@ from stormlab.runs.sweep import (
     judge_live,
     read_results,
     run_live,
-    run_model,
     same_code,
 )
+from stormlab.runs.sweep import run_model
 
 QUICK = LabSettings(racks=10, nodes_per_rack=40, capacity_cores=16)
 AT_2015 = Point(**POINT_2015)
@@ -202,9 +202,9 @@ def test_a_live_point_blips_at_the_moment_of_the_schedule_where_its_model_point_
         told["phase"] = blip_phase
         raise Told
 
-    monkeypatch.setattr("stormlab.runs.sweep.launcher.up", lambda *a, **k: {})
-    monkeypatch.setattr("stormlab.runs.sweep.launcher.down", lambda *a, **k: None)
-    monkeypatch.setattr("stormlab.runs.sweep.Demo", demo)
+    monkeypatch.setattr("stormlab.runs.live.launcher.up", lambda *a, **k: {})
+    monkeypatch.setattr("stormlab.runs.live.launcher.down", lambda *a, **k: None)
+    monkeypatch.setattr("stormlab.runs.live.Demo", demo)
     point = Point(panel, 3, 5.0, 2, phase)
     with pytest.raises(Told):
         judge_live(LabSettings(), point, 12, 1.0)
@@ -366,7 +366,7 @@ def _sweep_with_a_model_on_disk(tmp_path, monkeypatch):
 def test_live_points_are_kept_per_link_mechanism_and_the_summary_reports_each(tmp_path, monkeypatch, capsys):
     """A point measured through the link proxy is never reused for the kernel's links: each
     mechanism has its own file, and the sweep passes only when every mechanism measured agrees."""
-    from stormlab.runs import sweep
+    from stormlab.runs import live, sweep
 
     out, argv = _sweep_with_a_model_on_disk(tmp_path, monkeypatch)
     ran = []
@@ -377,15 +377,15 @@ def test_live_points_are_kept_per_link_mechanism_and_the_summary_reports_each(tm
         return _verdict(point, point.blip_racks == 3 or wrong)
 
     monkeypatch.setattr(sweep, "judge_live", judge)
-    monkeypatch.setattr(sweep.launcher, "available", lambda: "not root")  # auto: the proxy, as `up` would choose
-    monkeypatch.setattr(sweep.launcher.door, "why_not", lambda: "no namespace of the lab's own here")  # ... with no namespace
+    monkeypatch.setattr(live.launcher, "available", lambda: "not root")  # auto: the proxy, as `up` would choose
+    monkeypatch.setattr(live.launcher.door, "why_not", lambda: "no namespace of the lab's own here")  # ... with no namespace
     assert cli.main([*argv, "--link", "auto"]) == 1  # 1 of 2 agree through the proxy
     assert sorted(ran) == [("proxy", "2015|1|5|2"), ("proxy", "2015|3|5|2")]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["link"] == "proxy" and list(summary["agreement_by_link"]) == ["proxy"]
     assert summary["agreement_by_link"]["proxy"]["disagree"] == ["2015|1|5|2"]
 
-    monkeypatch.setattr(sweep.launcher, "available", lambda: None)  # root, with iptables
+    monkeypatch.setattr(live.launcher, "available", lambda: None)  # root, with iptables
     capsys.readouterr()
     assert cli.main([*argv, "--link", "kernel"]) == 1  # the kernel's links agree, the proxy's measured points still do not
     assert sorted(ran[2:]) == [("kernel", "2015|1|5|2"), ("kernel", "2015|3|5|2")]  # run again, not read from the proxy's file
@@ -407,10 +407,10 @@ def test_a_link_mechanism_that_is_not_one_exits_2_naming_the_choices(tmp_path, c
 
 
 def test_a_sweep_asked_for_the_kernel_s_links_where_it_may_not_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
-    from stormlab.runs import sweep
+    from stormlab.runs import live, sweep
 
     out, argv = _sweep_with_a_model_on_disk(tmp_path, monkeypatch)
-    monkeypatch.setattr(sweep.launcher, "available", lambda: "the kernel's links need root")
+    monkeypatch.setattr(live.launcher, "available", lambda: "the kernel's links need root")
     monkeypatch.setattr(sweep, "judge_live", lambda *a: pytest.fail("a live point ran"))
     assert cli.main([*argv, "--link", "kernel"]) == 1
     assert "the kernel's links need root" in capsys.readouterr().err
