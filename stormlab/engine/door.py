@@ -156,6 +156,7 @@ class Waiting:
 
     def __init__(self, limit: int = MAX_WAITING) -> None:
         self.limit, self.now = limit, 0
+        self.tasks: set[asyncio.Task[None]] = set()  # each one's pass-on, held so the loop cannot lose it mid-connect
 
 
 class Outside(Side):
@@ -177,7 +178,9 @@ class Outside(Side):
             return
         self.transport.pause_reading()  # flow control from the first byte
         self.waiting.now += 1
-        asyncio.get_running_loop().create_task(self._pass_on())
+        task = asyncio.get_running_loop().create_task(self._pass_on())
+        self.waiting.tasks.add(task)
+        task.add_done_callback(self.waiting.tasks.discard)
 
     async def _pass_on(self) -> None:
         loop = asyncio.get_running_loop()

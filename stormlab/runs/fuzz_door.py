@@ -47,7 +47,8 @@ class Served:
     """A door on a free port in front of ``target``, and whatever its loop caught raising."""
 
     def __init__(self, target: int) -> None:
-        self.target, self.waiting, self.raised = target, door.Waiting(), []  # type: ignore[var-annotated]
+        self.target, self.waiting = target, door.Waiting()
+        self.raised: list[object] = []
 
     async def __aenter__(self) -> Served:
         loop = asyncio.get_running_loop()
