@@ -16,8 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from stormcore import incidents
+
+FIRST = incidents.FIRST.name  # the lab's default profile: the flagship demo
 CASES = {
-    "dynamodb-2015": [],
+    FIRST: [],
     "gsi-growth off": ["--gsi-growth", "off"],
     "allowance 2s": ["--allowance", "2s"],
     "full-jitter": ["--retry-policy", "full-jitter"],
@@ -50,13 +53,13 @@ def fmt(value) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeat", type=int, default=3, help="runs of the dynamodb-2015 case (default 3)")
+    p.add_argument("--repeat", type=int, default=3, help=f"runs of the {FIRST} case (default 3)")
     p.add_argument("--baseline", default="15m", help="baseline watched before the first run's blip (default 15m)")
     p.add_argument("--watch", default="240s", help="watched after each blip (default 240s)")
     p.add_argument("--only", nargs="*", choices=list(CASES), help="run only these cases")
     args = p.parse_args()
-    runs = [("dynamodb-2015", CASES["dynamodb-2015"] + ["--seed", str(2015 + i)]) for i in range(args.repeat)]
-    runs += [(name, flags) for name, flags in CASES.items() if name != "dynamodb-2015"]
+    runs = [(FIRST, CASES[FIRST] + ["--seed", str(2015 + i)]) for i in range(args.repeat)]
+    runs += [(name, flags) for name, flags in CASES.items() if name != FIRST]
     if args.only:
         runs = [r for r in runs if r[0] in args.only]
     results = []

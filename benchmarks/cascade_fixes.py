@@ -26,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormcore import incidents
 from stormlab.scenarios.scoring import moments
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FLAGSHIP = "scenarios/dynamodb-2015.yaml"
+FLAGSHIP = f"scenarios/{incidents.FIRST.scenarios[0]}"
 CASES: dict[str, tuple[str, list[str]]] = {
     "no fix (2015)": (FLAGSHIP, []),
     "stale cache (queues)": (FLAGSHIP, ["fix_stale_cache=on"]),

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from stormcore import incidents
 from stormcore.labstate import running
 from stormcore.settings import parse_duration
 from stormlab.engine import launcher
@@ -41,7 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     state_dir = Path(tempfile.mkdtemp(prefix="stormlab-writecheck-")) / "state"
     os.environ["STORMLAB_STATE_DIR"] = str(state_dir)
-    argv = [str(Path(sys.executable).with_name("stormlab")), "scenario", "run", "scenarios/dynamodb-2015.yaml", "--autopilot"]
+    argv = [str(Path(sys.executable).with_name("stormlab")), "scenario", "run", f"scenarios/{incidents.FIRST.scenarios[0]}", "--autopilot"]
     argv += ["--keep-lab", "--base-port", "0", "--seed", str(args.seed), "--out", str(state_dir.parent / "runs")]
     game = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -21,9 +21,9 @@ from typing import Any
 from chaos import catalog, client, docker_cli, k8s_cli
 from chaos import docker_backend as db
 from chaos.catalog import ChaosError
+from chaos.fault_lease import describe_effect
 from chaos.flags import HelpFormatter, add_backend, add_fault_args, every_parser_says_its_defaults, help_text
 from chaos.journal import Journal
-from chaos.lease import describe_effect
 from stormcore import commandline, roster
 from stormcore.auth import ensure_token
 from stormcore.commandline import Parser

@@ -39,7 +39,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from chaos import catalog
-from chaos.lease import Lease, LeaseBook, LeaseError
+from chaos.fault_lease import FaultLease, FaultLeaseBook, FaultLeaseError
 from stormcore import jsonlog, openapi
 from stormcore.auth import grafana_auth
 from stormcore.documents import is_decimal
@@ -101,7 +101,7 @@ class Recorder:
         self.grafana = (os.environ.get("STORMLAB_GRAFANA_URL", "").rstrip("/"), grafana_auth())
         self._tasks: set[asyncio.Task] = set()
 
-    def record(self, outcome: str, lease: Lease, book: LeaseBook, effect: Effect | None = None) -> None:
+    def record(self, outcome: str, lease: FaultLease, book: FaultLeaseBook, effect: Effect | None = None) -> None:
         self.events.labels(lease.fault, outcome).inc()
         if outcome != "applied" and no_effect(effect):
             self.no_effect.labels(lease.fault).inc()
@@ -154,14 +154,14 @@ class Recorder:
 
 class LeaseRunner:
     def __init__(self, recorder: Recorder, max_duration_s: float | None = None) -> None:
-        self.book = LeaseBook(max_duration_s or lease_max_duration_s())
+        self.book = FaultLeaseBook(max_duration_s or lease_max_duration_s())
         self.recorder = recorder
         self._reverts: dict[int, Callable[[], None]] = {}
         self._effects: dict[int, Callable[[], Effect]] = {}
         self.ended: collections.deque[dict[str, Any]] = collections.deque(maxlen=ENDED_KEPT)
         self._timer: asyncio.TimerHandle | None = None
 
-    async def apply(self, fault: str, duration_s: Any, plan: Plan) -> Lease:
+    async def apply(self, fault: str, duration_s: Any, plan: Plan) -> FaultLease:
         self.book.check_duration(duration_s)  # refuse before anything changes
         applied = plan.apply()  # all or nothing: a plan's apply that raises has changed nothing
         if inspect.isawaitable(applied):
@@ -208,7 +208,7 @@ class LeaseRunner:
             {k: v for k, v in e.items() if k != "ended_at"} | {"ended_s_ago": round(now - e["ended_at"], 3)} for e in reversed(self.ended)
         ]
 
-    def _end(self, lease: Lease, outcome: str) -> None:
+    def _end(self, lease: FaultLease, outcome: str) -> None:
         """Read what it did, revert and record; never raises (the caller still has other leases to end)."""
         effect = self.effect(lease.id)  # before the revert, which forgets the counts
         self._effects.pop(lease.id, None)
@@ -221,7 +221,7 @@ class LeaseRunner:
         self.ended.append(ended | {"no_effect": no_effect(effect), "ended_at": _loop_time()})
         self._record(outcome, lease, effect)
 
-    def _record(self, outcome: str, lease: Lease, effect: Effect | None = None) -> None:
+    def _record(self, outcome: str, lease: FaultLease, effect: Effect | None = None) -> None:
         try:
             self.recorder.record(outcome, lease, self.book, effect)
         except Exception:  # metrics or logging failing must not strand a lease
@@ -295,7 +295,7 @@ def add_fault_routes(
             runner.book.check_duration(values.get("duration_s"))
             plan = await handlers[fault](values)
             lease = await runner.apply(fault, values["duration_s"], plan)
-        except (LeaseError, catalog.ChaosError) as exc:
+        except (FaultLeaseError, catalog.ChaosError) as exc:
             raise BadRequest(str(exc)) from None
         return web.json_response(lease.describe(asyncio.get_running_loop().time()) | {"duration_s": values["duration_s"]}, status=201)
 

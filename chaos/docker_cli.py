@@ -16,7 +16,7 @@ from chaos import docker_backend as db
 from chaos import fault_shell as fs
 from chaos.catalog import ChaosError
 from chaos.control import no_effect
-from chaos.lease import describe_effect
+from chaos.fault_lease import describe_effect
 from stormcore.auth import grafana_auth
 from stormcore.errors import LabError
 

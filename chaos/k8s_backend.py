@@ -278,7 +278,7 @@ def owned_by(policy: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Lease:
+class FaultLease:
     job: str
     fault: str
     targets: str
@@ -316,7 +316,7 @@ def _epoch(stamp: Any) -> float | None:
         return None
 
 
-def leases_in(job_list: dict[str, Any]) -> list[Lease]:
+def leases_in(job_list: dict[str, Any]) -> list[FaultLease]:
     """The fault leases in a JobList (those being deleted left out); one whose annotation cannot be
     read is listed with no end, never the reason the others are not."""
     out = []
@@ -329,11 +329,11 @@ def leases_in(job_list: dict[str, Any]) -> list[Lease]:
             ends_at: float | None = float(notes.get(ENDS_AT, ""))
         except ValueError:
             ends_at = None
-        out.append(Lease(meta.get("name", ""), (meta.get("labels") or {}).get(FAULT, "?"), notes.get(TARGETS, ""), ends_at))
+        out.append(FaultLease(meta.get("name", ""), (meta.get("labels") or {}).get(FAULT, "?"), notes.get(TARGETS, ""), ends_at))
     return out
 
 
-def orphan_policies(policy_list: dict[str, Any], jobs: list[Lease]) -> list[str]:
+def orphan_policies(policy_list: dict[str, Any], jobs: list[FaultLease]) -> list[str]:
     """The lab's policies whose lease Job is gone (deleted before it owned them, or a garbage
     collector that has not got there): held by nothing, so ``list`` and ``halt`` delete them."""
     alive = {lease.job for lease in jobs}

@@ -125,10 +125,10 @@ class KubeRunner:
         return str(self.core.read_namespaced_pod_log(pod, self.namespace, container=container))
 
     # the lab's lease Jobs and policies, and nobody else's
-    def leases(self) -> list[kb.Lease]:
+    def leases(self) -> list[kb.FaultLease]:
         return kb.leases_in(self._plain(self.batch.list_namespaced_job(self.namespace, label_selector=kb.selector(self.lab))))
 
-    def orphan_policies(self, leases: list[kb.Lease]) -> list[str]:
+    def orphan_policies(self, leases: list[kb.FaultLease]) -> list[str]:
         listed = self.net.list_namespaced_network_policy(self.namespace, label_selector=kb.selector(self.lab))
         return kb.orphan_policies(self._plain(listed), leases)
 

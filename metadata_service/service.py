@@ -10,12 +10,12 @@ import asyncio
 from collections import deque
 
 from metadata_service.admission import Admission
-from metadata_service.cpu_driver import CpuScheduler
 from metadata_service.membership import MembershipStore
 from metadata_service.metrics import MetadataMetrics
-from metadata_service.vcpu import VirtualCpu
+from stormcore.cpu_driver import CpuScheduler
 from stormcore.fleet import cell_cores
 from stormcore.settings import LabSettings
+from stormcore.vcpu import VirtualCpu
 from stormcore.window import Window
 
 ARRIVALS_KEPT = 20_000

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from storage_node.refusal import NodeState
-from storage_node.retry import CALLS
 from stormcore.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC, MetricFactory
+from stormcore.retry import CALLS
 
 RENEWAL_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0)
 RENEWAL_OUTCOMES = ("ok", "timeout", "unreachable", "paused", "overloaded", "breaker", "error")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from storage_node import policies, retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
+from stormcore import policies, retry
 from stormcore.settings import LabSettings
 
 OK = "ok"
@@ -85,15 +85,7 @@ class Renewal:
 
 def rack_policy(s: LabSettings, strict: bool = True, told: policies.Told | None = None) -> retry.RetryPolicy:
     """The retry policy of one rack (a budget, if any, is shared by the rack's nodes). A user's
-    policy (storage_node/policies) runs in profile seconds, converted at the run's speed; a call
+    policy (stormcore/policies) runs in profile seconds, converted at the run's speed; a call
     into it that raises or breaks the protocol raises (``strict``: the model) or is answered by the
     protocol's default and told to ``told`` (a live rack)."""
-    return named_policy(s.retry_policy, s, strict, told)
-
-
-def named_policy(name: str, s: LabSettings, strict: bool = True, told: policies.Told | None = None) -> retry.RetryPolicy:
-    """One policy object of ``name`` (the lab's, with ``s``' backoff and budget settings, or a
-    user's spec) in the time of the run ``s`` is at."""
-    if policies.is_spec(name):
-        return policies.build(name, s.speed, strict, told)
-    return retry.build(name, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio, s.breaker_failures, s.breaker_open_s)
+    return policies.named(s.retry_policy, s, strict, told)

@@ -26,6 +26,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from stormcore.errors import LabError, UsageError
@@ -157,6 +158,15 @@ def deprecated(parser: argparse.ArgumentParser, old: str, new: str, dest: str, *
             setattr(ns, self.dest, True if self.nargs == 0 else values)
 
     parser.add_argument(old, dest=dest, action=Deprecated, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
+def page_and_json(parser: argparse.ArgumentParser, block: str, made_by: str, what: str) -> None:
+    """--page (``what`` into a Markdown page's ``<!-- BLOCK -->`` block as well) and --json (``what``
+    as one JSON document on stdout instead of the table), as the measuring commands take them."""
+    parser.add_argument(
+        "--page", type=Path, help=f"also put {what} into this Markdown page's <!-- {block} --> block ({made_by}; default: none)"
+    )
+    parser.add_argument("--json", action="store_true", help=f"{what} as one JSON document on stdout instead of the table")
 
 
 def bash_completion(parser: argparse.ArgumentParser, prog: str) -> str:

@@ -7,50 +7,21 @@ published port is 8700 plus it), its /status type, and what it does in the lab. 
 one process kind run many times (``rack-00``, ``rack-01``, …), the metadata service once per
 cell (``metadata``, ``metadata-1``, …).
 
-Adding a process to the lab is one entry here: the launcher starts it, the chaos catalog knows
-it as a target and a holder, the fuzzer sends it requests, sizing counts it, the compose reader
-publishes it, and tests check that the compose, swarm and Kubernetes files run it.
+Adding a process to the lab is one entry here, or in its incident's declaration
+(stormcore/incidents/): the launcher starts it, the chaos catalog knows it as a target and a
+holder, the fuzzer sends it requests, sizing counts it, the compose reader publishes it, and
+tests check that the compose, swarm and Kubernetes files run it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from stormcore.wire import (
-    ConsoleStatus,
-    LeasesStatus,
-    LoadgenStatus,
-    MetadataStatus,
-    MetricsStatus,
-    QueuesStatus,
-    RackStatus,
-    ScalingStatus,
-    Status,
-)
+from stormcore.incidents import REGISTERED
+from stormcore.process import COMPOSE_BASE_PORT, CUSTOMERS, DEPENDENT, LINKPROXY, METADATA, RACK, Process
+from stormcore.wire import LoadgenStatus, MetadataStatus, RackStatus
 
-METADATA, LINKPROXY, RACK, CUSTOMERS, DEPENDENT = "metadata", "linkproxy", "rack", "customers", "dependent"
-COMPOSE_BASE_PORT = 8700  # compose publishes a process's port at this plus its offset
-
-
-@dataclass(frozen=True)
-class Process:
-    name: str
-    module: str
-    kind: str  # metadata, linkproxy, rack, customers, or dependent (the cascade's services)
-    port: int  # offset from the base port (the racks and the cells have ranges of their own)
-    status: type[Status] | None  # its /status document
-    what: str  # one line: what it is in the lab
-    target: bool = True  # the supervisor may pause or kill it (`--target NAME`)
-    holds_faults: bool = False  # it holds leases of its own (/faults)
-    engines: bool = True  # it runs on compose, swarm and Kubernetes too (the link proxy is the local lab's network)
-    role: str | None = None  # the on-call role that owns its moves in a team's game day
-    oncall: str = ""  # who that is, in its incident's words
-    incident: str = "dynamodb-2015"  # the profile whose story it belongs to: a service of the cascade runs by default there
-
-    @property
-    def published_port(self) -> int:
-        return COMPOSE_BASE_PORT + self.port
+__all__ = ["COMPOSE_BASE_PORT", "CUSTOMERS", "DEPENDENT", "LINKPROXY", "METADATA", "RACK", "Process"]
 
 
 ROSTER: tuple[Process, ...] = (
@@ -62,18 +33,8 @@ ROSTER: tuple[Process, ...] = (
     Process("rack", "storage_node", RACK, 10, RackStatus, "a rack: many virtual storage nodes renewing their memberships"),
     Process("loadgen", "services.loadgen", CUSTOMERS, 2, LoadgenStatus, "the customers: reads and writes routed by the partition map",
             target=False),
-    Process("queues", "services.queues", DEPENDENT, 4, QueuesStatus, "the queue service (SQS): queue metadata in the lab's tables",
-            holds_faults=True, role="queues", oncall="SQS's on-call: the queue service"),
-    Process("scaling", "services.scaling", DEPENDENT, 5, ScalingStatus, "the scaling service (Auto Scaling): groups and activities",
-            holds_faults=True, role="scaling", oncall="Auto Scaling's on-call: the scaling service"),
-    Process("metrics", "services.metrics", DEPENDENT, 7, MetricsStatus, "the metrics service (CloudWatch): datapoints enriched by group",
-            holds_faults=True, role="metrics", oncall="CloudWatch's on-call: the metrics service"),
-    Process("console", "services.console", DEPENDENT, 6, ConsoleStatus, "the console: a login with one non-critical lookup",
-            holds_faults=True, role="console", oncall="the Console's on-call: logins"),
-    Process("leases", "services.leases", DEPENDENT, 8, LeasesStatus,
-            "the lease manager (EC2's DropletWorkflow Manager): a lease per droplet, its hosts' queues, the customers' launches",
-            holds_faults=True, engines=False, role="leases", oncall="EC2's on-call: the lease manager (DWFM)", incident="aws-2025-10"),
 )  # fmt: skip
+ROSTER += tuple(p for incident in REGISTERED for p in incident.processes)  # what each incident's world adds
 SUPERVISOR_PORT = 3  # the local lab's supervisor: the parent of every process, the holder of process faults
 BY_NAME = {p.name: p for p in ROSTER}
 
@@ -93,8 +54,8 @@ ROLES: dict[str, str] = {p.role: p.oncall for p in ROSTER if p.role}  # every on
 
 
 def game_roles(incident: str) -> tuple[str, ...]:
-    """The roles a team's game day of this incident hands tokens to: its own services' on-calls."""
-    return tuple(p.role for p in ROSTER if p.role and p.incident == incident)
+    """The roles a team's game day of this incident hands tokens to (its declaration's): its own services' on-calls."""
+    return next((i.roles for i in REGISTERED if i.name == incident), ())
 
 
 TARGET_NAME = re.compile(rf"^({'|'.join(NAMED_TARGETS)}|rack-\d{{1,4}})$")

@@ -16,17 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
+from stormcore import incidents
 from stormcore.documents import finite
 from stormcore.errors import UsageError
 
 ENV_PREFIX = "STORMLAB_"
 RETRY_POLICIES = ("immediate", "exponential", "full-jitter", "decorrelated-jitter")
 RETRY_WRAPPERS = ("budget", "adaptive", "breaker")  # a retry budget, client-side adaptive throttling, a rack's circuit breaker
-USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as storage_node.policies.resolve writes it
+USER_POLICIES = ("python:", "file:", "entry:")  # a user's policy, as stormcore.policies.resolve writes it
 FILE_POLICIES = ("python:", "file:")  # a user's file: loading it runs the code in it (a policy file may name adapters)
 ABANDONED_WORK = ("cancel", "continue")
 LINK_CUTS = ("auto", "proxy", "kernel", "namespace")  # who carries and cuts the racks' links in a local lab (auto: the launcher chooses)
-INCIDENTS = ("dynamodb-2015", "aws-2025-10")  # the stories a lab tells (docs/incidents/)
+INCIDENTS = incidents.NAMES  # the stories a lab tells (stormcore/incidents/, docs/incidents/)
 RENEWAL_CLIENTS = ("protocol", "session", "half")  # the racks' renewal client; half: even racks protocol, odd session (a side-by-side)
 TIME_COMPRESSION = 50.0  # the 2015 profile's clock against 2015's: a 10 s renewal period stands for ~8 min
 SPEEDS = (0.05, 20.0)  # time dilation: --speed, STORMLAB_SPEED
@@ -195,7 +196,7 @@ class LabSettings:
     login_lookup_timeout_s: float = setting(1.5, "console: how long a login waits for its non-critical lookup", 0.01, 600)
     fix_short_timeout: bool = setting(False, "console (AWS's fix): give the lookup 0.1 s, then log in anyway")
     incident: str = setting(
-        "dynamodb-2015",
+        incidents.FIRST.name,
         "the incident the lab tells: which services run beside the storage fleet by default (--cascade all)",
         choices=INCIDENTS,
     )
@@ -313,14 +314,8 @@ class LabSettings:
         return profile.sped_up(speed) if speed != 1 else profile
 
 
-DEFAULT_PROFILE = "dynamodb-2015"
-PROFILES: dict[str, LabSettings] = {
-    DEFAULT_PROFILE: LabSettings(),
-    # us-east-1, 19-20 October 2025 (docs/incidents/aws-2025-10.md): the storage service plays DynamoDB, calm
-    # (two racks, no blip, memberships at their pre-GSI sizes: no thin margin to page about); the
-    # lease manager and the customers' launches are the story.
-    "aws-2025-10": LabSettings(incident="aws-2025-10", racks=2, nodes_per_rack=50, customer_rate=20.0, gsi_growth=False),
-}
+DEFAULT_PROFILE = incidents.FIRST.name
+PROFILES: dict[str, LabSettings] = {i.name: LabSettings(**i.profile) for i in incidents.REGISTERED}  # each incident's (its declaration's)
 
 
 def profile(name: str) -> LabSettings:

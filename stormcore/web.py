@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gc
 import inspect
+import ipaddress
 import json
 import logging
 import os
@@ -290,3 +291,12 @@ async def _serve_behind(app: web.Application, host: str, port: int, front: Front
         server.close()
     finally:
         await runner.cleanup()
+
+
+def is_address(text: str) -> bool:
+    """Whether ``text`` is an IP address (v4 or v6) rather than a name."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

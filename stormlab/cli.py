@@ -16,8 +16,7 @@ import aiohttp
 
 from chaos import cli as chaos_cli
 from chaos.flags import HelpFormatter, every_parser_says_its_defaults, help_text
-from storage_node import policies
-from stormcore import commandline, roster
+from stormcore import commandline, incidents, policies, roster
 from stormcore.commandline import Parser, deprecated
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
@@ -25,6 +24,7 @@ from stormcore.settings import DEFAULT_PROFILE, POLICY_TIMEOUTS, SET_HELP, LabSe
 from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.speed import first_guess, parse_speed
+from stormlab.incidents import registry
 from stormlab.responder import cli as ops_cli
 from stormlab.rooms import cli as room_cli
 from stormlab.rooms import standalone
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="the whole story: settle, show the margin, blip, watch the storm hold, report")
     lab_flags(d)
     demo.add_flags(d)
-    d.set_defaults(func=lambda args: demo.run(args, settings_from(args)))
+    d.set_defaults(func=lambda args: registry.demo(args, settings_from(args)))  # the story of the incident its profile tells
     chaos_cli.add_parser(sub)
     gameday_cli.add_parser(sub)
     ops_cli.add_parser(sub)
@@ -270,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module, summary in tools:  # each module describes itself: its docstring, its flags, its run
         p = sub.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(p)
-        p.set_defaults(func=partial(fuzz.run, consoles=standalone.serving) if module is fuzz else module.run)  # it serves the consoles
+        runs = {fuzz: partial(fuzz.run, consoles=standalone.serving), certify: registry.certify}  # the fuzzer serves the consoles
+        p.set_defaults(func=runs.get(module, module.run))
     completion = sub.add_parser(
         "completion",
         help="a shell completion script: commands, flags and their choices",
@@ -300,7 +301,7 @@ EXAMPLES = {  # each as a person types it (a test parses every one)
     "certify": (
         "certify --live 0 full-jitter",
         "certify --quick examples/policies/my_policy.py:CappedJitter",
-        "certify --profile aws-2025-10 --live 0 full-jitter+breaker",
+        *(f"certify --profile {i.name} --live 0 full-jitter+breaker" for i in incidents.REGISTERED[1:]),
     ),
     "mitigations": ("mitigations --only '2015,allowance 2s,full jitter' --speed auto",),
     "sizing": ("sizing --fleets 1000 --nodes 100000 --page -",),

@@ -2,7 +2,7 @@
 
 It holds a lease on each of ``lease_droplets`` droplets, dealt out among ``lease_hosts`` hosts.
 Each host keeps a FIFO queue of work and ``lease_workers`` workers sharing its
-``lease_host_cores`` virtual cores (processor sharing, metadata_service.vcpu): every droplet asks
+``lease_host_cores`` virtual cores (processor sharing, stormcore.vcpu): every droplet asks
 once a ``lease_check_period_s`` for a check (a read of its row in the lab's storage, which plays
 DynamoDB) or, holding no lease, for a lease (a write, then ``lease_establish_cost_s`` of CPU).
 An item finished past ``lease_timeout_s`` after it was queued is thrown away and queued again
@@ -31,17 +31,17 @@ from typing import Any
 from aiohttp import web
 
 from chaos.control import Plan
-from metadata_service.cpu_driver import CpuScheduler
-from metadata_service.vcpu import VirtualCpu
 from services import dependent
 from services.dependent import Switch, fix_gauge
 from services.leases.endpoint import EMPTY, OK, Endpoint, EndpointStorage
 from services.leases.host import CHECK, LAUNCH_OUTCOMES, LAUNCHED, OUTCOMES, Fleet, hosts_of
 from services.storage import StorageError
-from storage_node.retry import CALLS
+from stormcore.cpu_driver import CpuScheduler
 from stormcore.metrics import POLICY_BROKEN, POLICY_BROKEN_DOC, MetricFactory
 from stormcore.racks import RackUrls
+from stormcore.retry import CALLS
 from stormcore.settings import LabSettings
+from stormcore.vcpu import VirtualCpu
 from stormcore.web import BadRequest
 from stormcore.window import Window
 from stormcore.wire import HostReadings, LeasesStatus

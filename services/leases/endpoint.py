@@ -12,7 +12,6 @@ out, so a broken endpoint reaches every call within seconds and not never.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +21,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
 from services.storage import Storage
+from stormcore.web import is_address
 
 ENDPOINT = "dynamodb.us-east-1.lab"
 OK, EMPTY, REPAIRED = "ok", "empty", "repaired"  # the record: as it was, emptied (the fault), put back by hand
@@ -35,14 +35,6 @@ def through(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}.{ENDPOINT}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 class Endpoint(AbstractResolver):
@@ -63,7 +55,7 @@ class Endpoint(AbstractResolver):
                 self.failures += 1
                 raise OSError(socket.EAI_NONAME, f"{host}: no address (the endpoint's DNS record is empty)")
             host = host.removesuffix("." + ENDPOINT)
-        if _literal(host):
+        if is_address(host):
             return [{"hostname": host, "host": host, "port": port, "family": family, "proto": 0, "flags": socket.AI_NUMERICHOST}]
         if self._real is None:
             self._real = ThreadedResolver()

@@ -4,7 +4,7 @@ A host holds a lease on each droplet (a physical server) of its share of the fle
 ``check_period_s`` each droplet asks for work: a **check** if its lease is active (a read of the
 database, then a little CPU; success extends the lease by ``ttl_s``), an **establish** if it has
 none (a write to the database, then the lease's cost in CPU). The work waits in one FIFO queue for
-a worker; workers share the host's virtual cores (processor sharing, metadata_service.vcpu).
+a worker; workers share the host's virtual cores (processor sharing, stormcore.vcpu).
 
 Each item has a timeout, counted from when it was queued. A worker does an item to the end
 whatever its age (nothing checks an item before starting it, as nothing did in DWFM); if it
@@ -22,7 +22,7 @@ What gets out (the operators' moves of 2025, and AWS's fixes after it):
 - **queue limit** (``queue_limit``, AWS's fix: throttling by queue size): nothing enters a queue
   that holds this many.
 - **restart**: the host's queue and the work in flight are dropped; the leases it holds stay.
-- **a retry policy** (``retry``, the racks' protocol, storage_node/retry.py; ``stormlab certify
+- **a retry policy** (``retry``, the racks' protocol, stormcore/retry.py; ``stormlab certify
   --profile aws-2025-10`` measures one): asked after each timeout, its delay holds the item back
   before it is queued again (still the droplet's one item), its ``None`` drops it (the droplet asks
   again at its next moment); ``record`` hears every finished item's outcome, and while ``admits``
@@ -44,9 +44,9 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from storage_node.policies import Told
-from storage_node.renewal import named_policy
-from storage_node.retry import Miss, RetryPolicy
+from stormcore import policies
+from stormcore.policies import Told
+from stormcore.retry import Miss, RetryPolicy
 from stormcore.settings import LabSettings
 
 CHECK, ESTABLISH = "check", "establish"
@@ -326,7 +326,7 @@ def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: boo
             rules,
             now,
             leased_until,
-            named_policy(s.lease_retry_policy, s, strict, told) if s.lease_retry_policy else None,
+            policies.named(s.lease_retry_policy, s, strict, told) if s.lease_retry_policy else None,
             random.Random(f"{s.seed}/lease-retry/{h}"),
         )
         for h, share in enumerate(shares)

@@ -98,7 +98,7 @@ MEANINGS = {
     "--seconds": "the length of each bench request round, in seconds",
     "--seed": "the seed of what the command draws at random",
     "--set": "one setting, KEY=VALUE (repeatable)",
-    "--outage": "aws-2025-10: how long the database endpoint's DNS record stays empty (a duration)",
+    "--outage": "the lease manager's story (October 2025): how long the database endpoint's DNS record stays empty (a duration)",
     "--settle": "the healthy baseline watched before the blip (a duration)",
     "--severity": "how bad a status post says it is for customers",
     "--shift": "a replay moves a move later or earlier",
@@ -114,7 +114,7 @@ MEANINGS = {
     "--tls-key": "the private key of --tls-cert (PEM)",
     "--to": "the role an inject goes to, or team",
     "--wait": "stay until the fault ends",
-    "--watch": "how long the lab is watched after the blip (aws-2025-10: after the repair) (a duration)",
+    "--watch": "how long the lab is watched after the blip (the lease manager's story: after the repair) (a duration)",
     "--watch-periods": "renewal periods after the blip when a sweep's point is judged",
     "--within": "how long an inject's answer may take (a duration)",
 }

@@ -13,18 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-PROBES = (
-    "customer_error_ratio",
-    "table_error_ratio",
-    "worst_table_error_ratio",
-    "nodes_disqualified",
-    "disqualified_fraction",
-    "worst_cell_disqualified_fraction",
-    "cells",
-    "margin",
-    "metadata_inflight",
-    "renewal_p99_s",
-    "metadata_paused",
+# The services' figures beside the database's (the cascade's, the lease manager's): probes, and journaled.
+SERVICE_PROBES = (
     "queue_error_ratio",
     "scaling_api_error_ratio",
     "scaling_backlog",
@@ -37,6 +27,20 @@ PROBES = (
     "lease_queue",
     "leases_established_per_s",
     "lease_timed_out_per_s",
+)
+PROBES = (
+    "customer_error_ratio",
+    "table_error_ratio",
+    "worst_table_error_ratio",
+    "nodes_disqualified",
+    "disqualified_fraction",
+    "worst_cell_disqualified_fraction",
+    "cells",
+    "margin",
+    "metadata_inflight",
+    "renewal_p99_s",
+    "metadata_paused",
+    *SERVICE_PROBES,
     "promql",
 )
 # The metadata service's p99 over the allowance past which the margin is thin (MetadataMarginThin
@@ -209,21 +213,8 @@ JOURNALED = (
     "host_cpu_ratio",
     "host_steal_ratio",
     "membership_sizes",
-    "queue_error_ratio",
     "queue_metadata_age_s",
-    "scaling_api_error_ratio",
-    "scaling_backlog",
-    "login_p50_s",
-    "login_p99_s",
-    "metric_put_error_ratio",
-    "metric_gap_ratio",
-    "launch_error_ratio",
-    "leases_active",
-    "leases_established_per_s",
-    "lease_timed_out_per_s",
-    "lease_queue",
-    "leases_established_per_s",
-    "lease_timed_out_per_s",
+    *SERVICE_PROBES,
     # running totals: a window's ratio from two samples (benchmarks/cascade_fixes.py)
     "queue_requests_total",
     "queue_failures_total",

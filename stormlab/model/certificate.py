@@ -13,7 +13,7 @@ recovers along with every smaller one.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -92,21 +92,37 @@ def largest_survived(points: Sequence[Point], readings: dict[str, Reading]) -> P
     return max(ok, key=size, default=None)
 
 
-def certificate(label: str, spec: str, period_s: float, points: Sequence[Point], readings: dict[str, Reading]) -> dict[str, Any]:
-    """One policy's certificate from its model readings."""
-    must = [p for p in points if smaller_or_2015(p)]
+def judged(
+    label: str, spec: str, must: Sequence[Any], readings: dict[str, Any], best: Any, trigger: Callable[[Any], dict[str, Any]]
+) -> dict[str, Any]:
+    """What every incident's certificate of a policy begins with: its verdict (stuck at any point it
+    must survive: holds otherwise), those points, and the largest trigger it survived (``trigger``
+    says it in the suite's terms)."""
     stuck_at = [p.key for p in must if readings[p.key].verdict.stuck]
-    at_2015 = readings[Point("2015", POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"]).key]
-    moments = [readings[p.key].verdict.stuck for p in points if p.at_2015()]  # the 2015 trigger at each moment
-    best = largest_survived(points, readings)
-    recovered = [r.verdict.recovered_after_s for r in readings.values() if r.verdict.recovered_after_s is not None]
-    worst = max(readings.values(), key=lambda r: (r.verdict.end_error, r.amplification))
     return {
         "policy": label,
         "spec": spec,
         "verdict": "stuck" if stuck_at else "holds",
         "stuck_at": stuck_at,
-        "largest_trigger_survived": None if best is None else {"racks": best.blip_racks, "blip_s": best.blip_s},
+        "largest_trigger_survived": None if best is None else trigger(best),
+    }
+
+
+def drawn(first: Sequence[Any], rest: Sequence[Any], count: int, seed: int, policy: str) -> list[Any]:
+    """A live sample: ``first`` (the account's trigger), then points drawn from ``rest`` with the seed
+    and the policy's name (each policy its own draw, so a certificate of several covers more of the
+    map), chosen without the model's verdicts."""
+    return (list(first) + random.Random(f"{seed}/{policy}").sample(list(rest), min(len(rest), max(0, count - 1))))[:count]
+
+
+def certificate(label: str, spec: str, period_s: float, points: Sequence[Point], readings: dict[str, Reading]) -> dict[str, Any]:
+    """One policy's certificate from its model readings."""
+    at_2015 = readings[Point("2015", POINT_2015["blip_racks"], POINT_2015["blip_s"], POINT_2015["gsis"]).key]
+    moments = [readings[p.key].verdict.stuck for p in points if p.at_2015()]  # the 2015 trigger at each moment
+    best = largest_survived(points, readings)
+    recovered = [r.verdict.recovered_after_s for r in readings.values() if r.verdict.recovered_after_s is not None]
+    worst = max(readings.values(), key=lambda r: (r.verdict.end_error, r.amplification))
+    return judged(label, spec, [p for p in points if smaller_or_2015(p)], readings, best, _trigger) | {
         "at_2015": {
             "verdict": "stuck" if at_2015.verdict.stuck else "recovered",
             "end_error": at_2015.verdict.end_error,
@@ -129,6 +145,10 @@ def certificate(label: str, spec: str, period_s: float, points: Sequence[Point],
         },
         "stuck_points": sum(r.verdict.stuck for r in readings.values()),
     }
+
+
+def _trigger(p: Point) -> dict[str, Any]:
+    return {"racks": p.blip_racks, "blip_s": p.blip_s}
 
 
 def _periods(seconds: float | None, period_s: float) -> float | None:
@@ -162,6 +182,4 @@ def live_sample(points: Sequence[Point], count: int, seed: int, policy: str) -> 
     """Which points of a policy run live: the 2015 trigger, then triggers drawn from the rest with
     the seed and the policy's name (each policy its own draw, so a certificate of several covers
     more of the map), chosen without the model's verdicts."""
-    first = [p for p in points if p.is_2015()]
-    rest = [p for p in points if is_trigger(p) and not p.is_2015()]
-    return (first + random.Random(f"{seed}/{policy}").sample(rest, min(len(rest), max(0, count - 1))))[:count]
+    return drawn([p for p in points if p.is_2015()], [p for p in points if is_trigger(p) and not p.is_2015()], count, seed, policy)

@@ -22,13 +22,13 @@ from typing import Any
 
 from metadata_service.admission import Admission, door, membership_work_s
 from metadata_service.membership import MembershipStore
-from metadata_service.vcpu import VirtualCpu
 from storage_node.link import RESTORED, LinkWatch
 from storage_node.refusal import Refusal
 from storage_node.renewal import KEPT_BACK, OK, Attempt, Renewal, rack_policy
 from storage_node.schedule import RenewalSchedule
 from stormcore.fleet import cell_cores, cell_of, holds_gsi_heavy, node_index, rack_of, startup_phases
 from stormcore.settings import LabSettings
+from stormcore.vcpu import VirtualCpu
 
 
 @dataclass

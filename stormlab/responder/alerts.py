@@ -197,7 +197,7 @@ ALERTS = (
         "critical",
         60,
         "{{ $value | humanizePercentage }} of instance launches fail",
-        "Launches need a droplet whose lease the lease manager holds (aws-2025-10). With the database's "
+        "Launches need a droplet whose lease the lease manager holds (October 2025). With the database's "
         "endpoint broken the leases lapse; once it is back, re-establishing every lease at once can take "
         "longer than a work item's timeout, and the manager stays busy with no forward progress. Look at "
         "the leases established a second and the work timing out; throttle new work, then restart the hosts.",

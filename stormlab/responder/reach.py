@@ -40,7 +40,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from stormcore.errors import LabError, UsageError
-from stormcore.web import json_error
+from stormcore.web import is_address, json_error
 
 LOOPBACK = "127.0.0.1"
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})  # the names a page on this host is always reached by from it
@@ -80,14 +80,6 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _is_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class Tls:
     """A certificate and its key (PEM files) the pages are served over https with."""
@@ -119,7 +111,7 @@ def make_certificate(directory: Path, names: Iterable[str]) -> Tls:
         raise LabError("--tls makes its certificate with openssl, which is not installed: install it, or give --tls-cert/--tls-key")
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / "tls-cert.pem", directory / "tls-key.pem"
-    alt = ",".join(f"IP:{n}" if _is_address(n) else f"DNS:{n}" for n in sorted(set(names)) if n not in WILDCARDS)
+    alt = ",".join(f"IP:{n}" if is_address(n) else f"DNS:{n}" for n in sorted(set(names)) if n not in WILDCARDS)
     key.unlink(missing_ok=True)
     os.close(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # the key is never readable by others, even for an instant
     argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30",
@@ -184,7 +176,7 @@ class Reach:
         """Served on loopback only, in plain http: nobody but this host reaches it, as before rooms were reachable."""
         if self.tls is not None or self.listen in WILDCARDS:
             return False
-        return self.listen == "localhost" or (_is_address(self.listen) and ipaddress.ip_address(self.listen).is_loopback)
+        return self.listen == "localhost" or (is_address(self.listen) and ipaddress.ip_address(self.listen).is_loopback)
 
     def url(self, port: int) -> str:
         """The address a player opens for the page on ``port``."""

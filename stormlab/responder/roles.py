@@ -25,6 +25,7 @@ from stormcore import auth
 from stormcore.errors import LabError, UsageError
 from stormcore.procs import Child
 from stormcore.roster import game_roles
+from stormcore.settings import DEFAULT_PROFILE
 from stormlab.responder.moves import ROLES
 
 GAME = "game"
@@ -45,7 +46,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 def issue(
-    directory: Path, desk_url: str, title: str, team: str = "", local_url: str | None = None, incident: str = "dynamodb-2015"
+    directory: Path, desk_url: str, title: str, team: str = "", local_url: str | None = None, incident: str = DEFAULT_PROFILE
 ) -> dict[str, str]:
     """New tokens for every role of the incident's game, and the game's card (``desk_url``: what the
     players open; ``local_url``: where this host's programs reach the desk, when it differs); any

@@ -24,7 +24,7 @@ counted); 2 when a policy cannot run (not found, not meeting the protocol, raisi
 nonsense, or a configuration an adapter cannot map). The same seed gives the same verdicts.
 
 ``--profile aws-2025-10`` certifies the policy as what a lease manager host does with work that
-timed out, against the October 2025 collapse instead (stormlab/runs/certify_leases.py): the
+timed out, against the October 2025 collapse instead (stormlab/incidents/aws_2025_10/certify.py): the
 same policies, exit codes and files, its own suite (the fleet's size x how long the endpoint's
 record is empty).
 """
@@ -41,25 +41,21 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from storage_node import policies
-from storage_node.policies import limits
-from stormcore.commandline import deprecated
+from stormcore import incidents, policies
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
-from stormcore.settings import POLICY_TIMEOUTS, LabSettings, profile
+from stormcore.policies import limits
+from stormcore.settings import POLICY_TIMEOUTS, LabSettings
 from stormlab.artefacts import certificate_map
 from stormlab.engine.speed import first_guess, parse_speed
 from stormlab.model import certificate as cert
-from stormlab.model import lease_certificate as lc
-from stormlab.model.grid import POINT_2015, Point, agreement, pooled_agreement
-from stormlab.runs import certify_leases
-from stormlab.runs.live import LINKS, QUICK, commit, judge_live, live_link, live_path, run_live
+from stormlab.model.grid import POINT_2015, Point, pooled_agreement
+from stormlab.runs.live import QUICK, add_link_cut, certify_live, commit, judge_live, live_link, live_path
 
-PROFILES = ("dynamodb-2015", "aws-2025-10")  # the storms a policy can be certified against
 AGREE = 0.9  # the live points should agree with the model on this share of verdicts
 MODEL_LIMITS = (limits.CALL_LIMIT_S, 2 * limits.MEMORY_BYTES)  # a model worker's: the model itself grows too
 
@@ -82,20 +78,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "each, kept in --out and reused); 0: the model only (default 3)",
     )
     p.add_argument("--speed", default="auto", help="time dilation of the live runs: a number (0.05-20) or auto (default auto)")
-    p.add_argument(
-        "--link-cut",
-        dest="link",
-        choices=LINKS,
-        default="auto",
-        help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
-        "the lab may (default auto); live results are kept per mechanism and the certificate says which",
-    )
-    deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
+    add_link_cut(p, "live results are kept per mechanism and the certificate says which")
     p.add_argument(
         "--profile",
-        default="dynamodb-2015",
-        help="the storm: dynamodb-2015 (a rack's renewal retries, default) or aws-2025-10 (what a lease manager host does with "
-        "work that timed out; its own suite: 1,000-5,000 droplets x the record empty 30 s-5 min; live points at speed 4)",
+        default=incidents.FIRST.name,
+        help="the incident whose storm the policy meets (stormcore/incidents/): "
+        + "; ".join(f"{i.name}: {i.title}" for i in incidents.REGISTERED)
+        + f" (default {incidents.FIRST.name})",
     )
     p.add_argument("--seed", type=int, default=2015, help="the seed of the fleet, the policies' jitter and the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests') instead of 1,000 nodes")
@@ -104,76 +93,98 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="certificate.json on stdout instead of the summary lines")
 
 
-def run(args: argparse.Namespace) -> int:
+def checked(args: argparse.Namespace) -> float | None:
+    """The flags every incident's certificate reads, refused before anything runs; the live speed asked for (None: auto)."""
     if args.live < 0 or args.live > 24 or args.jobs < 1:
         raise UsageError("--live between 0 and 24 points, --jobs at least 1")
     speed = parse_speed(args.speed)
     if args.live and running():
         raise LabError("a lab is up: the live points start labs of their own; `stormlab down` first (or --live 0)")
-    if args.profile not in PROFILES:
-        raise UsageError(f"--profile: certify knows the storms of {' and '.join(PROFILES)}, not {args.profile!r}")
-    if args.profile == "aws-2025-10":
-        return run_leases(args, speed)
+    return speed
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What one incident's certificate is made of; ``certified`` runs any of them the same way."""
+
+    title: str  # as certify's first line names it
+    story: Story  # where a policy goes, and the references
+    base: LabSettings  # the profile's settings the candidates start from
+    points: Sequence[Any]  # every storm of the suite
+    judge: Callable[[LabSettings, Any], Any]  # a point in the reference model (picklable: run in worker processes)
+    live: Callable[[dict[str, Any], Sequence[Any], dict[str, Any], int, int, float, Path], dict[str, Any]]  # a policy's live sample
+    speed: float  # the live points' speed
+    document: Callable[[Sequence[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any], int, Path], dict[str, Any]]
+    page: Callable[[dict[str, Any], Path], str]  # certificate.html
+    summary: Callable[[dict[str, Any], Path], list[str]]  # the lines certify prints
+    exit_code: Callable[[Sequence[dict[str, Any]]], int] = cert.exit_code
+
+
+def certified(args: argparse.Namespace, suite: Suite) -> int:
+    """Every incident's `certify`: the policies and the references through the suite in the model
+    on every core, a live sample of each beside it, certificate.json and .html, the summary, the exit code."""
+    mine = [candidate(text, suite.base, story=suite.story) for text in args.policies]
+    given = {c["spec"] for c in mine}
+    refs = [] if args.no_references else [candidate(n, suite.base, True, suite.story) for n in suite.story.references if n not in given]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    count = f"{len(mine)} {'policy' if len(mine) == 1 else 'policies'} and {len(refs)} references"
+    say(f"{suite.title}: {count}, {len(suite.points)} points each in the model")
+    readings = run_model([*mine, *refs], suite.points, args.jobs, say, suite.judge)
+    live: dict[str, Any] = {}
+    for c in [*mine, *refs] if args.live else ():
+        live[c["label"]] = suite.live(c, suite.points, readings[c["label"]], args.live, args.seed, suite.speed, out)
+    doc = suite.document([*mine, *refs], readings, live, args.seed, out)
+    (out / "certificate.json").write_text(json.dumps(doc, indent=1))
+    (out / "certificate.html").write_text(suite.page(doc, out))
+    print(json.dumps(doc, indent=1) if args.json else "\n".join(suite.summary(doc, out)))
+    return suite.exit_code([c for c in doc["certificates"] if not c["reference"]])
+
+
+def run(args: argparse.Namespace, speed: float | None) -> int:
+    """The policies as a rack's renewal retries, against the 2015 storm (the first incident's certificate)."""
     base = LabSettings(seed=args.seed, link_cut=args.link, **(QUICK if args.quick else {}))
     if args.live:
         base = live_link(base)  # refused now where the kernel's links were asked for and cannot be had
-    mine = [_candidate(text, base) for text in args.policies]
-    given = {c["spec"] for c in mine}
-    refs = [] if args.no_references else [_candidate(name, base, reference=True) for name in cert.REFERENCES if name not in given]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     points = cert.suite()
-    say = _say
-    count = f"{len(mine)} {'policy' if len(mine) == 1 else 'policies'} and {len(refs)} references"
-    say(f"certify: {count}, {len(points)} points each in the model")
-    readings = run_model([*mine, *refs], points, args.jobs, say)
-    live_speed = speed if speed is not None else first_guess(base.nodes_total)
-    live: dict[str, Any] = {}
-    for c in [*mine, *refs]:
-        if args.live:
-            live[c["label"]] = certify_live(c, points, readings[c["label"]], args.live, args.seed, live_speed, out, say)
-    doc = document([*mine, *refs], points, readings, live, base, args.seed, out)
-    (out / "certificate.json").write_text(json.dumps(doc, indent=1))
-    (out / "certificate.html").write_text(page(doc, _draw(doc, out)))
-    if args.json:
-        print(json.dumps(doc, indent=1))
-    else:
-        for c in doc["certificates"]:
-            print(("  (reference) " if c["reference"] else "") + cert.summary_line(c))
-        a = doc["live_agreement"]
-        if a["points"]:
-            print(
-                f"live (link_cut={a['link']}): {a['agree']} of {a['points']} points agree with the model ({a['ratio']:.0%})"
-                + _disagreeing(a)
-            )
-        print(f"certificate: {out / 'certificate.json'}, {out / 'certificate.html'}")
-    return cert.exit_code([c for c in doc["certificates"] if not c["reference"]])
+
+    def doc(candidates: Sequence[dict[str, Any]], readings: dict[str, Any], live: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
+        """The 2015 storm's certificate document."""
+
+        def build(c: dict[str, Any]) -> dict[str, Any]:
+            one = cert.certificate(c["label"], c["spec"], base.renewal_period_s, points, readings[c["label"]])
+            return one | {"allowance_s": c["settings"].allowance_s}
+
+        about = {
+            "suite": {
+                "trigger_racks": cert.TRIGGER_RACKS,
+                "trigger_blips_s": cert.TRIGGER_BLIPS,
+                "growth_gsis": cert.GROWTH,
+                "point_2015": POINT_2015,
+            },
+            "holds_means": "recovered at the 2015 trigger (3 racks x 5 s, 2 GSIs, at each of 8 moments) and at every smaller trigger",
+        }
+        fleet = {"fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes"}
+        return document(candidates, live, build, fleet, about, base.link_cut, seed, out)
+
+    speed = speed if speed is not None else first_guess(base.nodes_total)
+    return certified(args, Suite("certify", RENEWALS, base, points, cert.judge, live_of, speed, doc, storm_page, storm_summary))
 
 
-def run_leases(args: argparse.Namespace, speed: float | None) -> int:
-    """certify --profile aws-2025-10: the policies as the lease manager's, against its collapse."""
-    if args.quick:
-        raise UsageError("--quick is the 2015 fleet's: the aws-2025-10 suite sets each point's fleet itself")
-    base = profile("aws-2025-10").replace(seed=args.seed)
-    mine = [_candidate(text, base, story=LEASES) for text in args.policies]
-    given = {c["spec"] for c in mine}
-    refs = [] if args.no_references else [_candidate(n, base, True, LEASES) for n in lc.REFERENCES if n not in given]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    points = lc.suite()
-    count = f"{len(mine)} {'policy' if len(mine) == 1 else 'policies'} and {len(refs)} references"
-    _say(f"certify --profile aws-2025-10: {count}, {len(points)} points each in the model")
-    readings = run_model([*mine, *refs], points, args.jobs, _say, lc.judge)
-    live_speed = certify_leases.speed_of(args, speed)
-    live = {}
-    if args.live:
-        for c in [*mine, *refs]:
-            live[c["label"]] = certify_leases.certify_live(c, points, readings[c["label"]], args.live, args.seed, live_speed, out, _say)
-    doc = certify_leases.document([*mine, *refs], points, readings, live, base, args.seed, out)
-    (out / "certificate.json").write_text(json.dumps(doc, indent=1))
-    (out / "certificate.html").write_text(certify_leases.page(doc))
-    print(json.dumps(doc, indent=1) if args.json else "\n".join(certify_leases.summary(doc, out)))
-    return cert.exit_code([c for c in doc["certificates"] if not c["reference"]])
+def storm_summary(doc: dict[str, Any], out: Path) -> list[str]:
+    """The lines certify prints of the 2015 storm: one a policy, the live agreement, where the certificate went."""
+    lines = [("  (reference) " if c["reference"] else "") + cert.summary_line(c) for c in doc["certificates"]]
+    a = doc["live_agreement"]
+    if a["points"]:
+        lines.append(
+            f"live (link_cut={a['link']}): {a['agree']} of {a['points']} points agree with the model ({a['ratio']:.0%})" + _disagreeing(a)
+        )
+    lines.append(f"certificate: {out / 'certificate.json'}, {out / 'certificate.html'}")
+    return lines
+
+
+def storm_page(doc: dict[str, Any], out: Path) -> str:
+    return page(doc, _draw(doc, out))
 
 
 @dataclass(frozen=True)
@@ -186,10 +197,9 @@ class Story:
 
 
 RENEWALS = Story("retry_policy", cert.REFERENCES)  # 2015: a rack's renewal retries
-LEASES = Story("lease_retry_policy", lc.REFERENCES)  # 2025: a lease manager host's timed-out work
 
 
-def _candidate(text: str, base: LabSettings, reference: bool = False, story: Story = RENEWALS) -> dict[str, Any]:
+def candidate(text: str, base: LabSettings, reference: bool = False, story: Story = RENEWALS) -> dict[str, Any]:
     """A policy as the certificate runs it: its spec (loaded and probed: PolicyError, exit 2, if it
     cannot run), its settings (its own attempt timeout as the allowance, or the item timeout), its
     label and a key for its live runs on disk (the spec and its file's bytes: an edited policy runs again)."""
@@ -237,62 +247,47 @@ def run_model(
     return out
 
 
-def certify_live(
-    c: dict[str, Any],
-    points: Sequence[Point],
-    readings: dict[str, cert.Reading],
-    count: int,
-    seed: int,
-    speed: float,
-    out: Path,
-    say: Callable[[str], None],
+def live_of(
+    c: dict[str, Any], points: Sequence[Any], readings: dict[str, Any], count: int, seed: int, speed: float, out: Path
 ) -> dict[str, Any]:
     """The policy's live sample (resumed from --out), beside the model's verdicts."""
-    sample = cert.live_sample(points, count, seed, c["label"])
     fleet = c["settings"]
     where = out / f"{fleet.nodes_total}-nodes-seed{seed}" / c["key"]
     where.mkdir(parents=True, exist_ok=True)
     say(f"live: {c['label']} …")
-    live = run_live(fleet, sample, live_path(where, fleet.link_cut), cert.WATCH_PERIODS, speed, say, judge_live)
-    model = {k: r.verdict for k, r in readings.items()}
-    return {
-        "speed": speed,
-        "link": fleet.link_cut,
-        "points": [{"key": p.key, "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live],
-        "agreement": agreement(sample, model, live),
-    }
+    sample = cert.live_sample(points, count, seed, c["label"])
+    return certify_live(c, sample, readings, live_path(where, fleet.link_cut), cert.WATCH_PERIODS, speed, say, judge_live, fleet.link_cut)
+
+
+def certificates(
+    candidates: Sequence[dict[str, Any]], live: dict[str, Any], build: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each policy's certificate, for any incident's (``build``: from its model readings), with what
+    certify knows of the policy and its live sample beside the model, if it ran one."""
+    certs = []
+    for c in candidates:
+        one = build(c) | {"reference": c["reference"], "kind": c["kind"], "maps": c["maps"]}
+        if c["label"] in live:
+            one["live"] = live[c["label"]]
+        certs.append(one)
+    return certs
 
 
 def document(
     candidates: Sequence[dict[str, Any]],
-    points: Sequence[Point],
-    readings: dict[str, dict[str, cert.Reading]],
     live: dict[str, Any],
-    base: LabSettings,
+    build: Callable[[dict[str, Any]], dict[str, Any]],
+    head: dict[str, Any],
+    about: dict[str, Any],
+    link: str,
     seed: int,
     out: Path,
 ) -> dict[str, Any]:
-    certs = []
-    for c in candidates:
-        one = cert.certificate(c["label"], c["spec"], base.renewal_period_s, points, readings[c["label"]])
-        one |= {"reference": c["reference"], "kind": c["kind"], "maps": c["maps"], "allowance_s": c["settings"].allowance_s}
-        if c["label"] in live:
-            one["live"] = live[c["label"]]
-        certs.append(one)
-    return {
-        "fleet": f"{base.racks} racks x {base.nodes_per_rack} nodes",
-        "seed": seed,
-        "commit": commit(out),
-        "suite": {
-            "trigger_racks": cert.TRIGGER_RACKS,
-            "trigger_blips_s": cert.TRIGGER_BLIPS,
-            "growth_gsis": cert.GROWTH,
-            "point_2015": POINT_2015,
-        },
-        "holds_means": "recovered at the 2015 trigger (3 racks x 5 s, 2 GSIs, at each of 8 moments) and at every smaller trigger",
-        "certificates": certs,
-        "live_agreement": pooled_agreement(certs, base.link_cut),
-    }
+    """certificate.json, for any incident's: ``head`` names the fleet, ``about`` the suite and what
+    holds means; each policy's certificate (``build``) with its live sample, and the agreement over
+    every live point (``link``: what carried the trigger)."""
+    certs = certificates(candidates, live, build)
+    return head | {"seed": seed, "commit": commit(out)} | about | {"certificates": certs, "live_agreement": pooled_agreement(certs, link)}
 
 
 def _disagreeing(a: dict[str, Any]) -> str:
@@ -385,5 +380,5 @@ def _map_table(c: dict[str, Any]) -> str:
     return f"<h3>{html.escape(c['policy'])}</h3><table><tr><th></th>{head}</tr>{''.join(body)}</table>"
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)

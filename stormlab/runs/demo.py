@@ -34,7 +34,6 @@ from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
 from stormlab.engine.speed import Baseline, afford, first_guess, next_slower, parse_speed
 from stormlab.engine.story import Sample, cell_figures, host_fields, host_figures, rolling, summarize
-from stormlab.runs import lease_demo
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -42,9 +41,15 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--blip", default="5s", help="how long the blip lasts (default 5s)")
     p.add_argument("--settle", default="30s", help="healthy baseline to watch before the blip (default 30s)")
     p.add_argument(
-        "--watch", default=None, help="how long to watch after the blip ends (default 240s; aws-2025-10: after the repair, default 720s)"
+        "--watch",
+        default=None,
+        help="how long to watch after the trigger (default 240s after the blip ends; the lease manager's story: 720s after the repair)",
     )
-    p.add_argument("--outage", default="5m", help="aws-2025-10: how long the database endpoint's DNS record stays empty (default 5m)")
+    p.add_argument(
+        "--outage",
+        default="5m",
+        help="the lease manager's story (October 2025): how long the database endpoint's DNS record stays empty (default 5m)",
+    )
     p.add_argument("--out", type=Path, default="reports", help="directory for the PNG chart and the samples (default reports/)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (progress goes to stderr)")
 
@@ -249,8 +254,6 @@ class Demo:
 
 
 def run(args: argparse.Namespace, settings: LabSettings) -> int:
-    if settings.incident == "aws-2025-10":  # the second incident's story (docs/incidents/aws-2025-10.md)
-        return lease_demo.run(args, settings)
     durations = parse_duration(args.settle), parse_duration(args.blip), parse_duration(args.watch or "240s")
     catalog.RACKS_ARG.parse(args.blip_racks, settings.racks)  # refuse bad input before starting anything
     requested = parse_speed(args.speed)

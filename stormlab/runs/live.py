@@ -10,6 +10,7 @@ Commands import these from here, never from one another.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import csv
 import dataclasses
@@ -25,9 +26,10 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from stormcore.commandline import deprecated
 from stormcore.settings import LabSettings
 from stormlab.engine import launcher
-from stormlab.model.grid import SETTLE_S, Point, Verdict, blip_phase
+from stormlab.model.grid import SETTLE_S, Point, Verdict, agreement, blip_phase
 from stormlab.runs.demo import Demo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +64,8 @@ def read_results(path: Path) -> dict[str, Verdict]:
     return out
 
 
-def append_result(path: Path, point: Point, verdict: Verdict) -> None:
+def append_result(path: Path, point: Any, verdict: Verdict) -> None:
+    """One live result (a point of any incident, a dataclass: its fields the file has columns for) at the end of ``path``."""
     new = not path.exists() or path.stat().st_size == 0
     if not new:
         with path.open("rb") as f:
@@ -72,7 +75,7 @@ def append_result(path: Path, point: Point, verdict: Verdict) -> None:
             with path.open("a") as f:
                 f.write("\n")
     with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
         if new:
             w.writeheader()
         w.writerow({**asdict(point), **{k: ("" if v is None else v) for k, v in asdict(verdict).items()}})
@@ -182,7 +185,7 @@ def judge_live(base: LabSettings, point: Point, watch_periods: float, speed: flo
 
 def run_live(
     base: LabSettings,
-    sample: Sequence[Point],
+    sample: Sequence[Any],
     path: Path,
     watch_periods: float,
     speed: float,
@@ -198,7 +201,7 @@ def run_live(
     todo = [p for p in sample if p.key not in done]
     say(f"live: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
     for n, point in enumerate(todo, 1):
-        say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.settings(base).nodes_total} nodes at speed {speed:g} …")
+        say(f"  live {n}/{len(todo)}  {point.key}: a lab of its own at speed {speed:g} …")
         for attempt in range(retries + 1):
             if attempt:
                 say(f"  live {n}/{len(todo)}  {point.key}: INVALID (the host shaped it), run again ({attempt} of {retries}) …")
@@ -227,6 +230,43 @@ def live_link(base: LabSettings) -> LabSettings:
     into the sweep, and the live results are filed under the mechanism that carried them."""
     settled, _ = launcher.choose(base)
     return settled
+
+
+def add_link_cut(p: argparse.ArgumentParser, kept: str) -> None:
+    """--link-cut (and the old --link) for a command that runs live points; ``kept`` says where their results go."""
+    p.add_argument(
+        "--link-cut",
+        dest="link",
+        choices=LINKS,
+        default="auto",
+        help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
+        f"the lab may (default auto); {kept}",
+    )
+    deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
+
+
+def certify_live(
+    c: dict[str, Any],
+    sample: Sequence[Any],
+    readings: dict[str, Any],
+    path: Path,
+    watch: float,
+    speed: float,
+    say: Callable[[str], None],
+    judge: Callable[..., Verdict],
+    link: str,
+) -> dict[str, Any]:
+    """A policy's live sample beside its model verdicts, for any incident's certificate: each point
+    not in ``path`` yet (or measured on other code) run live by ``judge``, then the two side by side
+    and their agreement."""
+    live = run_live(c["settings"], sample, path, watch, speed, say, judge)
+    model = {k: r.verdict for k, r in readings.items()}
+    return {
+        "speed": speed,
+        "link": link,
+        "points": [{"key": p.key, "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live],
+        "agreement": agreement(sample, model, live),
+    }
 
 
 def live_path(out: Path, link: str) -> Path:

@@ -29,6 +29,7 @@ from typing import Any
 from chaos import client
 from chaos.journal import Journal
 from stormcore.auth import ensure_token
+from stormcore.commandline import page_and_json
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings, Pace, parse_duration
@@ -147,12 +148,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", default="1", help="time dilation of each run: a number (0.05-20) or auto (default 1)")
     p.add_argument("--watch", default="120s", help="profile time watched after the blip (default 120s: 12 renewal periods)")
     p.add_argument("--out", type=Path, default="reports/mitigations", help="where mitigations.csv and summary.md go; a run there resumes")
-    p.add_argument(
-        "--page",
-        type=Path,
-        help="also put the table into this page's <!-- mitigations --> block (make mitigations: docs/fixes.md; default: none)",
-    )
-    p.add_argument("--json", action="store_true", help="the rows as one JSON document on stdout instead of the table")
+    page_and_json(p, "mitigations", "make mitigations: docs/fixes.md", "the rows")
 
 
 def run(args: argparse.Namespace) -> int:

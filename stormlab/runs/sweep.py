@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from stormcore.commandline import deprecated
+from stormcore.commandline import deprecated, page_and_json
 from stormcore.errors import LabError, UsageError
 from stormcore.labstate import running
 from stormcore.settings import LabSettings, SettingsError, parse_duration
@@ -56,9 +56,9 @@ from stormlab.model.grid import (
     summarize,
 )
 from stormlab.runs.live import (
-    LINKS,
     MEASURED_LINKS,
     QUICK,
+    add_link_cut,
     append_result,
     commit,
     fresh,
@@ -217,23 +217,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a live point the host shaped (an INVALID run) runs again up to this many times before it is left out (default 1)",
     )
     p.add_argument("--speed", default="1", help="time dilation of the live runs: a number (0.05-20) or auto (default 1)")
-    p.add_argument(
-        "--link-cut",
-        dest="link",
-        choices=LINKS,
-        default="auto",
-        help="who carries and cuts the live labs' links: the kernel (root, iptables), the link proxy, or auto, the kernel where "
-        "the lab may (default auto); results are kept per mechanism (live-kernel.csv, live-proxy.csv) and the summary reports each",
-    )
-    deprecated(p, "--link", "--link-cut", dest="link", choices=LINKS)
+    add_link_cut(p, "results are kept per mechanism (live-kernel.csv, live-proxy.csv) and the summary reports each")
     p.add_argument("--seed", type=int, default=2015, help="the seed of every point and of the live sample (default 2015)")
     p.add_argument("--quick", action="store_true", help="a 400-node fleet (the tests'): minutes instead of an hour")
-    p.add_argument(
-        "--page",
-        type=Path,
-        help="also put the summary table into this Markdown file's <!-- sweep --> block (make sweep: docs/sweep.md; default: none)",
-    )
-    p.add_argument("--json", action="store_true", help="the summary as one JSON document on stdout instead of the table")
+    page_and_json(p, "sweep", "make sweep: docs/sweep.md", "the summary")
 
 
 def run(args: argparse.Namespace) -> int:

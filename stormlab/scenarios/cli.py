@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from chaos import catalog
 from chaos.flags import add_backend
 from chaos.journal import timeline
-from stormcore import commandline
+from stormcore import commandline, incidents
 from stormcore.errors import UsageError
 from stormcore.labstate import backend, running, state_dir
 from stormcore.settings import SET_HELP, LabSettings, profile
@@ -31,6 +31,8 @@ from stormlab.scenarios.reader import load
 from stormlab.scenarios.replay import Move, Script
 from stormlab.scenarios.runner import Runner
 from stormlab.scenarios.scenario import Scenario, ScenarioError, schedule
+
+FLAGSHIP = f"scenarios/{incidents.FIRST.scenarios[0]}"  # the first incident's game day, the examples' scenario
 
 EXIT_FAILED = 1  # an expectation did not hold
 EXIT_INTERRUPTED = 130
@@ -99,15 +101,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sc.set_defaults(func=run)
     commandline.explain(
         v,
-        "stormlab scenario validate scenarios/dynamodb-2015.yaml",
+        f"stormlab scenario validate {FLAGSHIP}",
         "stormlab scenario validate my-game.yaml --json",
         description="Read a scenario file as `scenario run` would (its schema, its steps, its faults' arguments, its "
         "expectations) without running it: exit 0 if it can run, 2 with every problem named if not.",
     )
     commandline.explain(
         r,
-        "stormlab scenario run scenarios/dynamodb-2015.yaml --autopilot --speed 2",
-        "stormlab scenario run scenarios/dynamodb-2015.yaml --team blue",
+        f"stormlab scenario run {FLAGSHIP} --autopilot --speed 2",
+        f"stormlab scenario run {FLAGSHIP} --team blue",
         description="Play a scenario against the lab (one is started if none is up, and stopped after): its steps at their "
         "times, its pages to the on-call roles, the players' moves through the desk; then every lease rolled back, the game "
         "scored against its expectations and a run directory written (journal, report, charts). Exit 0 if every "

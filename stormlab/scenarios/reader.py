@@ -12,6 +12,7 @@ import yaml
 from chaos import catalog
 from stormcore.documents import compose_yaml, finite
 from stormcore.settings import (
+    DEFAULT_PROFILE,
     POLICY_TIMEOUTS,
     USER_POLICIES,
     LabSettings,
@@ -121,7 +122,7 @@ class _Reader:
     def scenario(self, root: yaml.Node) -> Scenario:
         top = self.mapping(root, "scenario", TOP_KEYS)
         title = self.text(self.need(top, root, "scenario", "title"), "title")
-        name = self.text(top["profile"], "profile") if "profile" in top else "dynamodb-2015"
+        name = self.text(top["profile"], "profile") if "profile" in top else DEFAULT_PROFILE
         try:
             base = profile(name)
         except SettingsError as exc:

@@ -13,7 +13,7 @@ from stormlab.artefacts.plotting import pyplot
 from stormlab.engine.reading import Reading, headline, readings
 from stormlab.responder.moves import ENDERS, EVENT_NAMES, ROLES, role_events
 from stormlab.scenarios import report_html
-from stormlab.scenarios.scoring import LAUNCHES, records, told
+from stormlab.scenarios.scoring import LAUNCHES, incident_of, records
 
 SERIES = (
     ("customer-errors", "customer error ratio (%)", lambda s, p: _pct(s.customer_error_ratio)),
@@ -68,6 +68,7 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
     ts = [s.t for s in samples]
     windows = fault_windows(journal)
     moves = journal["player_actions"]
+    head = incident_of(journal).headline
     paths = []
     for name, label, value in SERIES:
         ys = [value(s, samples[i - 1] if i else None) for i, s in enumerate(samples)]
@@ -77,8 +78,8 @@ def draw(journal: dict[str, Any], out: Path) -> list[Path]:
         ax.plot(ts, [float("nan") if y is None else y for y in ys], lw=1.5, color="#2c3e50", label=label)
         if name == "renewal-latency" and samples:
             ax.axhline(samples[-1].allowance_s or 0, color="#c0392b", ls="--", lw=1.2, label="allowance")
-        if name == "customer-errors" and told(journal)["trigger"] == "blip":
-            ax.axhline(55, color="#7f8c8d", ls=":", lw=1, label="2015: about 55%")
+        if head is not None and name == head.series and head.then is not None:  # the account's level, its own words
+            ax.axhline(head.then, color="#7f8c8d", ls=":", lw=1, label=head.then_words)
         palette = {"blip": "#f39c12", "gsi-growth": "#d5f5e3", "stuck-partition": "#d6eaf8"}
         for start, stop, fault in windows:
             ax.axvspan(start, stop, color=palette.get(fault, "#f5b7b1"), alpha=0.45 if fault == "blip" else 0.25, lw=0)

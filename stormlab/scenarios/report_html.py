@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from chaos.lease import describe_effect
+from chaos.fault_lease import describe_effect
 from stormlab.responder.moves import EVENT_NAMES, role_events
 from stormlab.scenarios.scoring import records, told
 

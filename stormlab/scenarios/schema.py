@@ -14,7 +14,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from stormcore.settings import POLICY_TIMEOUTS, PROFILES, RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
+from stormcore.settings import DEFAULT_PROFILE, POLICY_TIMEOUTS, PROFILES, RETRY_POLICIES, RETRY_WRAPPERS, LabSettings, profile
 from stormlab.engine.reading import PROBES
 from stormlab.responder.desk import ANSWERS, TEAM
 from stormlab.responder.monitoring import MONITORING
@@ -94,7 +94,7 @@ def step(kinds: tuple[str, ...], path: str) -> dict[str, Any]:
 
 
 def settings() -> dict[str, Any]:
-    base = profile("dynamodb-2015")
+    base = profile(DEFAULT_PROFILE)
     props = {}
     for f in fields(LabSettings):
         kind = SWITCH if f.type in ("bool", bool) else DURATION if f.name.endswith("_s") else NUMBER if f.type != "str" else TEXT

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from chaos.lease import describe_effect
+from chaos.fault_lease import describe_effect
+from stormcore import incidents
+from stormcore.incidents import Account
 from stormlab.engine.reading import CASCADE_PROBES, Reading, headline, readings
 from stormlab.engine.story import Sample, host_fields, host_figures, invalid_reasons
 from stormlab.responder.desk import TEAM
@@ -271,58 +272,8 @@ def status_page(journal: dict[str, Any], onset: float | None) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Account:
-    """An incident's published timeline, and what marks each of its moments in a run: the trigger
-    (a fault of the catalog), then rows of (minutes after it, clock time, what happened, mark).
-    A mark is ``fault:NAME``, ``page:ALERT``, ``move:ACTION``, ``step:NAME``, ``onset`` or ``recovered``
-    (the first operator phase's recovery); every fraction is of the trigger to ``recovered_min``."""
-
-    date: str  # as the report heads its column
-    trigger: str  # the fault that starts the incident
-    recovered_min: int  # the trigger to the recovery, in the account
-    span: str  # that span as the account's clock has it
-    rows: tuple[tuple[int, str, str, str], ...]
-    own: tuple[str, ...] = ()  # the prefixes of the probes of the account's own story (not its cascade)
-
-    def card(self) -> dict[str, str]:
-        """What a scored journal keeps of it (the report and the debriefs head their columns with it)."""
-        return {"date": self.date, "trigger": self.trigger, "span": self.span}
-
-
 LAUNCHES = "launch_error_ratio"
-ACCOUNTS = {
-    # 20 September 2015, minutes after the blip (2:19 AM PDT)
-    "dynamodb-2015": Account(
-        "20 September 2015",
-        "blip",
-        291,  # the blip (2:19 AM) to the recovery (7:10 AM)
-        "2:19 to 7:10 AM",
-        (
-            (0, "2:19 AM", "a brief network disruption on a portion of the storage servers", "fault:blip"),
-            (16, "2:35 AM", "CloudWatch: intermittent gaps in EC2 metrics", "page:MetricGaps"),
-            (18, "2:37 AM", "customer error rate far beyond 3 years' levels, settling at ~55%", "onset"),
-            (167, "5:06 AM", "AWS pauses requests to the metadata service", "move:pause-metadata"),
-            (206, "5:45 AM", "SQS cannot refresh its queue metadata: errors rise", "page:QueuesFailing"),
-            (291, "7:10 AM", "error rates low enough for most customers", "recovered"),
-            (513, "10:52 AM", "Auto Scaling's backlog of activities drained", "step:the scaling backlog drains"),
-        ),
-    ),
-    # 19-20 October 2025, minutes after DynamoDB's endpoint lost its record (23:48 PDT)
-    "aws-2025-10": Account(
-        "19-20 October 2025",
-        "dns-empty",
-        340,  # the empty record (23:48) to every droplet leased (05:28)
-        "23:48 to 05:28",
-        (
-            (0, "23:48", "DynamoDB's regional endpoint left with an empty DNS record", "fault:dns-empty"),
-            (157, "02:25", "the record restored by hand; the lease manager re-establishes every lease at once", "move:repair-endpoint"),
-            (266, "04:14", "engineers throttle incoming work and restart the lease manager's hosts", "move:throttle"),
-            (340, "05:28", "leases on every droplet; launches succeed again", "recovered"),
-        ),
-        own=("launch_", "lease"),
-    ),
-}
+ACCOUNTS: dict[str, Account] = {i.name: i.account for i in incidents.REGISTERED}  # each incident's (stormcore/incidents/)
 
 
 def account_of(scenario: Scenario) -> Account:
@@ -330,9 +281,16 @@ def account_of(scenario: Scenario) -> Account:
     return ACCOUNTS[scenario.settings.incident]
 
 
+def incident_of(journal: dict[str, Any]) -> incidents.Incident:
+    """The incident a scored journal was set beside, known by its account's card (the first
+    incident's for journals written before accounts)."""
+    card = told(journal)
+    return next((i for i in incidents.REGISTERED if i.account.card() == card), incidents.FIRST)
+
+
 def told(journal: dict[str, Any]) -> dict[str, str]:
     """The account a scored journal was set beside (2015's for journals written before accounts)."""
-    return journal.get("account") or ACCOUNTS["dynamodb-2015"].card()
+    return journal.get("account") or incidents.FIRST.account.card()
 
 
 def blip_and_recovery(scenario: Scenario, journal: dict[str, Any]) -> tuple[float | None, float | None]:

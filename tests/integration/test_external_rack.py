@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from storage_node import contract, policies
+from storage_node import contract
+from stormcore import policies
 from stormcore.settings import LabSettings
 from stormlab.cli import main
 from stormlab.runs.live import QUICK

@@ -139,8 +139,8 @@ def test_a_certificate_s_live_points_are_kept_per_link_mechanism(tmp_path, monke
     readings = {p.key: cert.Reading(Verdict(p.key, p.is_2015(), 0.55 if p.is_2015() else 0.0, 0.6, None), 1.0, 0.0, True) for p in points}
     got = {}
     for link in ("proxy", "kernel", "kernel"):
-        c = certify_run._candidate("full-jitter", LabSettings(link_cut=link, **certify_run.QUICK))
-        got[link] = certify_run.certify_live(c, points, readings, 3, 2015, 1.0, tmp_path, lambda text: None)
+        c = certify_run.candidate("full-jitter", LabSettings(link_cut=link, **certify_run.QUICK))
+        got[link] = certify_run.live_of(c, points, readings, 3, 2015, 1.0, tmp_path)
     assert [link for link, _ in ran] == ["proxy"] * 3 + ["kernel"] * 3  # the third call read its file
     assert [key for _, key in ran[:3]] == [key for _, key in ran[3:]]
     assert got["proxy"]["link"] == "proxy" and got["kernel"]["link"] == "kernel"

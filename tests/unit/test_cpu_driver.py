@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from metadata_service.cpu_driver import CpuScheduler
-from metadata_service.vcpu import VirtualCpu
+from stormcore.cpu_driver import CpuScheduler
+from stormcore.vcpu import VirtualCpu
 from tests.virtual_loop import VirtualLoop
 
 

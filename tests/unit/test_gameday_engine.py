@@ -127,6 +127,14 @@ def flagship():
     return load((ROOT / "scenarios/dynamodb-2015.yaml").read_text())
 
 
+OPENING = """\
+  - {name: the blip, at: 20s, fault: blip, args: {racks: "0", duration: 5s}}
+  - {name: storm onset, expect: {probe: customer_error_ratio, above: 0.3, within: 30s}}
+  - name: the team
+    operator:
+"""  # a game's first steps: the blip, the onset expected, the team's phase (its limit and recovery follow)
+
+
 def toy():
     clock = VirtualClock()
     return clock, ToyLab(clock)

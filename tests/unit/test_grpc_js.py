@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_node import retry
-from storage_node.policies import from_grpc
 from storage_node.refusal import Refusal
 from storage_node.renewal import Attempt, Renewal
+from stormcore import retry
+from stormcore.policies import from_grpc
 
 HERE = Path(__file__).resolve().parent.parent / "grpc_js"
 SEED = 11

@@ -10,16 +10,12 @@ from stormlab.scenarios import debrief, scoring
 from stormlab.scenarios.reader import load
 from stormlab.scenarios.runner import Runner
 from stormlab.scenarios.scenario import ScenarioError, live_inject, schedule
-from tests.unit.test_gameday_engine import toy
+from tests.unit.test_gameday_engine import OPENING, toy
 
-SCENARIO = """\
-title: injects
-steps:
-  - {name: the blip, at: 20s, fault: blip, args: {racks: "0", duration: 5s}}
-  - {name: storm onset, expect: {probe: customer_error_ratio, above: 0.3, within: 30s}}
-  - name: the team
-    operator:
-      time_limit: 3m
+SCENARIO = (
+    "title: injects\nsteps:\n"
+    + OPENING
+    + """      time_limit: 3m
       recovered: {probe: customer_error_ratio, below: 0.01, for: 5s}
 injects:
   - name: exec-asks
@@ -35,6 +31,7 @@ injects:
     message: Say who has the storm.
     within: 1m
 """
+)
 
 
 def fire(speed: float):

@@ -133,10 +133,15 @@ class FakeApiServer:
         self.jobs[name] = job
         return web.json_response(job, status=201)
 
-    async def list_jobs(self, request: web.Request) -> web.Response:
+    @staticmethod
+    def ours(request: web.Request, items: Any, kind: str, api: str) -> web.Response:
+        """A list the lab's label selector asked for: the lab's objects only."""
         assert request.query["labelSelector"] == SELECTOR
-        ours = [j for j in self.jobs.values() if j["metadata"]["labels"].get(kb.LAB) == "stormlab"]
-        return web.json_response({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": ours})
+        mine = [x for x in items if x["metadata"]["labels"].get(kb.LAB) == "stormlab"]
+        return web.json_response({"kind": kind, "apiVersion": api, "metadata": {}, "items": mine})
+
+    async def list_jobs(self, request: web.Request) -> web.Response:
+        return self.ours(request, self.jobs.values(), "JobList", "batch/v1")
 
     async def delete_job(self, request: web.Request) -> web.Response:
         job = self.jobs.pop(request.match_info["name"])
@@ -151,9 +156,7 @@ class FakeApiServer:
         return web.json_response(policy, status=201)
 
     async def list_policies(self, request: web.Request) -> web.Response:
-        assert request.query["labelSelector"] == SELECTOR
-        ours = [p for p in self.policies.values() if p["metadata"]["labels"].get(kb.LAB) == "stormlab"]
-        return web.json_response({"kind": "NetworkPolicyList", "apiVersion": "networking.k8s.io/v1", "metadata": {}, "items": ours})
+        return self.ours(request, self.policies.values(), "NetworkPolicyList", "networking.k8s.io/v1")
 
     async def delete_policy(self, request: web.Request) -> web.Response:
         del self.policies[request.match_info["name"]]
@@ -497,9 +500,9 @@ def test_pods_being_deleted_and_lease_pods_are_not_the_labs_targets():
     }
     assert kb.pods_in(pod_list) == [kb.Pod("rack-0", "rack", "10.0.0.1", IMAGE), kb.Pod("rack-2", "rack", "", IMAGE)]
     jobs = {"items": [{"metadata": {"name": "j", "labels": {kb.FAULT: "blip"}, "annotations": {kb.ENDS_AT: "12", kb.TARGETS: "rack-0"}}}]}
-    assert kb.leases_in(jobs) == [kb.Lease("j", "blip", "rack-0", 12.0)]
+    assert kb.leases_in(jobs) == [kb.FaultLease("j", "blip", "rack-0", 12.0)]
     jobs["items"].append({"metadata": {"name": "k", "annotations": {kb.ENDS_AT: "x"}}})  # unreadable: listed, not a crash
-    assert kb.leases_in(jobs)[1] == kb.Lease("k", "?", "", None)
+    assert kb.leases_in(jobs)[1] == kb.FaultLease("k", "?", "", None)
     assert kb.leases_in({"items": [{"metadata": {"name": "j", "deletionTimestamp": "x"}}]}) == []
 
 

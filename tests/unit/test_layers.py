@@ -4,6 +4,7 @@
     cli.py                     the `stormlab` command
     rooms/                     training rooms: many teams' game days, the facilitator's console
     scenarios/                 game days: the scenario language, its runner, scoring, reports, replay
+    incidents/                 each incident's own code (its story, model, certificate, guard) and the registry of units
     runs/, responder/          what starts and measures labs (demo, bench, soak, sweep, ...);
                                the responder's side (the runbook, moves, alerts, the desk, roles)
     artefacts/                 what is drawn and generated (charts, the map, API and k8s docs)
@@ -151,9 +152,10 @@ def test_the_emulated_world_never_imports_the_operators_tools():
 
 # The operator's rooms, each above the ones it may import; rooms on one floor never meet.
 ROOMS = {
-    "stormlab.cli": 7,
-    "stormlab.rooms": 6,
-    "stormlab.scenarios": 5,
+    "stormlab.cli": 8,
+    "stormlab.rooms": 7,
+    "stormlab.scenarios": 6,
+    "stormlab.incidents": 5,
     "stormlab.runs": 4,
     "stormlab.responder": 4,
     "stormlab.artefacts": 3,

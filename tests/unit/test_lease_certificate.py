@@ -1,5 +1,5 @@
 """A retry policy as the lease manager's (aws-2025-10): what a host does with work that timed out
-(services/leases/host.py), the certificate's suite and verdicts (stormlab/model/lease_certificate.py)
+(services/leases/host.py), the certificate's suite and verdicts (stormlab/incidents/aws_2025_10/certificate.py)
 and `stormlab certify --profile aws-2025-10` in one command, all in virtual time."""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 from services.leases.host import DROPPED, ESTABLISH, QUEUED, THROTTLED, TIMED_OUT, LeaseHost, Rules, hosts_of
 from stormcore.settings import SettingsError, profile
 from stormlab import cli
-from stormlab.model import lease_certificate as lc
-from stormlab.model import leases
+from stormlab.incidents.aws_2025_10 import certificate as lc
+from stormlab.incidents.aws_2025_10 import model as leases
 from stormlab.model.grid import Verdict
 
 PROFILE = profile("aws-2025-10")
@@ -168,7 +168,7 @@ def test_certify_exits_1_for_a_stuck_policy_and_2_for_the_2015_fleets_quick(tmp_
     code = cli.main(["certify", "--profile", "aws-2025-10", "--quick", "--live", "0", "--out", str(tmp_path / "q"), "immediate"])
     assert code == 2 and "--quick is the 2015 fleet's" in capsys.readouterr().err and not (tmp_path / "q").exists()
     code = cli.main(["certify", "--profile", "aws-2015-10", "--live", "0", "--out", str(tmp_path / "p"), "immediate"])
-    assert code == 2 and "certify knows the storms of dynamodb-2015 and aws-2025-10" in capsys.readouterr().err
+    assert code == 2 and "unknown incident 'aws-2015-10'; known: dynamodb-2015, aws-2025-10" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
 
 

@@ -1,4 +1,4 @@
-"""The aws-2025-10 profile in virtual time (stormlab/model/leases.py): the lease manager's
+"""The aws-2025-10 profile in virtual time (stormlab/incidents/aws_2025_10/model.py): the lease manager's
 congestive collapse emerges from its queue, timeouts, cost per lease and fleet, and only the
 account's moves end it."""
 
@@ -21,8 +21,8 @@ from services.leases.host import (
     Rules,
 )
 from stormcore.settings import Pace, profile
-from stormlab.model.leases import OUTAGE, REPAIR_S, Move, recovers, simulate
-from stormlab.runs.lease_moves import PLANS, in_model
+from stormlab.incidents.aws_2025_10.model import OUTAGE, REPAIR_S, Move, recovers, simulate
+from stormlab.incidents.aws_2025_10.moves import PLANS, in_model
 
 PROFILE = profile("aws-2025-10")
 SETTLE_S = 90.0  # the leases established in the first seconds after the repair lapse within a lease's life
@@ -101,7 +101,7 @@ def test_a_fleet_small_enough_or_a_timeout_long_enough_ends_the_collapse():
 
 
 def test_the_ways_out_on_the_live_storys_timeline():
-    """stormlab.runs.lease_moves: the plans the live labs run, in the model on the same timeline."""
+    """stormlab.incidents.aws_2025_10.moves: the plans the live labs run, in the model on the same timeline."""
     both, restarts, throttle = (in_model(PROFILE, plan) for plan in PLANS.values())
     assert all(r["collapsed_before_moves"] for r in (both, restarts, throttle))
     assert both["recovered_s_after_first_move"] is not None and both["launch_errors_last_minute"] < 0.05

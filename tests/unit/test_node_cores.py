@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage_node import retry
 from storage_node.refusal import NodeState, Refusal, RenewalMissed, RenewalSucceeded
 from storage_node.schedule import RenewalSchedule
+from stormcore import retry
 
 
 def test_refusal_disqualifies_on_first_miss_and_requalifies_on_first_success():

@@ -11,9 +11,8 @@ import pytest
 from chaos import catalog
 from chaos.catalog import ChaosError
 from metadata_service.app import create_app
-from storage_node import policies
-from storage_node.policies.errors import PolicyError
-from stormcore import documents
+from stormcore import documents, policies
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import LabSettings, SettingsError, parse_duration
 from stormcore.wire import WireError, parse_object
 from stormlab.scenarios import reader

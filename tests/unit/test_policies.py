@@ -12,9 +12,9 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from storage_node import policies, retry
-from storage_node.policies import PolicyError, declared
 from storage_node.renewal import rack_policy
+from stormcore import policies, retry
+from stormcore.policies import PolicyError, declared
 from stormcore.settings import LabSettings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]

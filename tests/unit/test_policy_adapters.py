@@ -10,8 +10,8 @@ from tenacity import wait as tw
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
-from storage_node import retry
-from storage_node.policies import PolicyError, from_envoy, from_grpc, from_tenacity, from_urllib3
+from stormcore import retry
+from stormcore.policies import PolicyError, from_envoy, from_grpc, from_tenacity, from_urllib3
 
 SEED = 7
 

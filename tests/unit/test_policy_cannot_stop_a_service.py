@@ -14,12 +14,12 @@ import pytest
 
 from services.leases.app import LeaseService
 from services.leases.endpoint import Endpoint
-from storage_node import policies, retry
-from storage_node.policies.errors import PolicyError
+from stormcore import policies, retry
 from stormcore.metrics import MetricFactory
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import profile
 from stormlab import cli
-from stormlab.model import lease_certificate as lc
+from stormlab.incidents.aws_2025_10 import certificate as lc
 
 RAISING = """
 class Raising:

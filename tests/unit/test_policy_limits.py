@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from storage_node import policies
-from storage_node.policies import limits
-from storage_node.policies.errors import PolicyError
+from stormcore import policies
+from stormcore.policies import limits
+from stormcore.policies.errors import PolicyError
 from stormlab import cli
 
 
@@ -21,52 +21,45 @@ def write(tmp_path, source: str, name: str = "mine.py") -> str:
     return str(tmp_path / name)
 
 
-def test_a_next_delay_that_blocks_is_refused_naming_the_call(tmp_path):
-    path = write(
-        tmp_path,
-        """
-        import time
-        class Stuck:
-            def next_delay(self, miss, rng):
-                time.sleep(3600)
-        """,
-    )
-    with pytest.raises(PolicyError, match=r"mine.py:Stuck: next_delay after miss 1 \(unreachable\) did not return within 2 s: refused"):
-        policies.resolve(f"{path}:Stuck")
-
-
-def test_a_policy_that_swallows_every_exception_is_interrupted_all_the_same(tmp_path):
-    path = write(
-        tmp_path,
-        """
-        class Spins:
-            def admits(self, now):
+BLOCKS = """
+import time
+class Stuck:
+    def next_delay(self, miss, rng):
+        time.sleep(3600)
+"""
+SPINS = """
+class Spins:
+    def admits(self, now):
+        while True:
+            try:
                 while True:
-                    try:
-                        while True:
-                            pass
-                    except Exception:
-                        pass
-            def next_delay(self, miss, rng):
-                return 1.0
-        """,
-    )
-    with pytest.raises(PolicyError, match=r"before miss 1 \(unreachable\), admits did not return within 2 s"):
-        policies.resolve(f"{path}:Spins")
+                    pass
+            except Exception:
+                pass
+    def next_delay(self, miss, rng):
+        return 1.0
+"""
+EATS = """
+class Hungry:
+    def next_delay(self, miss, rng):
+        self.hoard = bytearray(4 << 30)
+        return 1.0
+"""
 
 
-def test_a_policy_that_eats_memory_is_refused_naming_the_call(tmp_path):
-    path = write(
-        tmp_path,
-        """
-        class Hungry:
-            def next_delay(self, miss, rng):
-                self.hoard = bytearray(4 << 30)
-                return 1.0
-        """,
-    )
-    with pytest.raises(PolicyError, match=r"next_delay after miss 1 \(unreachable\) used more than the 1024 MiB of memory a policy may"):
-        policies.resolve(f"{path}:Hungry")
+@pytest.mark.parametrize(
+    "source, name, refusal",
+    [
+        (BLOCKS, "Stuck", r"mine.py:Stuck: next_delay after miss 1 \(unreachable\) did not return within 2 s: refused"),
+        (SPINS, "Spins", r"before miss 1 \(unreachable\), admits did not return within 2 s"),  # it swallows every exception
+        (EATS, "Hungry", r"next_delay after miss 1 \(unreachable\) used more than the 1024 MiB of memory a policy may"),
+    ],
+    ids=["blocks", "spins and swallows every exception", "eats memory"],
+)
+def test_a_policy_that_blocks_spins_or_eats_memory_is_refused_naming_the_call(tmp_path, source, name, refusal):
+    path = write(tmp_path, source)
+    with pytest.raises(PolicyError, match=refusal):
+        policies.resolve(f"{path}:{name}")
 
 
 def test_a_file_that_exits_on_import_is_refused_not_the_command(tmp_path):
@@ -89,8 +82,8 @@ def test_a_call_past_its_limit_raises_where_limits_are_imposed_and_is_plain_else
     script = textwrap.dedent(
         """
         import json, time
-        from storage_node.policies import limits
-        from storage_node.policies.errors import PolicyError
+        from stormcore.policies import limits
+        from stormcore.policies.errors import PolicyError
         limits.impose(0.2)
         said = [limits.call(lambda: "quick", sum, [1, 2])]
         try:

@@ -4,8 +4,8 @@ counts across the rack (Envoy's retry circuit breaker) sees what a proxy in fron
 import asyncio
 
 from storage_node.metrics import RackMetrics
-from storage_node.policies import from_envoy
 from storage_node.rack import Rack
+from stormcore.policies import from_envoy
 from stormcore.settings import LabSettings
 
 

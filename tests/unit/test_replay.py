@@ -13,19 +13,16 @@ from stormlab.scenarios.replay import Move, Script
 from stormlab.scenarios.replay_cli import read
 from stormlab.scenarios.runner import Runner
 from stormlab.scenarios.scenario import schedule
-from tests.unit.test_gameday_engine import toy
+from tests.unit.test_gameday_engine import OPENING, toy
 
-SCENARIO = """\
-title: a recorded game
-steps:
-  - {name: the blip, at: 20s, fault: blip, args: {racks: "0", duration: 5s}}
-  - {name: storm onset, expect: {probe: customer_error_ratio, above: 0.3, within: 30s}}
-  - name: the team
-    operator:
-      time_limit: 2m
+SCENARIO = (
+    "title: a recorded game\nsteps:\n"
+    + OPENING
+    + """      time_limit: 2m
       recovered: {probe: customer_error_ratio, below: 0.01, for: 5s}
 scoring: {onset: storm onset}
 """
+)
 RUNBOOK = [
     Move(40.0, "pause-metadata", {"duration": "2m"}, "database"),
     Move(42.0, "set-capacity", {"cores": 80}, "database"),

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata_service.vcpu import VirtualCpu
+from stormcore.vcpu import VirtualCpu
 
 
 def run_until_idle(cpu: VirtualCpu) -> dict:

@@ -1,6 +1,6 @@
 """A lease manager's retry policy against the aws-2025-10 storm (pure, no I/O): the trigger suite,
 what the model reads at each point, the verdict and the summary line. `stormlab certify --profile
-aws-2025-10` (stormlab/runs/certify_leases.py) runs it, with a live sample, and writes it out.
+aws-2025-10` (stormlab/incidents/aws_2025_10/certify.py) runs it, with a live sample, and writes it out.
 
 The policy decides what a lease manager host does with work that timed out (services/leases/
 host.py): DWFM queued it again at once. Each policy meets the same storms as EC2's lease manager:
@@ -14,13 +14,13 @@ the largest of the suite from which it recovers along with every smaller one.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from stormcore.settings import LabSettings
-from stormlab.model import leases
+from stormlab.incidents.aws_2025_10 import model as leases
+from stormlab.model.certificate import drawn, judged
 from stormlab.model.grid import Verdict
 
 TRIGGER_DROPLETS = (1000, 2000, 3000, 4000, 5000)
@@ -98,16 +98,10 @@ def largest_survived(points: Sequence[LeasePoint], readings: dict[str, Reading])
 
 def certificate(label: str, spec: str, points: Sequence[LeasePoint], readings: dict[str, Reading]) -> dict[str, Any]:
     """One policy's certificate from its model readings."""
-    stuck_at = [p.key for p in points if smaller_or_account(p) and readings[p.key].verdict.stuck]
     at = readings[LeasePoint(*ACCOUNT).key]
     best = largest_survived(points, readings)
     recovered = [r.verdict.recovered_after_s for r in readings.values() if r.verdict.recovered_after_s is not None]
-    return {
-        "policy": label,
-        "spec": spec,
-        "verdict": "stuck" if stuck_at else "holds",
-        "stuck_at": stuck_at,
-        "largest_trigger_survived": None if best is None else {"droplets": best.droplets, "outage_s": best.outage_s},
+    return judged(label, spec, [p for p in points if smaller_or_account(p)], readings, best, _trigger) | {
         "at_account": {
             "verdict": "stuck" if at.verdict.stuck else "recovered",
             "end_error": at.verdict.end_error,
@@ -120,6 +114,10 @@ def certificate(label: str, spec: str, points: Sequence[LeasePoint], readings: d
         "points": {k: {**asdict(r.verdict), **{f: v for f, v in asdict(r).items() if f != "verdict"}} for k, r in readings.items()},
         "stuck_points": sum(r.verdict.stuck for r in readings.values()),
     }
+
+
+def _trigger(p: LeasePoint) -> dict[str, Any]:
+    return {"droplets": p.droplets, "outage_s": p.outage_s}
 
 
 def trigger_words(t: dict[str, Any] | None) -> str:
@@ -144,6 +142,4 @@ def summary_line(cert: dict[str, Any]) -> str:
 def live_sample(points: Sequence[LeasePoint], count: int, seed: int, policy: str) -> list[LeasePoint]:
     """Which points of a policy run live: the account's trigger, then points drawn from the rest with
     the seed and the policy's name, chosen without the model's verdicts."""
-    first = [p for p in points if p.is_account()]
-    rest = [p for p in points if not p.is_account()]
-    return (first + random.Random(f"{seed}/{policy}").sample(rest, min(len(rest), max(0, count - 1))))[:count]
+    return drawn([p for p in points if p.is_account()], [p for p in points if not p.is_account()], count, seed, policy)

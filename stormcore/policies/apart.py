@@ -1,5 +1,5 @@
-"""``python -m storage_node.policies.apart SPEC``: a user's policy loaded and probed in this process,
-apart from the command that asked (storage_node/policies/limits.py), under the limits.
+"""``python -m stormcore.policies.apart SPEC``: a user's policy loaded and probed in this process,
+apart from the command that asked (stormcore/policies/limits.py), under the limits.
 
 Prints ``call: WHERE`` before each call into the policy's code (so a process killed in one is
 named), then one line of JSON: ``{"ok": true, "kind": ..., "label": ..., "attempt_timeout_s": ...,
@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import sys
 
-from storage_node import policies
-from storage_node.policies import limits
-from storage_node.policies.errors import PolicyError
+from stormcore import policies
+from stormcore.policies import limits
+from stormcore.policies.errors import PolicyError
 
 
 def say(where: str) -> None:
@@ -22,7 +22,7 @@ def say(where: str) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m storage_node.policies.apart SPEC", file=sys.stderr)
+        print("usage: python -m stormcore.policies.apart SPEC", file=sys.stderr)
         return 2
     spec = argv[0]
     limits.impose()

@@ -34,8 +34,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from storage_node import retry
-from storage_node.policies.errors import PolicyError
+from stormcore import retry
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import SettingsError, parse_duration
 
 STATUS = {"unreachable": "UNAVAILABLE", "paused": "UNAVAILABLE", "overloaded": "UNAVAILABLE", "breaker": "UNAVAILABLE"}

@@ -4,7 +4,7 @@ The ``retry_policy`` setting names the lab's own policies (``immediate``, ``full
 …) or one of these, as ``resolve`` writes them:
 
 - ``python:/abs/file.py:Name``: ``Name`` in that file: a class meeting the protocol
-  (storage_node/retry.py, docs/policies.md; one instance per rack), an instance of one (copied per
+  (stormcore/retry.py, docs/policies.md; one instance per rack), an instance of one (copied per
   rack), a tenacity ``Retrying`` (or a function decorated with ``@retry``), or a urllib3 ``Retry``;
 - ``file:/abs/policy.yaml`` (or ``.json``): a stormlab policy file (policy.schema.json), a gRPC
   service config (``methodConfig`` … ``retryPolicy``, ``retryThrottling``) or an Envoy route's
@@ -36,10 +36,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from storage_node import retry
-from storage_node.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3, limits
-from storage_node.policies.errors import PolicyError
+from stormcore import retry
 from stormcore.documents import load_yaml
+from stormcore.policies import declared, from_envoy, from_grpc, from_tenacity, from_urllib3, limits
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import RETRY_POLICIES, RETRY_WRAPPERS, USER_POLICIES, LabSettings, SettingsError
 
 log = logging.getLogger("stormlab.policies")
@@ -423,3 +423,11 @@ def build(spec: str, speed: float = 1.0, strict: bool = True, told: Told | None 
     of each call the policy could not answer (live only)."""
     loaded = load(spec)
     return Guarded(loaded.make(), speed, loaded.label, strict, told)
+
+
+def named(name: str, s: LabSettings, strict: bool = True, told: Told | None = None) -> retry.RetryPolicy:
+    """One policy object of ``name`` (the lab's, with ``s``' backoff and budget settings, or a
+    user's spec) in the time of the run ``s`` is at."""
+    if is_spec(name):
+        return build(name, s.speed, strict, told)
+    return retry.build(name, s.retry_base_s, s.retry_cap_s, s.budget_tokens, s.budget_ratio, s.breaker_failures, s.breaker_open_s)

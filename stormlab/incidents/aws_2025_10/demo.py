@@ -29,6 +29,7 @@ import aiohttp
 from chaos import client
 from stormcore.auth import ensure_token
 from stormcore.errors import EXIT_INVALID
+from stormcore.incidents.aws_2025_10 import NAME
 from stormcore.settings import LabSettings, parse_duration
 from stormlab.engine import launcher, observe
 from stormlab.engine.reading import Reading
@@ -198,7 +199,7 @@ class LeaseStory:
         result = summarize(self.samples, repair_s, self.settings, end)
         reasons = invalid_reasons(self.host, 0.0, None, self.settings.allowance_s, self.settings.renewal_period_s, run_lag)
         return result | {
-            "profile": "aws-2025-10",
+            "profile": NAME,
             "speed": self.settings.speed,
             "moves": [asdict(m) for m in self.moves],
             "run_lag_p99_s": run_lag,
@@ -214,7 +215,7 @@ def run(args: argparse.Namespace, settings: LabSettings) -> int:
     speed = 1.0 if args.speed in (None, "auto") else float(args.speed)
     out = sys.stderr if args.json else sys.stdout
     print(
-        f"stormlab demo --profile aws-2025-10: {settings.lease_droplets} droplets on {settings.lease_hosts} lease manager hosts, "
+        f"stormlab demo --profile {NAME}: {settings.lease_droplets} droplets on {settings.lease_hosts} lease manager hosts, "
         f"item timeout {settings.lease_timeout_s:g}s, the endpoint empty for {outage:g}s, speed {speed:g}",
         file=out,
         flush=True,
@@ -241,7 +242,7 @@ def measure(
 
 def write_samples(story: LeaseStory, result: dict[str, Any], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"demo-aws-2025-10-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = out_dir / f"demo-{NAME}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps({"summary": result, "samples": [asdict(s) for s in story.samples]}, indent=1))
     return path
 
@@ -252,7 +253,7 @@ def render(r: dict[str, Any]) -> str:
 
     lines = [
         "",
-        "SUMMARY (aws-2025-10: the lease manager's congestive collapse; times in profile seconds)",
+        f"SUMMARY ({NAME}: the lease manager's congestive collapse; times in profile seconds)",
         f"  fleet                       {r['droplets']} droplets on {r['hosts']} lease manager hosts; speed {r['speed']:g}",
         f"  launches failing            before {pct(r['launch_errors_before'])}; "
         f"the endpoint empty {pct(r['launch_errors_endpoint_empty'])}; "

@@ -3,7 +3,7 @@ CPUs, the droplets' asks and the customers' launches, with no process and no clo
 
 The same :class:`~services.leases.host.LeaseHost` the live service runs decides every item;
 this loop stands in for the event loop: each host's workers take items from its queue and share
-its virtual cores (:class:`~metadata_service.vcpu.VirtualCpu`), the database answers at once or
+its virtual cores (:class:`~stormcore.vcpu.VirtualCpu`), the database answers at once or
 not at all (its endpoint broken), and the operators' moves land at the times a plan gives.
 A run returns what a person watches: launch errors, leases held, leases established a second,
 the queues, the work timing out, per window.
@@ -15,9 +15,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from metadata_service.vcpu import VirtualCpu
 from services.leases.host import DROPPED, ESTABLISHED, LAUNCHED, TIMED_OUT, Fleet, Item, LeaseHost, hosts_of
 from stormcore.settings import LabSettings
+from stormcore.vcpu import VirtualCpu
 
 STEP_S = 0.1  # the asks and the launches are dealt out per step; the CPU's finishes are exact
 
@@ -207,12 +207,13 @@ def threshold_map(settings: LabSettings, timeouts_s: Sequence[float]) -> list[tu
     return [(t, largest_fleet(settings.replace(lease_timeout_s=t))) for t in timeouts_s]
 
 
-if __name__ == "__main__":  # python -m stormlab.model.leases: the collapse's threshold, fleet against timeout
+if __name__ == "__main__":  # python -m stormlab.incidents.aws_2025_10.model: the collapse's threshold, fleet against timeout
     import sys
 
+    from stormcore.incidents.aws_2025_10 import NAME
     from stormcore.settings import profile
 
-    base = profile("aws-2025-10")
+    base = profile(NAME)
     timeouts = [float(a) for a in sys.argv[1:]] or [10.0, 20.0, 40.0, 60.0]
     print(
         f"{'timeout':>8}  {'largest fleet that recovers':>28}   (hosts {base.lease_hosts}, {base.lease_host_cores:g} cores each, "

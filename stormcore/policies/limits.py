@@ -5,7 +5,7 @@ naming the call) instead of hanging the command that runs it.
 A policy file is executed: importing ``my_policy.py`` runs it, and so does every call the lab makes
 to it. The command a person runs on their own file (``stormlab certify``, ``stormlab up
 --retry-policy``) loads and probes it in a child process (``check``: ``python -m
-storage_node.policies.apart SPEC``) and learns what it is from that child's answer; it never
+stormcore.policies.apart SPEC``) and learns what it is from that child's answer; it never
 imports the file itself. certify's model runs in worker processes that ``impose`` the same limits
 on every call (``call``). A live rack runs the policy its owner started it with and no limits: by
 then the probe and the model have run it.
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from storage_node.policies.errors import PolicyError
+from stormcore.policies.errors import PolicyError
 
 CALL_LIMIT_S = 2.0  # one call of the policy's (making one, next_delay, record, ...): a retry decision takes microseconds
 LOAD_LIMIT_S = 30.0  # importing its file, with whatever that imports
@@ -113,7 +113,7 @@ CALL_LINE = "call: "  # the child says what it is about to call, so a child kill
 def check(spec: str, label: str) -> Described:
     """The policy ``spec`` loaded and probed in a child process under the limits: what it is, or
     PolicyError (exit 2) saying what it did wrong, where."""
-    argv = [sys.executable, "-m", "storage_node.policies.apart", spec]
+    argv = [sys.executable, "-m", "stormcore.policies.apart", spec]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=CHECK_LIMIT_S)
         out, code = done.stdout, done.returncode

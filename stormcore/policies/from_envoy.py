@@ -43,8 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storage_node import retry
-from storage_node.policies.errors import PolicyError
+from stormcore import retry
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import SettingsError, parse_duration
 
 CONDITIONS = {

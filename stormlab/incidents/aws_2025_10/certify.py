@@ -3,7 +3,7 @@ host does with work that timed out, have got EC2's leases back in October 2025, 
 trigger on not?
 
 The policies are given as for 2015 (stormlab/runs/certify.py). Each, beside two references (DWFM's
-re-queue at once, and full jitter), meets the suite of stormlab/model/lease_certificate.py in the
+re-queue at once, and full jitter), meets the suite of stormlab/incidents/aws_2025_10/certificate.py in the
 reference model (the lab's own cores in virtual time, a second or so a point); then a seeded sample
 runs live (a lab of the profile's, the endpoint's record emptied and repaired, watched; about 2
 minutes each at speed 4), kept in --out and reused while the code is the same.
@@ -15,32 +15,32 @@ enough is one of the ways out the model's threshold map shows.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import html
 import io
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from stormcore.settings import LabSettings
-from stormlab.model import lease_certificate as lc
-from stormlab.model.grid import Verdict, agreement, pooled_agreement
-from stormlab.runs import lease_demo
-from stormlab.runs.live import commit, same_code
+from stormcore.errors import UsageError
+from stormcore.incidents.aws_2025_10 import NAME
+from stormcore.settings import LabSettings, profile
+from stormlab.incidents.aws_2025_10 import certificate as lc
+from stormlab.incidents.aws_2025_10 import demo as lease_demo
+from stormlab.model.grid import Verdict
+from stormlab.runs import certify, live
 
+LEASES = certify.Story("lease_retry_policy", lc.REFERENCES)  # what a lease manager host does with its timed-out work
 LIVE_SPEED = 4.0  # the live points' speed when --speed is auto: the ways out's runs (docs/incidents/aws-2025-10.md)
 SETTLE_S = 20.0  # profile seconds of a healthy lab before the record is emptied
 
 
-def judge_live(base: LabSettings, point: lc.LeasePoint, speed: float) -> Verdict:
+def judge_live(base: LabSettings, point: lc.LeasePoint, watch_s: float, speed: float) -> Verdict:
     """One point on real processes: a lab of the profile's with the point's fleet and policy, the
     record empty for the point's outage, then watched as the model watches."""
     started = time.monotonic()
     settings = base.replace(lease_droplets=point.droplets).sped_up(speed)
-    result, story = lease_demo.measure(settings, 0, SETTLE_S, point.outage_s, lc.WATCH_S, (), io.StringIO())
+    result, story = lease_demo.measure(settings, 0, SETTLE_S, point.outage_s, watch_s, (), io.StringIO())
     repair, end = result["repair_s"], story.samples[-1].t if story.samples else result["repair_s"]
     last = [s.launch_error_ratio for s in story.samples if s.t >= end - lc.LAST_S and s.launch_error_ratio is not None]
     after = [s.launch_error_ratio for s in story.samples if s.t >= repair and s.launch_error_ratio is not None]
@@ -69,69 +69,10 @@ def certify_live(
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """The policy's live sample (resumed from --out while the code is the same), beside the model."""
-    sample = lc.live_sample(points, count, seed, c["label"])
-    path = out / f"aws-2025-10-seed{seed}" / c["key"] / "live.json"
+    path = out / f"{NAME}-seed{seed}" / c["key"] / "live.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    now = commit(out)
-    kept = json.loads(path.read_text()) if path.exists() else {}
-    live = {k: Verdict(**v) for k, v in kept.items() if same_code(v.get("commit", ""), now)}
-    todo = [p for p in sample if p.key not in live]
-    say(f"live: {c['label']}: {len(sample)} points, {len(sample) - len(todo)} already in {path}, {len(todo)} to run one after another")
-    for n, point in enumerate(todo, 1):
-        say(f"  live {n}/{len(todo)}  {point.key}: a lab of {point.droplets} droplets at speed {speed:g} …")
-        verdict = judge_live(c["settings"], point, speed)
-        if not verdict.valid:
-            say(f"  live {n}/{len(todo)}  {point.key}: INVALID (the host shaped it), run again …")
-            verdict = judge_live(c["settings"], point, speed)
-        live[point.key] = dataclasses.replace(verdict, commit=now)
-        path.write_text(json.dumps({k: asdict(v) for k, v in live.items()}, indent=1))
-        say(
-            f"  live {n}/{len(todo)}  {point.key}: {'stuck' if verdict.stuck else 'recovered'} "
-            f"({100 * verdict.end_error:.1f}% launch errors at the end{'' if verdict.valid else ', INVALID run'}, {verdict.seconds:.0f}s)"
-        )
-    model = {k: r.verdict for k, r in readings.items()}
-    return {
-        "speed": speed,
-        "link": "dns",  # the trigger is the endpoint's record, not a link
-        "points": [{"key": p.key, "model": asdict(model[p.key]), "live": asdict(live[p.key])} for p in sample if p.key in live],
-        "agreement": agreement(sample, model, live),  # type: ignore[arg-type]
-    }
-
-
-def document(
-    candidates: Sequence[dict[str, Any]],
-    points: Sequence[lc.LeasePoint],
-    readings: dict[str, dict[str, lc.Reading]],
-    live: dict[str, Any],
-    base: LabSettings,
-    seed: int,
-    out: Path,
-) -> dict[str, Any]:
-    certs = []
-    for c in candidates:
-        one = lc.certificate(c["label"], c["spec"], points, readings[c["label"]])
-        one |= {"reference": c["reference"], "kind": c["kind"], "maps": c["maps"], "timeout_s": c["settings"].lease_timeout_s}
-        if c["label"] in live:
-            one["live"] = live[c["label"]]
-        certs.append(one)
-    return {
-        "profile": "aws-2025-10",
-        "fleet": f"{base.lease_hosts} lease manager hosts of {base.lease_host_cores:g} cores, {base.lease_workers} workers each",
-        "seed": seed,
-        "commit": commit(out),
-        "suite": {
-            "droplets": sorted({p.droplets for p in points}),
-            "outages_s": sorted({p.outage_s for p in points}),
-            "account": lc.ACCOUNT,
-            "watch_s": lc.WATCH_S,
-        },
-        "holds_means": (
-            f"the leases back by themselves (launch errors under {lc.STUCK:.0%} over the watch's last minute) after the account's "
-            f"trigger ({lc.ACCOUNT[0]} droplets, the record empty {lc.ACCOUNT[1]:g} s) and every smaller one"
-        ),
-        "certificates": certs,
-        "live_agreement": pooled_agreement(certs, "dns"),  # the trigger is the endpoint's record, not a link
-    }
+    sample = lc.live_sample(points, count, seed, c["label"])
+    return live.certify_live(c, sample, readings, path, lc.WATCH_S, speed, say, judge_live, "dns")  # the trigger: the record, not a link
 
 
 def page(doc: dict[str, Any]) -> str:
@@ -159,7 +100,7 @@ def page(doc: dict[str, Any]) -> str:
         f"<li><b>{e(c['policy'])}</b> ({e(c['kind'])}): {e('; '.join(c['maps']) or 'as its code says')}</li>" for c in doc["certificates"]
     )
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>stormlab certificate: aws-2025-10</title>
+<html><head><meta charset="utf-8"><title>stormlab certificate: {NAME}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;max-width:70em}} table{{border-collapse:collapse;margin:.5em 0 1.5em}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:center}} .holds{{color:#1e8449}} .stuck{{color:#c0392b}}
 td.s{{background:#c0392b;color:#fff}} td.r{{background:#eafaf1}}</style></head><body>
@@ -203,3 +144,46 @@ def summary(doc: dict[str, Any], out: Path) -> list[str]:
 
 def speed_of(args: argparse.Namespace, parsed: float | None) -> float:
     return parsed if parsed is not None else LIVE_SPEED
+
+
+def run(args: argparse.Namespace, speed: float | None) -> int:
+    """certify --profile NAME: the policies as the lease manager's, against its collapse."""
+    if args.quick:
+        raise UsageError(f"--quick is the 2015 fleet's: the {NAME} suite sets each point's fleet itself")
+    base = profile(NAME).replace(seed=args.seed)
+    points = lc.suite()
+
+    def doc(candidates: Sequence[dict[str, Any]], readings: dict[str, Any], live: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
+        """The lease manager's certificate document."""
+
+        def build(c: dict[str, Any]) -> dict[str, Any]:
+            return lc.certificate(c["label"], c["spec"], points, readings[c["label"]]) | {"timeout_s": c["settings"].lease_timeout_s}
+
+        head = {
+            "profile": NAME,
+            "fleet": f"{base.lease_hosts} lease manager hosts of {base.lease_host_cores:g} cores, {base.lease_workers} workers each",
+        }
+        about = {
+            "suite": {
+                "droplets": sorted({p.droplets for p in points}),
+                "outages_s": sorted({p.outage_s for p in points}),
+                "account": lc.ACCOUNT,
+                "watch_s": lc.WATCH_S,
+            },
+            "holds_means": (
+                f"the leases back by themselves (launch errors under {lc.STUCK:.0%} over the watch's last minute) after the account's "
+                f"trigger ({lc.ACCOUNT[0]} droplets, the record empty {lc.ACCOUNT[1]:g} s) and every smaller one"
+            ),
+        }
+        return certify.document(candidates, live, build, head, about, "dns", seed, out)  # the trigger: the endpoint's record, not a link
+
+    def live(
+        c: dict[str, Any], pts: Sequence[Any], readings: dict[str, Any], count: int, seed: int, at: float, out: Path
+    ) -> dict[str, Any]:
+        return certify_live(c, pts, readings, count, seed, at, out, certify.say)
+
+    def html_page(doc: dict[str, Any], out: Path) -> str:
+        return page(doc)
+
+    suite = certify.Suite(f"certify --profile {NAME}", LEASES, base, points, lc.judge, live, speed_of(args, speed), doc, html_page, summary)
+    return certify.certified(args, suite)

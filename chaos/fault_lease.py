@@ -1,5 +1,10 @@
 """Fault leases, pure: every fault has a duration and ends by itself.
 
+One name for each meaning: a *fault lease* is chaos's (a fault held for a time, then reverted);
+a *lease* is the lease manager's on a droplet (services/leases, the October 2025 incident). In
+chaos's own code and in the `/faults` API the fault lease is often just "the lease": it never meets
+the lease manager's there.
+
 The book only keeps time: it says which leases are due for their revert. The process that
 applied a fault holds its book and its revert, so the revert is armed on the target side the
 moment the fault is applied, whatever happens to the command that asked for it.
@@ -14,12 +19,12 @@ from typing import Any
 from stormcore.settings import DEFAULT_MAX_FAULT_S
 
 
-class LeaseError(ValueError):
+class FaultLeaseError(ValueError):
     """A fault request the target refuses: nothing was applied."""
 
 
 @dataclass(frozen=True)
-class Lease:
+class FaultLease:
     id: int
     fault: str
     target: str  # one target, or several joined by commas (a blip of racks 0 and 1: "rack-0,rack-1")
@@ -35,33 +40,33 @@ class Lease:
         return {"id": self.id, "fault": self.fault, "target": self.target, "left_s": round(max(0.0, self.ends_at - now), 3), **self.detail}
 
 
-class LeaseBook:
+class FaultLeaseBook:
     def __init__(self, max_duration_s: float = DEFAULT_MAX_FAULT_S) -> None:
         self.max_duration_s = max_duration_s
-        self._leases: dict[int, Lease] = {}
+        self._leases: dict[int, FaultLease] = {}
         self._ids = itertools.count(1)
 
     def check_duration(self, duration_s: Any) -> float:
         if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)):
-            raise LeaseError("duration_s must be a number of seconds")
+            raise FaultLeaseError("duration_s must be a number of seconds")
         if not 0 < duration_s <= self.max_duration_s:
-            raise LeaseError(f"duration_s must be more than 0 and at most {self.max_duration_s:g}")
+            raise FaultLeaseError(f"duration_s must be more than 0 and at most {self.max_duration_s:g}")
         return float(duration_s)
 
-    def open(self, fault: str, target: str, duration_s: Any, now: float, **detail: Any) -> Lease:
+    def open(self, fault: str, target: str, duration_s: Any, now: float, **detail: Any) -> FaultLease:
         duration = self.check_duration(duration_s)
-        lease = Lease(next(self._ids), fault, target, now, now + duration, detail)
+        lease = FaultLease(next(self._ids), fault, target, now, now + duration, detail)
         self._leases[lease.id] = lease
         return lease
 
-    def due(self, now: float) -> list[Lease]:
+    def due(self, now: float) -> list[FaultLease]:
         """Leases whose time is up, removed from the book, oldest end first."""
         done = sorted((lease for lease in self._leases.values() if lease.ends_at <= now), key=lambda lease: lease.ends_at)
         for lease in done:
             del self._leases[lease.id]
         return done
 
-    def halt(self, fault: str | None = None, lease_id: int | None = None) -> list[Lease]:
+    def halt(self, fault: str | None = None, lease_id: int | None = None) -> list[FaultLease]:
         """Every lease (or every lease of ``fault``, or the one lease ``lease_id``), removed from the
         book, oldest first."""
         chosen = (lease for lease in self._leases.values() if (fault is None or lease.fault == fault) and lease_id in (None, lease.id))
@@ -73,7 +78,7 @@ class LeaseBook:
     def next_end(self) -> float | None:
         return min((lease.ends_at for lease in self._leases.values()), default=None)
 
-    def holding(self, target: str, fault: str | None = None) -> list[Lease]:
+    def holding(self, target: str, fault: str | None = None) -> list[FaultLease]:
         return [lease for lease in self._leases.values() if target in lease.targets and (fault is None or lease.fault == fault)]
 
     def active(self, now: float) -> list[dict[str, Any]]:

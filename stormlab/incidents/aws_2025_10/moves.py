@@ -1,6 +1,6 @@
 """The ways out of the lease manager's collapse (aws-2025-10), each measured live and in the model.
 
-    .venv/bin/python -m stormlab.runs.lease_moves [--speed 4] [--only PLAN ...] [--model-only]
+    .venv/bin/python -m stormlab.incidents.aws_2025_10.moves [--speed 4] [--only PLAN ...] [--model-only]
 
 Each plan is the operators' moves at profile seconds after the repair, once the collapse has
 settled: the account's order (throttle, then restart the hosts two at a time), restarts alone,
@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormcore.incidents.aws_2025_10 import NAME
 from stormcore.settings import LabSettings, profile
-from stormlab.model import leases as model
-from stormlab.runs.lease_demo import Move, measure
+from stormlab.incidents.aws_2025_10 import model
+from stormlab.incidents.aws_2025_10.demo import Move, measure
 
 SETTLE_S, OUTAGE_S = 20.0, 90.0  # a lease lives 60 s: 90 s of an empty record lapses every one
 FIRST_MOVE_S = 150.0  # after the repair: the collapse has settled (the early leases lapsed)
@@ -58,32 +59,39 @@ def model_moves(plan: list[Move], repair_s: float) -> list[model.Move]:
     return out
 
 
-def in_model(settings: LabSettings, plan: list[Move]) -> dict[str, Any]:
+def in_model(settings: LabSettings, plan: list[Move], after_s: float = AFTER_S) -> dict[str, Any]:
     """The plan in the reference model, on the live story's timeline (profile seconds)."""
     repair = SETTLE_S + OUTAGE_S
     timeline = [model.Move(SETTLE_S, endpoint=False), model.Move(repair, endpoint=True), *model_moves(plan, repair)]
-    end = repair + FIRST_MOVE_S + AFTER_S
+    end = repair + FIRST_MOVE_S + after_s
     run = model.simulate(settings, timeline, end, window_s=5.0)
     back = run.recovered_at(repair + FIRST_MOVE_S)
     return {
         "recovered_s_after_first_move": None if back is None else round(back - repair - FIRST_MOVE_S, 1),
         "launch_errors_last_minute": round(run.error_ratio(end - 60, end), 4),
         "collapsed_before_moves": run.error_ratio(repair + FIRST_MOVE_S - 40, repair + FIRST_MOVE_S) > 0.9,
+        "launch_errors_before_moves": round(run.error_ratio(repair + FIRST_MOVE_S - 60, repair + FIRST_MOVE_S), 4),
     }
 
 
-def live(settings: LabSettings, plan: list[Move], base_port: int, out: Any) -> dict[str, Any]:
+def live(settings: LabSettings, plan: list[Move], base_port: int, out: Any, after_s: float = AFTER_S) -> dict[str, Any]:
     """The plan on a lab of its own at ``settings``' speed."""
-    result, story = measure(settings, base_port, SETTLE_S, OUTAGE_S, FIRST_MOVE_S + AFTER_S, plan, out)
+    result, story = measure(settings, base_port, SETTLE_S, OUTAGE_S, FIRST_MOVE_S + after_s, plan, out)
     repair = result["repair_s"]
     end = story.samples[-1].t
     last = [s.launch_error_ratio for s in story.samples if s.t >= end - 60 and s.launch_error_ratio is not None]
     before = [s.launch_error_ratio for s in story.samples if repair + FIRST_MOVE_S - 20 <= s.t < repair + FIRST_MOVE_S]
+    minute = [
+        s.launch_error_ratio
+        for s in story.samples
+        if repair + FIRST_MOVE_S - 60 <= s.t < repair + FIRST_MOVE_S and s.launch_error_ratio is not None
+    ]
     back = next((s.t for s in story.samples if s.t >= repair + FIRST_MOVE_S and (s.leases_active or 0) >= 0.99 * result["droplets"]), None)
     return {
         "recovered_s_after_first_move": None if back is None else round(back - repair - FIRST_MOVE_S, 1),
         "launch_errors_last_minute": round(sum(last) / len(last), 4) if last else None,
         "collapsed_before_moves": bool(before) and min(x for x in before if x is not None) > 0.9,
+        "launch_errors_before_moves": round(sum(minute) / len(minute), 4) if minute else None,
         "valid": result["valid"],
         "invalid_reasons": result["invalid_reasons"],
     }
@@ -112,7 +120,7 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m stormlab.runs.lease_moves", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m stormlab.incidents.aws_2025_10.moves", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--speed", type=float, default=4.0, help="the live labs' speed (default 4: ~2.5 minutes a plan)")
     ap.add_argument("--only", nargs="*", choices=list(PLANS), help="these plans only (default: every one)")
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-port", type=int, default=0, help="the live labs' base port (default 0: free ports)")
     ap.add_argument("--out", type=Path, default=Path("reports"), help="where the JSON of the figures goes (default reports/)")
     args = ap.parse_args(argv)
-    base = profile("aws-2025-10")
+    base = profile(NAME)
     rows: dict[str, dict[str, Any]] = {}
     for name in args.only or PLANS:
         plan = PLANS[name]

@@ -16,7 +16,7 @@ The delay before retry ``n`` (after the n-th miss in a row) is ``min(cap, base *
 jittered: ``none`` as it is, ``full`` uniform in [0, d], ``equal`` d/2 + uniform in [0, d/2],
 ``decorrelated`` ``min(cap, uniform(base, 3 * previous delay))``. Giving up (``max_attempts``,
 ``deadline``, the budget, the throttle, an open breaker) means: wait for the next scheduled
-renewal. The budget, the throttle and the breaker are the lab's own (storage_node/retry.py) and
+renewal. The budget, the throttle and the breaker are the lab's own (stormcore/retry.py) and
 their scope is the rack, as for the lab's built-in policies.
 """
 
@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storage_node import retry
-from storage_node.policies.errors import PolicyError
+from stormcore import retry
 from stormcore.documents import is_number
+from stormcore.policies.errors import PolicyError
 from stormcore.settings import SettingsError, parse_duration
 
 JITTERS = ("none", "full", "equal", "decorrelated")

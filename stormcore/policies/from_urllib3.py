@@ -23,8 +23,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from storage_node import retry
-from storage_node.policies.errors import PolicyError
+from stormcore import retry
+from stormcore.policies.errors import PolicyError
 
 try:
     from urllib3.util.retry import Retry

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from metadata_service.vcpu import VirtualCpu
+from stormcore.vcpu import VirtualCpu
 
 CLOCK_TICK_S = 0.001
 
