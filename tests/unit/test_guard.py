@@ -10,6 +10,7 @@ import pytest
 from stormcore import incidents
 from stormcore.settings import LabSettings, profile
 from stormlab.incidents.aws_2025_10 import guard as guard_2025
+from stormlab.incidents.aws_2025_10 import moves
 from stormlab.model.grid import Verdict, judge_model
 from stormlab.runs import guard
 from stormlab.runs.live import QUICK
@@ -90,6 +91,13 @@ def test_a_2025_plan_that_recovers_too_late_is_a_finding():
     found = guard_2025.check(plan, late, model)
     assert found and "every lease back" in found[0], found
     assert guard_2025.check(plan, dataclasses.replace(model, recovered_after_s=model.recovered_after_s + 20), model) == []
+
+
+def test_a_2025_plan_point_is_on_the_plans_own_timeline():
+    """A plan's lab empties the record for moves.py's outage: a point that said another would be judged on the wrong run."""
+    plans = [p for p in LEASES.guard if p.value("plan")]
+    assert plans and all(p.value("outage_s") == moves.OUTAGE_S and p.value("plan") in moves.PLANS for p in plans)
+    assert {p.value("judged") for p in plans} == {"before the moves", "after the moves"}
 
 
 def test_every_incident_declares_points_for_the_guard():

@@ -2,10 +2,12 @@
 a lab of its own and beside it in the reference model on the same timeline.
 
 A point is an outage of the endpoint's record on a fleet (the record back before a lease lapses:
-no collapse; the profile's outage: a collapse that holds; a fleet below the model's threshold:
-it recovers by itself), or that outage and a plan of the operators' moves (throttle, then
-restarts: it recovers, and within ``RECOVERY_APART`` of the model's time). A point that leaves its
-band, or parts from the model, is a finding with both figures (``stormlab.runs.guard.check``).
+no collapse; a fleet below the model's threshold: it recovers by itself), or the profile's
+outage and a plan of the operators' moves (moves.py's timeline), judged before the moves (the
+minute before the first: a collapse that holds) or after them (throttle, then restarts: it
+recovers, and within ``RECOVERY_APART`` of the model's time); the points of one plan share one lab.
+A point that leaves its band, or parts from the model, is a finding with both figures
+(``stormlab.runs.guard.check``).
 """
 
 from __future__ import annotations
