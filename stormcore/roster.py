@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from stormcore.incidents import REGISTERED
+from stormcore.incidents import INCIDENTS, REGISTERED
 from stormcore.process import COMPOSE_BASE_PORT, CUSTOMERS, DEPENDENT, LINKPROXY, METADATA, RACK, Process
 from stormcore.wire import LoadgenStatus, MetadataStatus, RackStatus
 
@@ -55,7 +55,8 @@ ROLES: dict[str, str] = {p.role: p.oncall for p in ROSTER if p.role}  # every on
 
 def game_roles(incident: str) -> tuple[str, ...]:
     """The roles a team's game day of this incident hands tokens to (its declaration's): its own services' on-calls."""
-    return next((i.roles for i in REGISTERED if i.name == incident), ())
+    declared = INCIDENTS.get(incident)
+    return declared.roles if declared else ()
 
 
 TARGET_NAME = re.compile(rf"^({'|'.join(NAMED_TARGETS)}|rack-\d{{1,4}})$")

@@ -45,7 +45,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from stormcore import policies
-from stormcore.policies import Told
 from stormcore.retry import Miss, RetryPolicy
 from stormcore.settings import LabSettings
 
@@ -313,7 +312,9 @@ class Fleet:
         return droplet % self.hosts
 
 
-def hosts_of(s: LabSettings, now: float, leased_until: float | None, strict: bool = True, told: Told | None = None) -> list[LeaseHost]:
+def hosts_of(
+    s: LabSettings, now: float, leased_until: float | None, strict: bool = True, told: policies.Told | None = None
+) -> list[LeaseHost]:
     """The manager's hosts for settings ``s`` (at their speed), each with its share of the fleet
     and its own retry policy and generator (a budget's or a breaker's scope is the host). A call
     into a user's policy that raises or breaks its promise raises (``strict``: the model) or is
